@@ -1,0 +1,238 @@
+/* addr.c: parse, listen on and connect to Perfetto-style socket addresses (see tracegate/addr.h). */
+#include "tracegate/addr.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+__attribute__((format(printf, 3, 4))) static int set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static int parse_unix(const char *path, int abstract, struct tg_addr *out, char *err, size_t errlen)
+{
+    struct sockaddr_un *sun = (struct sockaddr_un *)&out->ss;
+    size_t n = strlen(path);
+    if (n == 0)
+        return set_err(err, errlen, "empty UNIX socket path");
+    if (n + 1 > sizeof sun->sun_path)
+        return set_err(err, errlen, "UNIX socket path too long: %s", path);
+    memset(out, 0, sizeof *out);
+    sun->sun_family = AF_UNIX;
+    out->family = AF_UNIX;
+    if (abstract) {
+        sun->sun_path[0] = '\0';
+        memcpy(sun->sun_path + 1, path, n);
+        out->len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+        snprintf(out->text, sizeof out->text, "@%s", path);
+    } else {
+        memcpy(sun->sun_path, path, n + 1);
+        out->len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
+        snprintf(out->text, sizeof out->text, "%s", path);
+    }
+    return 0;
+}
+
+static int parse_tcp(const char *host, const char *port, struct tg_addr *out, char *err, size_t errlen)
+{
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    if (*host == '\0' || strcmp(host, "*") == 0) {
+        host = NULL;
+        hints.ai_flags |= AI_PASSIVE;
+    }
+    int rc = getaddrinfo(host, port, &hints, &res);
+    if (rc != 0 || !res)
+        return set_err(err, errlen, "cannot resolve address: %s", gai_strerror(rc));
+    memset(out, 0, sizeof *out);
+    memcpy(&out->ss, res->ai_addr, res->ai_addrlen);
+    out->len = (socklen_t)res->ai_addrlen;
+    out->family = res->ai_family;
+    freeaddrinfo(res);
+    char ip[INET6_ADDRSTRLEN];
+    if (out->family == AF_INET6) {
+        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&out->ss)->sin6_addr, ip, sizeof ip);
+        snprintf(out->text, sizeof out->text, "[%s]:%s", ip, port);
+    } else {
+        inet_ntop(AF_INET, &((struct sockaddr_in *)&out->ss)->sin_addr, ip, sizeof ip);
+        snprintf(out->text, sizeof out->text, "%s:%s", ip, port);
+    }
+    return 0;
+}
+
+int tg_addr_parse(const char *s, struct tg_addr *out, char *err, size_t errlen)
+{
+    if (!s || !*s)
+        return set_err(err, errlen, "empty address");
+    if (strncmp(s, "unix:", 5) == 0)
+        return s[5] == '@' ? parse_unix(s + 6, 1, out, err, errlen) : parse_unix(s + 5, 0, out, err, errlen);
+    if (strncmp(s, "tcp://", 6) == 0)
+        s += 6;
+    else if (s[0] == '@')
+        return parse_unix(s + 1, 1, out, err, errlen);
+
+    const char *colon = strrchr(s, ':');
+    int is_tcp = 0;
+    if (colon && colon[1]) {
+        is_tcp = 1;
+        for (const char *p = colon + 1; *p; p++)
+            if (*p < '0' || *p > '9')
+                is_tcp = 0;
+    }
+    if (!is_tcp)
+        return parse_unix(s, 0, out, err, errlen);
+
+    char host[256];
+    size_t hlen = (size_t)(colon - s);
+    if (hlen >= sizeof host)
+        return set_err(err, errlen, "host name too long: %s", s);
+    memcpy(host, s, hlen);
+    host[hlen] = '\0';
+    if (host[0] == '[') { /* [v6]:port */
+        size_t hl = strlen(host);
+        if (hl < 2 || host[hl - 1] != ']')
+            return set_err(err, errlen, "bad IPv6 address: %s", s);
+        host[hl - 1] = '\0';
+        memmove(host, host + 1, hl - 1);
+    }
+    long port = strtol(colon + 1, NULL, 10);
+    if (port < 0 || port > 65535)
+        return set_err(err, errlen, "bad port in %s", s);
+    return parse_tcp(host, colon + 1, out, err, errlen);
+}
+
+int tg_addr_is_loopback(const struct tg_addr *a)
+{
+    if (a->family == AF_UNIX)
+        return 1;
+    if (a->family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)&a->ss;
+        return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (a->family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&a->ss;
+        if (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr))
+            return 1;
+        if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
+            return in6->sin6_addr.s6_addr[12] == 127;
+    }
+    return 0;
+}
+
+static int new_socket(int family)
+{
+    return socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+}
+
+static int is_fs_unix(const struct tg_addr *a)
+{
+    const struct sockaddr_un *sun = (const struct sockaddr_un *)&a->ss;
+    return a->family == AF_UNIX && sun->sun_path[0] != '\0';
+}
+
+int tg_addr_is_live(const struct tg_addr *a)
+{
+    int fd = socket(a->family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    int live = connect(fd, (const struct sockaddr *)&a->ss, a->len) == 0;
+    close(fd);
+    return live;
+}
+
+int tg_addr_listen(const struct tg_addr *a, int backlog, unsigned mode)
+{
+    if (is_fs_unix(a)) {
+        const struct sockaddr_un *sun = (const struct sockaddr_un *)&a->ss;
+        struct stat st;
+        if (lstat(sun->sun_path, &st) == 0) {
+            if (!S_ISSOCK(st.st_mode)) {
+                errno = EEXIST;
+                return -1;
+            }
+            if (tg_addr_is_live(a)) {
+                errno = EADDRINUSE;
+                return -1;
+            }
+            unlink(sun->sun_path);
+        }
+    }
+    int fd = new_socket(a->family);
+    if (fd < 0)
+        return -1;
+    if (a->family != AF_UNIX) {
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (a->family == AF_INET6) {
+            int zero = 0;
+            setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+        }
+    }
+    if (bind(fd, (const struct sockaddr *)&a->ss, a->len) != 0 || listen(fd, backlog) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    if (is_fs_unix(a) && mode) {
+        const struct sockaddr_un *sun = (const struct sockaddr_un *)&a->ss;
+        chmod(sun->sun_path, (mode_t)mode);
+    }
+    return fd;
+}
+
+int tg_addr_connect(const struct tg_addr *a)
+{
+    int fd = new_socket(a->family);
+    if (fd < 0)
+        return -1;
+    if (a->family != AF_UNIX) {
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
+    if (connect(fd, (const struct sockaddr *)&a->ss, a->len) != 0 && errno != EINPROGRESS) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+int tg_addr_connect_wait(const struct tg_addr *a, int timeout_ms)
+{
+    int fd = tg_addr_connect(a);
+    if (fd < 0)
+        return -1;
+    struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+    int rc = poll(&pfd, 1, timeout_ms);
+    int soerr = 0;
+    socklen_t sl = sizeof soerr;
+    if (rc <= 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0 || soerr != 0) {
+        close(fd);
+        errno = rc == 0 ? ETIMEDOUT : (soerr ? soerr : errno);
+        return -1;
+    }
+    return fd;
+}

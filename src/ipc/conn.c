@@ -1,0 +1,725 @@
+/* conn.c: framed IPC connection over a socket (with SCM_RIGHTS) or a bufferevent (see tracegate/conn.h). */
+#include "tracegate/conn.h"
+#include "tracegate/frame.h"
+#include "tracegate/log.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_FDS_PER_READ 4
+#define READ_CHUNK 65536
+#define MAX_READS_PER_EVENT 32
+#define FLUSH_CLOSE_DEFAULT_MS 5000
+
+struct pending_fd {
+    uint64_t offset; /* absolute output offset of the frame's first byte */
+    int fd;
+};
+
+struct tg_conn {
+    struct event_base *base;
+    struct tg_conn_cbs cbs;
+    void *arg;
+    struct tg_conn_opts opts;
+
+    /* exactly one of these backends */
+    int fd;
+    struct bufferevent *bev;
+    struct event *read_ev, *write_ev;
+    struct evbuffer *in, *out; /* for bev: its own buffers */
+
+    struct event *timer_ev;  /* send timeout / idle timeout / flush-close deadline */
+    struct event *close_ev;  /* runs on_close from the loop */
+    struct event *resume_ev; /* re-dispatches buffered frames after a pause */
+
+    int is_unix;
+    uid_t uid;
+    pid_t pid;
+    char peer[128];
+
+    int received_fd;
+    struct pending_fd *fdq;
+    size_t fdq_len, fdq_cap;
+    uint64_t out_enqueued; /* bytes ever queued (socket backend) */
+    uint64_t out_sent;     /* bytes ever sent (socket backend) */
+
+    int closing;         /* teardown started */
+    int flushing;        /* close once output drains */
+    int read_paused;
+    int congested;
+    int dispatching;
+    char reason[160];
+
+    uint64_t last_progress_ms, last_input_ms, flush_deadline_ms;
+    struct tg_conn_stats stats;
+};
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void tg_conn_opts_default(struct tg_conn_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->max_frame = TG_FRAME_MAX_DEFAULT;
+    o->out_high = 1u << 20;
+    o->out_low = 256u << 10;
+    o->out_hard_limit = 64u << 20;
+}
+
+static void apply_opts(tg_conn *c, const struct tg_conn_opts *opts)
+{
+    tg_conn_opts_default(&c->opts);
+    if (!opts)
+        return;
+    c->opts = *opts;
+    struct tg_conn_opts d;
+    tg_conn_opts_default(&d);
+    if (!c->opts.max_frame)
+        c->opts.max_frame = d.max_frame;
+    if (!c->opts.out_high)
+        c->opts.out_high = d.out_high;
+    if (!c->opts.out_low || c->opts.out_low > c->opts.out_high)
+        c->opts.out_low = c->opts.out_high / 4;
+    if (!c->opts.out_hard_limit)
+        c->opts.out_hard_limit = d.out_hard_limit;
+}
+
+static void schedule_close(tg_conn *c, const char *reason);
+static void dispatch_frames(tg_conn *c);
+static void arm_timer(tg_conn *c);
+
+/* ---------------------------------------------------------------- output */
+
+static void check_drain(tg_conn *c)
+{
+    size_t len = tg_conn_output_len(c);
+    if (!c->congested && len > c->opts.out_high) {
+        c->congested = 1;
+    } else if (c->congested && len <= c->opts.out_low) {
+        c->congested = 0;
+        if (c->cbs.on_drain && !c->closing)
+            c->cbs.on_drain(c, c->arg);
+    }
+    if (c->flushing && len == 0)
+        schedule_close(c, c->reason[0] ? c->reason : "closed after flush");
+}
+
+static int sock_flush(tg_conn *c)
+{
+    while (evbuffer_get_length(c->out) > 0) {
+        size_t limit = evbuffer_get_length(c->out);
+        int attach = -1;
+        if (c->fdq_len) {
+            uint64_t at = c->fdq[0].offset;
+            if (at == c->out_sent)
+                attach = c->fdq[0].fd;
+            else if (at - c->out_sent < limit)
+                limit = (size_t)(at - c->out_sent);
+        }
+        struct evbuffer_iovec vec[16];
+        int nvec = evbuffer_peek(c->out, (ev_ssize_t)limit, NULL, vec, 16);
+        if (nvec > 16)
+            nvec = 16;
+        struct iovec iov[16];
+        size_t total = 0;
+        for (int i = 0; i < nvec; i++) {
+            iov[i].iov_base = vec[i].iov_base;
+            iov[i].iov_len = vec[i].iov_len;
+            if (total + iov[i].iov_len > limit)
+                iov[i].iov_len = limit - total;
+            total += iov[i].iov_len;
+        }
+        struct msghdr msg;
+        memset(&msg, 0, sizeof msg);
+        msg.msg_iov = iov;
+        msg.msg_iovlen = (size_t)nvec;
+        union {
+            char buf[CMSG_SPACE(sizeof(int))];
+            struct cmsghdr align;
+        } ctl;
+        if (attach >= 0) {
+            memset(&ctl, 0, sizeof ctl);
+            msg.msg_control = ctl.buf;
+            msg.msg_controllen = sizeof ctl.buf;
+            struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+            cm->cmsg_level = SOL_SOCKET;
+            cm->cmsg_type = SCM_RIGHTS;
+            cm->cmsg_len = CMSG_LEN(sizeof(int));
+            memcpy(CMSG_DATA(cm), &attach, sizeof(int));
+        }
+        ssize_t n = sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return 0;
+            snprintf(c->reason, sizeof c->reason, "write error: %s", strerror(errno));
+            return -1;
+        }
+        evbuffer_drain(c->out, (size_t)n);
+        c->out_sent += (uint64_t)n;
+        c->stats.bytes_out += (uint64_t)n;
+        c->last_progress_ms = now_ms();
+        if (attach >= 0 && n > 0) {
+            close(attach);
+            memmove(c->fdq, c->fdq + 1, (c->fdq_len - 1) * sizeof *c->fdq);
+            c->fdq_len--;
+        }
+    }
+    return 0;
+}
+
+static void sock_write_cb(evutil_socket_t fd, short what, void *arg)
+{
+    tg_conn *c = arg;
+    (void)fd;
+    (void)what;
+    if (c->closing)
+        return;
+    if (sock_flush(c) != 0) {
+        schedule_close(c, c->reason);
+        return;
+    }
+    if (evbuffer_get_length(c->out) == 0)
+        event_del(c->write_ev);
+    check_drain(c);
+}
+
+static int after_enqueue(tg_conn *c)
+{
+    size_t len = tg_conn_output_len(c);
+    if (len > c->opts.out_hard_limit) {
+        char why[96];
+        snprintf(why, sizeof why, "output buffer over its hard limit (%zu bytes queued)", len);
+        schedule_close(c, why);
+        return -1;
+    }
+    if (len > c->opts.out_high)
+        c->congested = 1;
+    if (!c->bev && len > 0 && !event_pending(c->write_ev, EV_WRITE, NULL)) {
+        c->last_progress_ms = now_ms();
+        event_add(c->write_ev, NULL);
+    }
+    if (c->opts.send_timeout_ms)
+        arm_timer(c);
+    return 0;
+}
+
+int tg_conn_send(tg_conn *c, const void *body, size_t len, int fd)
+{
+    if (c->closing || c->flushing)
+        return -1;
+    if (fd >= 0 && c->is_unix && !c->bev) {
+        int dupfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        if (dupfd < 0)
+            return -1;
+        if (c->fdq_len == c->fdq_cap) {
+            size_t cap = c->fdq_cap ? c->fdq_cap * 2 : 4;
+            struct pending_fd *q = realloc(c->fdq, cap * sizeof *q);
+            if (!q) {
+                close(dupfd);
+                return -1;
+            }
+            c->fdq = q;
+            c->fdq_cap = cap;
+        }
+        c->fdq[c->fdq_len].offset = c->out_enqueued;
+        c->fdq[c->fdq_len].fd = dupfd;
+        c->fdq_len++;
+    }
+    if (tg_frame_append(c->out, body, len) != 0)
+        return -1;
+    c->out_enqueued += len + TG_FRAME_HEADER_SIZE;
+    c->stats.frames_out++;
+    if (c->bev)
+        c->stats.bytes_out += len + TG_FRAME_HEADER_SIZE;
+    return after_enqueue(c);
+}
+
+int tg_conn_send_framed(tg_conn *c, struct evbuffer *buf)
+{
+    if (c->closing || c->flushing)
+        return -1;
+    size_t n = evbuffer_get_length(buf);
+    if (evbuffer_remove_buffer(buf, c->out, n) != (int)n)
+        return -1;
+    c->out_enqueued += n;
+    c->stats.frames_out++;
+    if (c->bev)
+        c->stats.bytes_out += n;
+    return after_enqueue(c);
+}
+
+/* ----------------------------------------------------------------- input */
+
+static void keep_fd(tg_conn *c, int fd)
+{
+    /* One slot per connection, like Perfetto: a newer fd replaces an older one. */
+    if (c->received_fd >= 0)
+        close(c->received_fd);
+    c->received_fd = fd;
+}
+
+static void sock_read_cb(evutil_socket_t sfd, short what, void *arg)
+{
+    tg_conn *c = arg;
+    (void)sfd;
+    (void)what;
+    int eof = 0;
+    for (int iter = 0; iter < MAX_READS_PER_EVENT && !c->closing; iter++) {
+        struct evbuffer_iovec v[2];
+        int nv = evbuffer_reserve_space(c->in, READ_CHUNK, v, 2);
+        if (nv <= 0) {
+            schedule_close(c, "out of memory");
+            return;
+        }
+        struct iovec iov[2];
+        size_t room = 0;
+        for (int i = 0; i < nv; i++) {
+            iov[i].iov_base = v[i].iov_base;
+            iov[i].iov_len = v[i].iov_len;
+            room += v[i].iov_len;
+        }
+        union {
+            char buf[CMSG_SPACE(sizeof(int) * MAX_FDS_PER_READ)];
+            struct cmsghdr align;
+        } ctl;
+        struct msghdr msg;
+        memset(&msg, 0, sizeof msg);
+        msg.msg_iov = iov;
+        msg.msg_iovlen = (size_t)nv;
+        if (c->is_unix) {
+            msg.msg_control = ctl.buf;
+            msg.msg_controllen = sizeof ctl.buf;
+        }
+        ssize_t n = recvmsg(c->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        if (n < 0) {
+            evbuffer_commit_space(c->in, v, 0);
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                break;
+            char why[96];
+            snprintf(why, sizeof why, "read error: %s", strerror(errno));
+            schedule_close(c, why);
+            return;
+        }
+        int got_fds = 0;
+        if (c->is_unix && msg.msg_controllen > 0) {
+            for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+                if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+                    continue;
+                size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                for (size_t i = 0; i < nfd; i++) {
+                    int rfd;
+                    memcpy(&rfd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+                    if (got_fds++ == 0 && !(msg.msg_flags & MSG_CTRUNC))
+                        keep_fd(c, rfd);
+                    else
+                        close(rfd); /* at most one fd per frame: extras are closed */
+                }
+            }
+        }
+        if (msg.msg_flags & (MSG_CTRUNC | MSG_TRUNC)) {
+            evbuffer_commit_space(c->in, v, 0);
+            schedule_close(c, "control data truncated (too many file descriptors)");
+            return;
+        }
+        if (n == 0) {
+            evbuffer_commit_space(c->in, v, 0);
+            eof = 1;
+            break;
+        }
+        size_t left = (size_t)n;
+        for (int i = 0; i < nv; i++) {
+            if (v[i].iov_len > left)
+                v[i].iov_len = left;
+            left -= v[i].iov_len;
+        }
+        evbuffer_commit_space(c->in, v, nv);
+        c->stats.bytes_in += (uint64_t)n;
+        c->last_input_ms = now_ms();
+        if ((size_t)n < room)
+            break;
+    }
+    dispatch_frames(c);
+    if (eof && !c->closing)
+        schedule_close(c, "peer closed the connection");
+}
+
+static void dispatch_frames(tg_conn *c)
+{
+    if (c->dispatching)
+        return; /* re-entered from a callback: the outer loop continues */
+    c->dispatching = 1;
+    while (!c->closing && !c->read_paused && !c->flushing) {
+        size_t len;
+        enum tg_frame_status st = tg_frame_peek(c->in, c->opts.max_frame, &len);
+        if (st == TG_FRAME_NEED_MORE)
+            break;
+        if (st == TG_FRAME_OVERSIZE) {
+            schedule_close(c, "IPC frame too large");
+            break;
+        }
+        const uint8_t *body = tg_frame_body(c->in, len);
+        if (!body) {
+            schedule_close(c, "out of memory");
+            break;
+        }
+        c->stats.frames_in++;
+        if (c->bev)
+            c->stats.bytes_in += len + TG_FRAME_HEADER_SIZE;
+        if (c->cbs.on_frame)
+            c->cbs.on_frame(c, body, len, c->arg);
+        if (c->closing)
+            break;
+        tg_frame_drain(c->in, len);
+    }
+    c->dispatching = 0;
+}
+
+/* ------------------------------------------------------ bufferevent glue */
+
+static void bev_read_cb(struct bufferevent *bev, void *arg)
+{
+    tg_conn *c = arg;
+    (void)bev;
+    c->last_input_ms = now_ms();
+    dispatch_frames(c);
+}
+
+static void bev_write_cb(struct bufferevent *bev, void *arg)
+{
+    tg_conn *c = arg;
+    (void)bev;
+    c->last_progress_ms = now_ms();
+    check_drain(c);
+}
+
+static void bev_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+    tg_conn *c = arg;
+    (void)bev;
+    if (what & BEV_EVENT_EOF) {
+        dispatch_frames(c);
+        schedule_close(c, "peer closed the connection");
+    } else if (what & BEV_EVENT_ERROR) {
+        char why[128];
+        int e = EVUTIL_SOCKET_ERROR();
+        snprintf(why, sizeof why, "connection error: %s", e ? evutil_socket_error_to_string(e) : "transport failure");
+        schedule_close(c, why);
+    } else if (what & BEV_EVENT_TIMEOUT) {
+        schedule_close(c, "timeout");
+    }
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+static void conn_free(tg_conn *c)
+{
+    if (c->read_ev)
+        event_free(c->read_ev);
+    if (c->write_ev)
+        event_free(c->write_ev);
+    if (c->timer_ev)
+        event_free(c->timer_ev);
+    if (c->close_ev)
+        event_free(c->close_ev);
+    if (c->resume_ev)
+        event_free(c->resume_ev);
+    if (c->bev) {
+        bufferevent_free(c->bev);
+    } else {
+        if (c->in)
+            evbuffer_free(c->in);
+        if (c->out)
+            evbuffer_free(c->out);
+        if (c->fd >= 0)
+            close(c->fd);
+    }
+    for (size_t i = 0; i < c->fdq_len; i++)
+        close(c->fdq[i].fd);
+    free(c->fdq);
+    if (c->received_fd >= 0)
+        close(c->received_fd);
+    free(c);
+}
+
+static void close_cb(evutil_socket_t fd, short what, void *arg)
+{
+    tg_conn *c = arg;
+    (void)fd;
+    (void)what;
+    if (c->cbs.on_close)
+        c->cbs.on_close(c, c->reason, c->arg);
+    conn_free(c);
+}
+
+static void schedule_close(tg_conn *c, const char *reason)
+{
+    if (c->closing)
+        return;
+    c->closing = 1;
+    if (reason && reason != c->reason)
+        snprintf(c->reason, sizeof c->reason, "%s", reason);
+    if (c->read_ev)
+        event_del(c->read_ev);
+    if (c->write_ev)
+        event_del(c->write_ev);
+    if (c->timer_ev)
+        event_del(c->timer_ev);
+    if (c->resume_ev)
+        event_del(c->resume_ev);
+    if (c->bev)
+        bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+    event_active(c->close_ev, EV_TIMEOUT, 0);
+}
+
+void tg_conn_close(tg_conn *c, const char *reason)
+{
+    schedule_close(c, reason ? reason : "closed");
+}
+
+void tg_conn_close_after_flush(tg_conn *c, const char *reason)
+{
+    if (c->closing || c->flushing)
+        return;
+    snprintf(c->reason, sizeof c->reason, "%s", reason ? reason : "closed");
+    c->flushing = 1;
+    tg_conn_pause_read(c);
+    int ms = c->opts.send_timeout_ms ? c->opts.send_timeout_ms : FLUSH_CLOSE_DEFAULT_MS;
+    c->flush_deadline_ms = now_ms() + (uint64_t)ms;
+    arm_timer(c);
+    check_drain(c);
+}
+
+int tg_conn_is_closing(const tg_conn *c) { return c->closing || c->flushing; }
+
+void tg_conn_destroy(tg_conn *c)
+{
+    if (c)
+        conn_free(c);
+}
+
+static void timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    tg_conn *c = arg;
+    (void)fd;
+    (void)what;
+    if (c->closing)
+        return;
+    uint64_t now = now_ms();
+    if (c->flushing && now >= c->flush_deadline_ms) {
+        schedule_close(c, c->reason);
+        return;
+    }
+    if (c->opts.send_timeout_ms && tg_conn_output_len(c) > 0 &&
+        now - c->last_progress_ms >= (uint64_t)c->opts.send_timeout_ms) {
+        schedule_close(c, "send timeout: peer is not reading");
+        return;
+    }
+    if (c->opts.idle_timeout_ms && now - c->last_input_ms >= (uint64_t)c->opts.idle_timeout_ms) {
+        schedule_close(c, "idle timeout");
+        return;
+    }
+    arm_timer(c);
+}
+
+/* The timer fires at the earliest of the active deadlines. */
+static void arm_timer(tg_conn *c)
+{
+    if (c->closing)
+        return;
+    uint64_t now = now_ms(), next = UINT64_MAX;
+    if (c->opts.send_timeout_ms && tg_conn_output_len(c) > 0)
+        next = c->last_progress_ms + (uint64_t)c->opts.send_timeout_ms;
+    if (c->opts.idle_timeout_ms) {
+        uint64_t t = c->last_input_ms + (uint64_t)c->opts.idle_timeout_ms;
+        if (t < next)
+            next = t;
+    }
+    if (c->flushing && c->flush_deadline_ms < next)
+        next = c->flush_deadline_ms;
+    if (next == UINT64_MAX)
+        return;
+    uint64_t wait = next > now ? next - now : 0;
+    struct timeval tv = {.tv_sec = (time_t)(wait / 1000), .tv_usec = (suseconds_t)((wait % 1000) * 1000)};
+    event_add(c->timer_ev, &tv);
+}
+
+static void resume_cb(evutil_socket_t fd, short what, void *arg);
+
+static tg_conn *conn_alloc(struct event_base *base, const struct tg_conn_opts *opts, const struct tg_conn_cbs *cbs,
+                           void *arg)
+{
+    tg_conn *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->base = base;
+    c->fd = -1;
+    c->received_fd = -1;
+    c->uid = 0;
+    c->pid = -1;
+    if (cbs)
+        c->cbs = *cbs;
+    c->arg = arg;
+    apply_opts(c, opts);
+    c->last_progress_ms = c->last_input_ms = now_ms();
+    c->timer_ev = event_new(base, -1, 0, timer_cb, c);
+    c->close_ev = event_new(base, -1, 0, close_cb, c);
+    c->resume_ev = event_new(base, -1, 0, resume_cb, c);
+    if (!c->timer_ev || !c->close_ev || !c->resume_ev) {
+        conn_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+static void describe_peer(tg_conn *c, int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    snprintf(c->peer, sizeof c->peer, "fd%d", fd);
+    if (getpeername(fd, (struct sockaddr *)&ss, &sl) != 0)
+        return;
+    char ip[INET6_ADDRSTRLEN];
+    if (ss.ss_family == AF_UNIX) {
+        c->is_unix = 1;
+        struct ucred cred;
+        socklen_t cl = sizeof cred;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0) {
+            c->uid = cred.uid;
+            c->pid = cred.pid;
+        }
+        snprintf(c->peer, sizeof c->peer, "unix(pid=%d,uid=%u)", (int)c->pid, (unsigned)c->uid);
+    } else if (ss.ss_family == AF_INET) {
+        struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+        inet_ntop(AF_INET, &in->sin_addr, ip, sizeof ip);
+        snprintf(c->peer, sizeof c->peer, "%s:%u", ip, ntohs(in->sin_port));
+    } else if (ss.ss_family == AF_INET6) {
+        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+        inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof ip);
+        snprintf(c->peer, sizeof c->peer, "[%s]:%u", ip, ntohs(in6->sin6_port));
+    }
+}
+
+tg_conn *tg_conn_new_fd(struct event_base *base, int fd, const struct tg_conn_opts *opts,
+                        const struct tg_conn_cbs *cbs, void *arg)
+{
+    tg_conn *c = conn_alloc(base, opts, cbs, arg);
+    if (!c) {
+        close(fd);
+        return NULL;
+    }
+    c->fd = fd;
+    evutil_make_socket_nonblocking(fd);
+    describe_peer(c, fd);
+    c->in = evbuffer_new();
+    c->out = evbuffer_new();
+    c->read_ev = event_new(base, fd, EV_READ | EV_PERSIST, sock_read_cb, c);
+    c->write_ev = event_new(base, fd, EV_WRITE | EV_PERSIST, sock_write_cb, c);
+    if (!c->in || !c->out || !c->read_ev || !c->write_ev) {
+        conn_free(c);
+        return NULL;
+    }
+    event_add(c->read_ev, NULL);
+    arm_timer(c);
+    return c;
+}
+
+tg_conn *tg_conn_new_bev(struct event_base *base, struct bufferevent *bev, const struct tg_conn_opts *opts,
+                         const struct tg_conn_cbs *cbs, void *arg)
+{
+    tg_conn *c = conn_alloc(base, opts, cbs, arg);
+    if (!c) {
+        bufferevent_free(bev);
+        return NULL;
+    }
+    c->bev = bev;
+    c->in = bufferevent_get_input(bev);
+    c->out = bufferevent_get_output(bev);
+    evutil_socket_t fd = bufferevent_getfd(bev);
+    if (fd >= 0)
+        describe_peer(c, fd);
+    else
+        snprintf(c->peer, sizeof c->peer, "bufferevent");
+    c->is_unix = 0; /* fds cannot cross a filtered stream */
+    bufferevent_setcb(bev, bev_read_cb, bev_write_cb, bev_event_cb, c);
+    bufferevent_setwatermark(bev, EV_WRITE, c->opts.out_low, 0);
+    bufferevent_enable(bev, EV_READ | EV_WRITE);
+    arm_timer(c);
+    return c;
+}
+
+void tg_conn_set_cbs(tg_conn *c, const struct tg_conn_cbs *cbs, void *arg)
+{
+    c->cbs = *cbs;
+    c->arg = arg;
+}
+
+int tg_conn_take_fd(tg_conn *c)
+{
+    int fd = c->received_fd;
+    c->received_fd = -1;
+    return fd;
+}
+
+void tg_conn_pause_read(tg_conn *c)
+{
+    c->read_paused = 1;
+    if (c->bev)
+        bufferevent_disable(c->bev, EV_READ);
+    else if (c->read_ev)
+        event_del(c->read_ev);
+}
+
+static void resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    dispatch_frames(arg);
+}
+
+void tg_conn_resume_read(tg_conn *c)
+{
+    if (c->closing || c->flushing || !c->read_paused)
+        return;
+    c->read_paused = 0;
+    if (c->bev)
+        bufferevent_enable(c->bev, EV_READ);
+    else
+        event_add(c->read_ev, NULL);
+    /* frames already buffered are dispatched from the loop, not from here */
+    if (evbuffer_get_length(c->in) > 0)
+        event_active(c->resume_ev, EV_TIMEOUT, 0);
+}
+
+size_t tg_conn_output_len(const tg_conn *c) { return c->out ? evbuffer_get_length(c->out) : 0; }
+int tg_conn_is_congested(const tg_conn *c) { return c->congested; }
+int tg_conn_is_unix(const tg_conn *c) { return c->is_unix; }
+uid_t tg_conn_peer_uid(const tg_conn *c) { return c->uid; }
+pid_t tg_conn_peer_pid(const tg_conn *c) { return c->pid; }
+const char *tg_conn_peer_name(const tg_conn *c) { return c->peer; }
+int tg_conn_fd(const tg_conn *c) { return c->bev ? -1 : c->fd; }
+struct event_base *tg_conn_base(const tg_conn *c) { return c->base; }
+
+void tg_conn_get_stats(const tg_conn *c, struct tg_conn_stats *st)
+{
+    *st = c->stats;
+}

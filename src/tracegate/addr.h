@@ -1,0 +1,46 @@
+/* addr.h: Perfetto-style socket addresses.
+ *
+ * Syntax (as Perfetto's GetSockFamily): a leading '@' is an abstract AF_UNIX
+ * name; a trailing ':NNNN' is TCP ("[v6]:port" for IPv6, "host:port" for a
+ * name or IPv4); anything else is a filesystem AF_UNIX path. "unix:PATH" and
+ * "tcp://host:port" are accepted as explicit forms.
+ *
+ * Threading: pure functions apart from name resolution (getaddrinfo, which
+ * blocks); call them at setup time, not from a busy event loop. */
+#ifndef TRACEGATE_ADDR_H
+#define TRACEGATE_ADDR_H
+
+#include <stddef.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+struct tg_addr {
+    int family; /* AF_UNIX, AF_INET or AF_INET6 */
+    struct sockaddr_storage ss;
+    socklen_t len;
+    char text[256]; /* printable form, e.g. "/tmp/x", "@abs", "127.0.0.1:8037", "[::1]:8037" */
+};
+
+/* Parses and resolves s. On error returns -1 and writes a message to err. */
+int tg_addr_parse(const char *s, struct tg_addr *out, char *err, size_t errlen);
+
+/* True for AF_UNIX, 127.0.0.0/8 and ::1. */
+int tg_addr_is_loopback(const struct tg_addr *a);
+
+/* Creates a non-blocking, close-on-exec listening socket. For filesystem
+ * UNIX paths a stale socket file is removed first (a live one is refused:
+ * returns -1 with errno EADDRINUSE) and the file gets `mode` (0 = leave). */
+int tg_addr_listen(const struct tg_addr *a, int backlog, unsigned mode);
+
+/* True if something accepts connections at a (used to avoid stealing a
+ * running traced's sockets). */
+int tg_addr_is_live(const struct tg_addr *a);
+
+/* Starts a non-blocking connect; returns the fd (connection may still be in
+ * progress: EINPROGRESS is not an error) or -1. */
+int tg_addr_connect(const struct tg_addr *a);
+
+/* Blocking connect with a timeout in ms; returns a non-blocking fd or -1. */
+int tg_addr_connect_wait(const struct tg_addr *a, int timeout_ms);
+
+#endif

@@ -1,0 +1,108 @@
+/* conn.h: one framed IPC connection on a libevent loop.
+ *
+ * A tg_conn owns a stream (a socket fd it reads with recvmsg so SCM_RIGHTS
+ * file descriptors ride along on UNIX sockets, or any libevent bufferevent,
+ * e.g. TLS) plus its input and output evbuffers. It cuts the input into
+ * [u32 LE length][IPCFrame] frames and hands each to on_frame; it queues
+ * output with at most one fd per frame, attached to the frame's first byte.
+ *
+ * Limits: frames over max_frame close the connection; output beyond
+ * out_hard_limit closes it; output that makes no progress for
+ * send_timeout_ms closes it; no input for idle_timeout_ms closes it.
+ * Crossing out_high sets tg_conn_is_congested(); falling back under out_low
+ * calls on_drain, so owners can pause the other side of a bridge.
+ *
+ * Teardown: there is exactly one path. Whatever closes the connection (peer
+ * EOF, an error, a limit, or the owner calling tg_conn_close), on_close runs
+ * once, from the event loop (never from inside tg_conn_close or a send), and
+ * the tg_conn is freed right after on_close returns. After tg_conn_close the
+ * owner must not call anything but tg_conn_* query functions until on_close.
+ *
+ * Threading: a tg_conn belongs to the thread running its event_base. */
+#ifndef TRACEGATE_CONN_H
+#define TRACEGATE_CONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct event_base;
+struct bufferevent;
+struct evbuffer;
+
+typedef struct tg_conn tg_conn;
+
+struct tg_conn_cbs {
+    /* One complete frame; body is valid only during the call. */
+    void (*on_frame)(tg_conn *c, const uint8_t *body, size_t len, void *arg);
+    /* Runs exactly once; the conn is freed when it returns. */
+    void (*on_close)(tg_conn *c, const char *reason, void *arg);
+    /* Output fell below out_low after having been above out_high. Optional. */
+    void (*on_drain)(tg_conn *c, void *arg);
+};
+
+struct tg_conn_opts {
+    size_t max_frame;       /* header + body; default TG_FRAME_MAX_DEFAULT */
+    size_t out_high;        /* default 1 MiB */
+    size_t out_low;         /* default 256 KiB */
+    size_t out_hard_limit;  /* default 64 MiB; 0 = default */
+    int send_timeout_ms;    /* 0 = none */
+    int idle_timeout_ms;    /* 0 = none */
+};
+
+void tg_conn_opts_default(struct tg_conn_opts *o);
+
+/* Takes ownership of fd (connected, any stream socket). is_unix enables fd
+ * passing and SO_PEERCRED. opts may be NULL. */
+tg_conn *tg_conn_new_fd(struct event_base *base, int fd, const struct tg_conn_opts *opts,
+                        const struct tg_conn_cbs *cbs, void *arg);
+/* Takes ownership of bev (e.g. bufferevent_openssl). No fd passing. */
+tg_conn *tg_conn_new_bev(struct event_base *base, struct bufferevent *bev, const struct tg_conn_opts *opts,
+                         const struct tg_conn_cbs *cbs, void *arg);
+
+void tg_conn_set_cbs(tg_conn *c, const struct tg_conn_cbs *cbs, void *arg);
+
+/* Queues one frame. fd >= 0 is duplicated and sent with the frame's first
+ * byte (UNIX only; elsewhere it is dropped, as on Perfetto's TCP sockets).
+ * Returns 0, or -1 if the connection is closed or over its hard limit (the
+ * connection is then closing). */
+int tg_conn_send(tg_conn *c, const void *body, size_t len, int fd);
+/* Queues already framed bytes, moving them out of buf (zero-copy). */
+int tg_conn_send_framed(tg_conn *c, struct evbuffer *buf);
+
+/* Takes the last file descriptor received (the per-connection slot, as in
+ * Perfetto); -1 if none. The caller owns it. */
+int tg_conn_take_fd(tg_conn *c);
+
+/* Starts the single teardown path; on_close follows from the loop. */
+void tg_conn_close(tg_conn *c, const char *reason);
+/* Stops reading, flushes queued output (bounded by send timeout, or 5 s),
+ * then closes. */
+void tg_conn_close_after_flush(tg_conn *c, const char *reason);
+int tg_conn_is_closing(const tg_conn *c);
+/* Frees the connection at once without running on_close: only for owners
+ * tearing everything down (e.g. at shutdown), never from its callbacks. */
+void tg_conn_destroy(tg_conn *c);
+
+void tg_conn_pause_read(tg_conn *c);
+void tg_conn_resume_read(tg_conn *c);
+
+size_t tg_conn_output_len(const tg_conn *c);
+int tg_conn_is_congested(const tg_conn *c);
+
+/* Peer identity. For UNIX sockets uid/pid come from SO_PEERCRED; otherwise
+ * uid is 0 and pid -1 (Perfetto's defaults). */
+int tg_conn_is_unix(const tg_conn *c);
+uid_t tg_conn_peer_uid(const tg_conn *c);
+pid_t tg_conn_peer_pid(const tg_conn *c);
+const char *tg_conn_peer_name(const tg_conn *c);
+int tg_conn_fd(const tg_conn *c); /* -1 for bufferevent conns */
+
+struct tg_conn_stats {
+    uint64_t bytes_in, bytes_out, frames_in, frames_out;
+};
+void tg_conn_get_stats(const tg_conn *c, struct tg_conn_stats *st);
+
+struct event_base *tg_conn_base(const tg_conn *c);
+
+#endif
