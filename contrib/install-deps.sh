@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# install-deps.sh: install everything tracegate needs to build, test and benchmark on Debian 12.
+# Idempotent; needs root (or sudo). Used by the README's commands and by .ci/run.
+set -euo pipefail
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+PKGS=(
+  build-essential autoconf automake libtool pkg-config
+  libevent-dev libssl-dev libwebsockets-dev libprotobuf-c-dev protobuf-c-compiler
+  libcmocka-dev clang
+  openssl socat stunnel4 websockify python3 procps iproute2
+)
+# browser tests (issue 4): chromium + node for playwright-core
+if [ "${TRACEGATE_BROWSER_DEPS:-0}" = "1" ]; then
+  PKGS+=(chromium nodejs npm)
+fi
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+echo "tracegate dependencies are installed"

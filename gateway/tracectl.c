@@ -1,0 +1,99 @@
+/* tracectl.c: command-line client for tracegate and Perfetto services: option parsing and command dispatch. */
+#include "tracectl.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "tracegate/log.h"
+#include "tracegate/service.h"
+
+struct command {
+    const char *name;
+    int (*fn)(const struct tc_opts *opts, int argc, char **argv);
+    const char *usage;
+};
+
+static const struct command k_commands[] = {
+    {"query", tc_cmd_query, "query [URL]            show producers, data sources, sessions and capabilities"},
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: tracectl [options] COMMAND [args]\n\n"
+            "Talks Perfetto's consumer protocol to tracegated, traced or a remote node.\n\n"
+            "commands:\n");
+    for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
+        fprintf(out, "  %s\n", k_commands[i].usage);
+    fprintf(out, "\nURL forms: unix:PATH, PATH, @abstract, tcp://HOST:PORT, HOST:PORT, tls://HOST:PORT,\n"
+                 "           ws://HOST:PORT/traced, wss://HOST:PORT/traced\n"
+                 "           (default: the local consumer socket, $PERFETTO_CONSUMER_SOCK_NAME)\n\n"
+                 "options:\n"
+                 "  --cacert FILE     CA certificate(s) to verify a tls:// or wss:// server\n"
+                 "  --cert FILE       client certificate (mTLS)\n"
+                 "  --key FILE        client private key (mTLS)\n"
+                 "  --token TOKEN     bearer token for ws:// and wss:// (or $TRACEGATE_TOKEN)\n"
+                 "  --timeout MS      connect/bind timeout (default 10000)\n"
+                 "  -v, --verbose     debug logging\n"
+                 "  -h, --help        this help\n"
+                 "  --version         print the version\n");
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"cacert", required_argument, NULL, 'A'}, {"cert", required_argument, NULL, 'C'},
+        {"key", required_argument, NULL, 'K'},    {"token", required_argument, NULL, 'T'},
+        {"timeout", required_argument, NULL, 't'}, {"verbose", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},         {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    struct tc_opts opts;
+    memset(&opts, 0, sizeof opts);
+    opts.timeout_ms = 10000;
+    opts.creds.token = getenv("TRACEGATE_TOKEN");
+    int c;
+    /* '+' stops at the command name; command options are parsed by each command */
+    while ((c = getopt_long(argc, argv, "+vh", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'A': opts.creds.cacert = optarg; break;
+        case 'C': opts.creds.cert = optarg; break;
+        case 'K': opts.creds.key = optarg; break;
+        case 'T': opts.creds.token = optarg; break;
+        case 't': opts.timeout_ms = atoi(optarg); break;
+        case 'v': tg_log_set_level(TG_LOG_DEBUG); break;
+        case 'h': usage(stdout); return 0;
+        case 'V': printf("tracectl %s\n", PACKAGE_VERSION); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind >= argc) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[optind];
+    int cargc = argc - optind;
+    char **cargv = argv + optind;
+    for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++) {
+        if (strcmp(cmd, k_commands[i].name) != 0)
+            continue;
+        char def_prod[256], def_cons[256];
+        tg_service_default_sockets(def_prod, sizeof def_prod, def_cons, sizeof def_cons);
+        /* the first non-option argument after the command is the endpoint URL */
+        opts.endpoint = def_cons;
+        if (cargc > 1 && cargv[1][0] != '-') {
+            opts.endpoint = cargv[1];
+            cargv[1] = cargv[0];
+            cargv++;
+            cargc--;
+        }
+        optind = 1;
+        return k_commands[i].fn(&opts, cargc, cargv);
+    }
+    fprintf(stderr, "tracectl: unknown command '%s'\n\n", cmd);
+    usage(stderr);
+    return 2;
+}
