@@ -1,0 +1,82 @@
+/* gw.h: the gateway core's contract with its transports (listeners, TLS,
+ * WebSocket) and features (SMB bridge, session survival, metrics).
+ *
+ * A transport accepts a client, completes its own handshake (TLS, HTTP
+ * upgrade), decides what the client proved (loopback, client certificate,
+ * bearer token) and hands a tg_conn plus a tg_gw_client_info to
+ * tg_gw_accept(). From there the core owns the connection.
+ *
+ * Threading: everything here runs on the gateway's libevent thread, except
+ * where a function says otherwise (metrics counters are atomic and may be
+ * bumped from any thread; the WebSocket thread never touches a tg_gw). */
+#ifndef TRACEGATE_GATEWAY_GW_H
+#define TRACEGATE_GATEWAY_GW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tracegate/conn.h"
+
+struct event_base;
+struct tg_gw;
+struct tg_gw_config;
+
+enum tg_gw_transport { TG_GW_T_UNIX = 0, TG_GW_T_TCP, TG_GW_T_TLS, TG_GW_T_WS, TG_GW_T_WSS, TG_GW_T_COUNT };
+enum tg_gw_port { TG_GW_PORT_CONSUMER = 0, TG_GW_PORT_PRODUCER = 1 };
+
+/* Role bits. A connection holds a set of roles. */
+enum tg_gw_role {
+    TG_GW_ROLE_NONE = 0,
+    TG_GW_ROLE_OBSERVER = 1 << 0, /* QueryServiceState, QueryCapabilities, GetTraceStats, ObserveEvents */
+    TG_GW_ROLE_RECORDER = 1 << 1, /* every ConsumerPort method */
+    TG_GW_ROLE_PRODUCER = 1 << 2, /* the ProducerPort */
+    TG_GW_ROLE_ADMIN = 1 << 3,    /* everything */
+};
+
+/* How the client proved who it is. */
+enum tg_gw_auth_kind { TG_GW_AUTH_NONE = 0, TG_GW_AUTH_LOCAL, TG_GW_AUTH_CERT, TG_GW_AUTH_TOKEN };
+
+struct tg_gw_client_info {
+    enum tg_gw_transport transport;
+    enum tg_gw_port port;
+    char peer[128];      /* printable peer address ("1.2.3.4:5678", "unix(pid=..)") */
+    char source[64];     /* peer address without port, for per-source limits */
+    int loopback;        /* peer is on loopback or a UNIX socket */
+    enum tg_gw_auth_kind auth;
+    unsigned roles;      /* TG_GW_ROLE_* granted so far (0 = must authenticate in-band) */
+    char principal[96];  /* token name or certificate subject; never a secret */
+    char node[64];       /* "/traced/<node>" target, "" = this host */
+};
+
+/* Takes ownership of `down` (even on failure, when it is closed with a
+ * logged reason). info is copied. */
+void tg_gw_accept(struct tg_gw *gw, tg_conn *down, const struct tg_gw_client_info *info);
+
+/* Role helpers. */
+const char *tg_gw_role_name(unsigned role_bit);
+/* Parses "observer", "recorder", "producer", "admin" (comma lists allowed);
+ * returns the bit set or 0 on error. */
+unsigned tg_gw_roles_parse(const char *s);
+/* Whether `roles` may call `method` ("EnableTracing", ...) of `service`
+ * ("ConsumerPort", "ProducerPort", "RelayPort"). */
+int tg_gw_acl_allows(unsigned roles, const char *service, const char *method);
+
+const char *tg_gw_transport_name(enum tg_gw_transport t);
+
+/* ---- safe from ANY thread (the WebSocket thread uses these) ---- */
+/* Roles a bearer token grants (0 if unknown); principal receives the token's
+ * name. Constant-time compare of SHA-256 digests; reload-safe. */
+unsigned tg_gw_auth_token_roles(struct tg_gw *gw, const char *token, char *principal, size_t plen);
+/* Whether an Origin header value is on the allow-list. */
+int tg_gw_origin_allowed(struct tg_gw *gw, const char *origin);
+/* Whether the upstream service is reachable (WS answers 503 when not). */
+int tg_gw_upstream_healthy(struct tg_gw *gw);
+/* Prometheus text exposition of every metric; malloc'd, caller frees. */
+char *tg_gw_metrics_text(struct tg_gw *gw);
+/* Small JSON document for /api/status; malloc'd, caller frees. */
+char *tg_gw_status_json(struct tg_gw *gw);
+/* Counters bumped by transports. */
+void tg_gw_count_auth_failure(struct tg_gw *gw, enum tg_gw_transport t, const char *reason);
+void tg_gw_count_rejected(struct tg_gw *gw, const char *reason);
+
+#endif

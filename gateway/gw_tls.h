@@ -1,0 +1,69 @@
+/* gw_tls.h: TLS for tracegate's listeners and clients (OpenSSL through
+ * libevent's bufferevent_openssl).
+ *
+ * Servers: TLS 1.2+ with modern AEAD ciphers, optional client-certificate
+ * verification against a CA (mTLS), SNI (extra certificate per server name),
+ * and reload of certificates without dropping connections (new handshakes
+ * use the new context; established ones keep theirs: SSL_CTX is refcounted).
+ * Clients: server verification against a CA file (or the system store), the
+ * host name checked against the certificate, optional client certificate.
+ *
+ * Threading: all functions run on the event_base's thread. */
+#ifndef TRACEGATE_GATEWAY_GW_TLS_H
+#define TRACEGATE_GATEWAY_GW_TLS_H
+
+#include <stddef.h>
+
+#include "tracegate/conn.h"
+
+struct event_base;
+
+struct tg_tls_sni {
+    const char *server_name;
+    const char *cert_file, *key_file;
+};
+
+struct tg_tls_server_config {
+    const char *cert_file, *key_file;
+    const char *ca_file;         /* verify client certificates against this CA */
+    int require_client_cert;     /* refuse handshakes without a valid client certificate */
+    const struct tg_tls_sni *sni; /* optional extra certificates */
+    size_t n_sni;
+};
+
+struct tg_tls_server;
+
+struct tg_tls_server *tg_tls_server_new(const struct tg_tls_server_config *cfg, char *err, size_t errlen);
+/* Re-reads the files named in the config given to _new. On failure the old
+ * context stays in use. */
+int tg_tls_server_reload(struct tg_tls_server *s, char *err, size_t errlen);
+void tg_tls_server_free(struct tg_tls_server *s);
+
+/* Outcome of a server handshake. On success c is a connected tg_conn (the
+ * callee owns it); subject is the verified client certificate's subject ("" if
+ * none). On failure c is NULL and error says why. */
+struct tg_tls_peer {
+    int cert_verified;
+    char subject[256];
+};
+typedef void (*tg_tls_accept_cb)(void *arg, tg_conn *c, const struct tg_tls_peer *peer, const char *error);
+
+/* Starts a server handshake on an accepted socket (takes ownership of fd).
+ * cb runs exactly once, from the loop. */
+int tg_tls_server_accept(struct tg_tls_server *s, struct event_base *base, int fd, int handshake_timeout_ms,
+                         const struct tg_conn_opts *opts, tg_tls_accept_cb cb, void *arg);
+
+struct tg_tls_client_config {
+    const char *ca_file;     /* NULL = system trust store */
+    const char *cert_file, *key_file;
+    const char *server_name; /* SNI and verification name */
+    int insecure;            /* skip verification (tests only) */
+};
+
+/* Wraps a connecting/connected socket (takes ownership of fd) as a TLS client
+ * tg_conn. Frames may be queued at once; handshake or verification failures
+ * close the conn with the reason. NULL with err on setup errors. */
+tg_conn *tg_tls_client_conn(struct event_base *base, int fd, const struct tg_tls_client_config *cfg,
+                            const struct tg_conn_opts *opts, char *err, size_t errlen);
+
+#endif
