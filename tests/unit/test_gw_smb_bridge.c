@@ -1,0 +1,322 @@
+/* test_gw_smb_bridge.c: the remote-producer SMB bridge: emulation offered, inline chunks copied into the real
+ * SMB and CommitData renamed, all-or-nothing retry when full, incomplete chunks trimmed, bad input refused. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "commit_data_request.pb-c.h"
+#include "gw_smb_bridge.h"
+#include "producer_port.pb-c.h"
+#include "smb/smb_abi.h"
+#include "smb/smb_writer.h"
+#include "tracegate/frame.h"
+#include "tracegate/ipc_wire.h"
+
+#define SMB_SIZE (16 * 4096)
+
+struct fixture {
+    struct tg_smb_bridge *b;
+    int fd;          /* the "service's" SMB */
+    uint8_t *map;
+    struct tg_smb smb;
+};
+
+static size_t reply_frame(uint8_t *buf, size_t cap, uint64_t rid, int has_more, const ProtobufCMessage *m)
+{
+    uint8_t payload[512];
+    size_t n = protobuf_c_message_pack(m, payload);
+    return tg_ipc_encode_reply(buf, cap, rid, 1, has_more, payload, n);
+}
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    f->b = tg_smb_bridge_new();
+    f->fd = memfd_create("test_smb", MFD_CLOEXEC);
+    assert_int_equal(ftruncate(f->fd, SMB_SIZE), 0);
+    f->map = mmap(NULL, SMB_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd, 0);
+    assert_int_equal(tg_smb_init(&f->smb, f->map, SMB_SIZE, 4096), TG_SMB_OK);
+
+    /* SetupTracing with the SMB fd arrives on the GetAsyncCommand stream */
+    Perfetto__Protos__GetAsyncCommandResponse cmd = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
+    Perfetto__Protos__GetAsyncCommandResponse__SetupTracing st =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__SETUP_TRACING__INIT;
+    st.has_shared_buffer_page_size_kb = 1;
+    st.shared_buffer_page_size_kb = 4;
+    cmd.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_TRACING;
+    cmd.setup_tracing = &st;
+    uint8_t frame[1024];
+    size_t n = reply_frame(frame, sizeof frame, 3, 1, &cmd.base);
+    struct tg_frame_info fi;
+    assert_int_equal(tg_frame_scan(frame, n, &fi), 0);
+    uint8_t *out = NULL;
+    size_t out_len = 0;
+    char err[128];
+    assert_int_equal(tg_smb_bridge_from_service(f->b, "GetAsyncCommand", &fi, dup(f->fd), &out, &out_len, err,
+                                                sizeof err),
+                     TG_SMBB_FORWARD);
+    assert_true(tg_smb_bridge_has_smb(f->b));
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    tg_smb_bridge_free(f->b);
+    munmap(f->map, SMB_SIZE);
+    close(f->fd);
+    free(f);
+    return 0;
+}
+
+static void test_init_reply_offers_emulation(void **state)
+{
+    struct fixture *f = *state;
+    Perfetto__Protos__InitializeConnectionResponse r = PERFETTO__PROTOS__INITIALIZE_CONNECTION_RESPONSE__INIT;
+    r.has_direct_smb_patching_supported = 1;
+    r.direct_smb_patching_supported = 1;
+    r.has_use_shmem_emulation = 1; /* a UNIX upstream says false */
+    uint8_t frame[256];
+    size_t n = reply_frame(frame, sizeof frame, 2, 0, &r.base);
+    struct tg_frame_info fi;
+    assert_int_equal(tg_frame_scan(frame, n, &fi), 0);
+    uint8_t *out = NULL;
+    size_t out_len;
+    char err[128];
+    assert_int_equal(tg_smb_bridge_from_service(f->b, "InitializeConnection", &fi, -1, &out, &out_len, err, sizeof err),
+                     TG_SMBB_REPLACED);
+    struct tg_frame_info fo;
+    assert_int_equal(tg_frame_scan(out, out_len, &fo), 0);
+    assert_int_equal(fo.request_id, 2);
+    assert_true(fo.success);
+    Perfetto__Protos__InitializeConnectionResponse *d =
+        perfetto__protos__initialize_connection_response__unpack(NULL, fo.payload_len, fo.payload);
+    assert_non_null(d);
+    assert_true(d->use_shmem_emulation);
+    assert_true(d->direct_smb_patching_supported);
+    perfetto__protos__initialize_connection_response__free_unpacked(d, NULL);
+    free(out);
+}
+
+/* Builds emulated chunks with the real writer into a private buffer. */
+struct captured {
+    uint8_t data[8][4096];
+    size_t len[8];
+    unsigned n;
+};
+
+static void capture(void *ctx, const struct tg_smb_commit *c)
+{
+    struct captured *cap = ctx;
+    if (cap->n < 8) {
+        memcpy(cap->data[cap->n], c->chunk_data, c->chunk_size);
+        cap->len[cap->n++] = c->chunk_size;
+    }
+}
+
+static size_t commit_frame(uint8_t *buf, size_t cap_len, struct captured *cap, unsigned first, unsigned count,
+                           int incomplete_last)
+{
+    Perfetto__Protos__CommitDataRequest req = PERFETTO__PROTOS__COMMIT_DATA_REQUEST__INIT;
+    Perfetto__Protos__CommitDataRequest__ChunksToMove mv[8], *mvp[8];
+    for (unsigned i = 0; i < count; i++) {
+        Perfetto__Protos__CommitDataRequest__ChunksToMove init = PERFETTO__PROTOS__COMMIT_DATA_REQUEST__CHUNKS_TO_MOVE__INIT;
+        mv[i] = init;
+        mv[i].has_page = mv[i].has_chunk = mv[i].has_target_buffer = 1;
+        mv[i].page = first + i;
+        mv[i].target_buffer = 7;
+        mv[i].has_data = 1;
+        mv[i].data.data = cap->data[first + i];
+        mv[i].data.len = cap->len[first + i];
+        if (incomplete_last && i == count - 1) {
+            mv[i].has_chunk_incomplete = 1;
+            mv[i].chunk_incomplete = 1;
+        }
+        mvp[i] = &mv[i];
+    }
+    req.n_chunks_to_move = count;
+    req.chunks_to_move = mvp;
+    req.has_flush_request_id = 1;
+    req.flush_request_id = 42;
+    static uint8_t args[40000];
+    size_t n = perfetto__protos__commit_data_request__pack(&req, args);
+    return tg_ipc_encode_invoke(buf, cap_len, 9, 1, 4, args, n, 1);
+}
+
+static void make_chunks(struct captured *cap, unsigned packets_per_chunk_hint)
+{
+    static uint8_t priv[8 * 4096];
+    memset(priv, 0, sizeof priv);
+    memset(cap, 0, sizeof *cap);
+    struct tg_smb psmb;
+    assert_int_equal(tg_smb_init(&psmb, priv, sizeof priv, 4096), TG_SMB_OK);
+    struct tg_smb_writer w;
+    struct tg_smb_writer_config cfg = {.smb = &psmb, .writer_id = 3, .target_buffer = 7, .emulation = true,
+                                       .commit = capture, .commit_ctx = cap};
+    assert_int_equal(tg_smb_writer_init(&w, &cfg), TG_SMB_WRITER_OK);
+    uint8_t pkt[1000];
+    memset(pkt, 'x', sizeof pkt);
+    for (unsigned i = 0; i < packets_per_chunk_hint; i++)
+        tg_smb_writer_write_packet(&w, pkt, sizeof pkt);
+    tg_smb_writer_flush(&w);
+}
+
+static void test_commit_is_copied_and_renamed(void **state)
+{
+    struct fixture *f = *state;
+    struct captured cap;
+    make_chunks(&cap, 9); /* ~9000 bytes: 3 chunks of 4 KiB */
+    assert_true(cap.n >= 3);
+    static uint8_t frame[60000];
+    size_t n = commit_frame(frame, sizeof frame, &cap, 0, cap.n, 0);
+    struct tg_frame_info fi;
+    assert_int_equal(tg_frame_scan(frame, n, &fi), 0);
+    uint8_t *out = NULL;
+    size_t out_len;
+    char err[128];
+    assert_int_equal(tg_smb_bridge_from_producer(f->b, "CommitData", &fi, &out, &out_len, err, sizeof err),
+                     TG_SMBB_REPLACED);
+    struct tg_frame_info fo;
+    assert_int_equal(tg_frame_scan(out, out_len, &fo), 0);
+    assert_int_equal(fo.request_id, 9);
+    assert_int_equal(fo.method_id, 4);
+    assert_true(fo.drop_reply);
+    Perfetto__Protos__CommitDataRequest *r =
+        perfetto__protos__commit_data_request__unpack(NULL, fo.payload_len, fo.payload);
+    assert_non_null(r);
+    assert_int_equal(r->n_chunks_to_move, cap.n);
+    assert_int_equal(r->flush_request_id, 42);
+    for (size_t i = 0; i < r->n_chunks_to_move; i++) {
+        Perfetto__Protos__CommitDataRequest__ChunksToMove *m = r->chunks_to_move[i];
+        assert_false(m->has_data);
+        assert_int_equal(m->target_buffer, 7);
+        /* the named chunk is Complete and holds exactly the producer's bytes */
+        uint32_t word = tg_smb_page_header(&f->smb, m->page);
+        assert_int_equal(tg_smb_word_chunk_state(word, m->chunk), TG_SMB_CHUNK_COMPLETE);
+        size_t csz;
+        uint8_t *p = tg_smb_chunk_ptr(&f->smb, m->page, tg_smb_word_layout(word), m->chunk, &csz);
+        assert_non_null(p);
+        assert_memory_equal(p, cap.data[i], cap.len[i]);
+    }
+    perfetto__protos__commit_data_request__free_unpacked(r, NULL);
+    free(out);
+    struct tg_smb_bridge_stats st;
+    tg_smb_bridge_get_stats(f->b, &st);
+    assert_int_equal(st.chunks_copied, cap.n);
+}
+
+static void test_full_smb_retries_without_copying(void **state)
+{
+    struct fixture *f = *state;
+    /* occupy every chunk of the service's SMB */
+    size_t cursor = 0, page;
+    unsigned chunk;
+    uint8_t *ptr;
+    size_t size;
+    struct tg_smb_chunk_header h = {.chunk_id = 1, .writer_id = 9, .packets = 0};
+    int taken = 0;
+    while (tg_smb_find_free_chunk(&f->smb, TG_SMB_LAYOUT_DIV1, &cursor, &h, &page, &chunk, &ptr, &size) == TG_SMB_OK)
+        taken++;
+    assert_int_equal(taken, SMB_SIZE / 4096);
+    /* free exactly one: a 3-chunk commit must not be copied partially */
+    tg_smb_release_chunk_as_complete(&f->smb, 0, 0);
+    tg_smb_release_complete_chunk_as_free(&f->smb, 0, 0);
+    struct captured cap;
+    make_chunks(&cap, 9);
+    static uint8_t frame[60000];
+    size_t n = commit_frame(frame, sizeof frame, &cap, 0, 3, 0);
+    struct tg_frame_info fi;
+    tg_frame_scan(frame, n, &fi);
+    uint8_t *out = NULL;
+    size_t out_len;
+    char err[128];
+    assert_int_equal(tg_smb_bridge_from_producer(f->b, "CommitData", &fi, &out, &out_len, err, sizeof err),
+                     TG_SMBB_RETRY);
+    assert_null(out);
+    /* the one free chunk is free again */
+    assert_int_equal(tg_smb_word_chunk_state(tg_smb_page_header(&f->smb, 0), 0), TG_SMB_CHUNK_FREE);
+}
+
+static void test_incomplete_chunk_loses_last_fragment(void **state)
+{
+    struct fixture *f = *state;
+    struct captured cap;
+    make_chunks(&cap, 2);
+    unsigned count_before = (unsigned)((cap.data[0][6] | cap.data[0][7] << 8) & TG_SMB_PACKETS_COUNT_MASK);
+    assert_true(count_before >= 2);
+    static uint8_t frame[60000];
+    size_t n = commit_frame(frame, sizeof frame, &cap, 0, 1, 1);
+    struct tg_frame_info fi;
+    tg_frame_scan(frame, n, &fi);
+    uint8_t *out = NULL;
+    size_t out_len;
+    char err[128];
+    assert_int_equal(tg_smb_bridge_from_producer(f->b, "CommitData", &fi, &out, &out_len, err, sizeof err),
+                     TG_SMBB_REPLACED);
+    struct tg_frame_info fo;
+    tg_frame_scan(out, out_len, &fo);
+    Perfetto__Protos__CommitDataRequest *r =
+        perfetto__protos__commit_data_request__unpack(NULL, fo.payload_len, fo.payload);
+    Perfetto__Protos__CommitDataRequest__ChunksToMove *m = r->chunks_to_move[0];
+    uint32_t word = tg_smb_page_header(&f->smb, m->page);
+    uint8_t *p = tg_smb_chunk_ptr(&f->smb, m->page, tg_smb_word_layout(word), m->chunk, NULL);
+    assert_int_equal(tg_smb_chunk_load_packets(p) & TG_SMB_PACKETS_COUNT_MASK, count_before - 1);
+    perfetto__protos__commit_data_request__free_unpacked(r, NULL);
+    free(out);
+}
+
+static void test_bad_input_refused_and_others_forwarded(void **state)
+{
+    struct fixture *f = *state;
+    uint8_t chunk[4] = {1, 2, 3, 4}; /* shorter than a chunk header */
+    Perfetto__Protos__CommitDataRequest req = PERFETTO__PROTOS__COMMIT_DATA_REQUEST__INIT;
+    Perfetto__Protos__CommitDataRequest__ChunksToMove mv = PERFETTO__PROTOS__COMMIT_DATA_REQUEST__CHUNKS_TO_MOVE__INIT;
+    Perfetto__Protos__CommitDataRequest__ChunksToMove *mvp = &mv;
+    mv.has_data = 1;
+    mv.data.data = chunk;
+    mv.data.len = sizeof chunk;
+    req.n_chunks_to_move = 1;
+    req.chunks_to_move = &mvp;
+    uint8_t args[64], frame[128];
+    size_t an = perfetto__protos__commit_data_request__pack(&req, args);
+    size_t n = tg_ipc_encode_invoke(frame, sizeof frame, 5, 1, 4, args, an, 1);
+    struct tg_frame_info fi;
+    tg_frame_scan(frame, n, &fi);
+    uint8_t *out = NULL;
+    size_t out_len;
+    char err[128] = "";
+    assert_int_equal(tg_smb_bridge_from_producer(f->b, "CommitData", &fi, &out, &out_len, err, sizeof err),
+                     TG_SMBB_ERROR);
+    assert_true(strlen(err) > 0);
+    /* garbage CommitData arguments */
+    uint8_t junk[3] = {0xff, 0xff, 0xff};
+    n = tg_ipc_encode_invoke(frame, sizeof frame, 6, 1, 4, junk, sizeof junk, 1);
+    tg_frame_scan(frame, n, &fi);
+    assert_int_equal(tg_smb_bridge_from_producer(f->b, "CommitData", &fi, &out, &out_len, err, sizeof err),
+                     TG_SMBB_ERROR);
+    /* other methods pass untouched */
+    n = tg_ipc_encode_invoke(frame, sizeof frame, 7, 1, 6, (const uint8_t *)"\x08\x01\x10\x07", 4, 1);
+    tg_frame_scan(frame, n, &fi);
+    assert_int_equal(tg_smb_bridge_from_producer(f->b, "RegisterTraceWriter", &fi, &out, &out_len, err, sizeof err),
+                     TG_SMBB_FORWARD);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_init_reply_offers_emulation, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_commit_is_copied_and_renamed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_full_smb_retries_without_copying, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_incomplete_chunk_loses_last_fragment, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_input_refused_and_others_forwarded, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
