@@ -14,10 +14,18 @@ struct command {
     const char *name;
     int (*fn)(const struct tc_opts *opts, int argc, char **argv);
     const char *usage;
+    int takes_url; /* the first non-option argument is the endpoint URL */
 };
 
 static const struct command k_commands[] = {
-    {"query", tc_cmd_query, "query [URL]            show producers, data sources, sessions and capabilities"},
+    {"query", tc_cmd_query, "query [URL]            show producers, data sources, sessions and capabilities", 1},
+    {"record", tc_cmd_record,
+     "record [URL] [-c CONFIG] [--duration 10s] [--buffer 32mb] [--ds NAME]... [--fill ring|discard]\n"
+     "                         [-o FILE] [--detach KEY] [--no-progress]\n"
+     "                         record a trace into a .pftrace file (default trace.pftrace)", 1},
+    {"attach", tc_cmd_attach, "attach [URL] KEY [-o FILE] [--stop]\n"
+                              "                         collect a session started with record --detach KEY", 1},
+    {"dump", tc_cmd_dump, "dump FILE [--raw]      print the packets of a .pftrace file", 0},
 };
 
 static void usage(FILE *out)
@@ -84,7 +92,7 @@ int main(int argc, char **argv)
         tg_service_default_sockets(def_prod, sizeof def_prod, def_cons, sizeof def_cons);
         /* the first non-option argument after the command is the endpoint URL */
         opts.endpoint = def_cons;
-        if (cargc > 1 && cargv[1][0] != '-') {
+        if (k_commands[i].takes_url && cargc > 1 && cargv[1][0] != '-') {
             opts.endpoint = cargv[1];
             cargv[1] = cargv[0];
             cargv++;

@@ -2,8 +2,75 @@
 #ifndef TRACEGATE_TRACECTL_H
 #define TRACEGATE_TRACECTL_H
 
+#include <stdint.h>
+#include <stdio.h>
+
+#include "trace_config.pb-c.h"
+#include "trace_file.h"
 #include "tracectl_rpc.h"
 
 int tc_cmd_query(const struct tc_opts *opts, int argc, char **argv);
+int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv);
+int tc_cmd_attach(const struct tc_opts *opts, int argc, char **argv);
+int tc_cmd_dump(const struct tc_opts *opts, int argc, char **argv);
+
+/* ---- tracectl_dump.c ---- */
+#define TC_DUMP_RAW 1     /* every packet in text format (tg_textproto_print) */
+#define TC_DUMP_SUMMARY 2 /* totals only */
+/* Prints the packets of an in-memory .pftrace and a totals section to out.
+ * Returns 0, or 1 when the framing is truncated/corrupt or a packet does not
+ * decode (err then says what and at which byte offset; the packets before the
+ * problem and the totals are still printed). */
+int tc_dump_trace(FILE *out, const uint8_t *data, size_t len, int flags, char *err, size_t errlen);
+
+/* ---- tracectl_record.c: a consumer session shared by record and attach ---- */
+struct event;
+
+struct tc_session {
+    struct tc_rpc *rpc;
+    /* the deferred EnableTracing reply */
+    struct tc_async enable;
+    int enable_started;
+    int got_response;
+    char enable_error[1024];
+    /* progress */
+    int progress, tty, line_open;
+    uint32_t duration_ms;
+    uint64_t t0_ms;
+    struct tc_async stats;
+    int stats_busy, stats_unsupported, have_stats;
+    uint64_t bytes_written, buffer_size, wraps;
+    /* stopping (Ctrl-C, --stop, overdue session) */
+    int stop_requested;
+    struct tc_async flush, disable;
+    int interrupts;
+    uint64_t last_signal_ms;
+    int attached; /* progress wording for `attach` */
+    int reading;  /* ReadBuffers phase: no progress line, no stop */
+    int aborted;
+    uint64_t deadline_ms; /* 0 = none */
+    struct event *tick, *sigint, *sigterm;
+};
+
+/* Installs SIGINT/SIGTERM handling and the once-per-second progress timer on
+ * the rpc's loop. progress: 1 to print the progress line on stderr. */
+int tc_session_init(struct tc_session *s, struct tc_rpc *rpc, uint32_t duration_ms, int progress);
+/* Sends EnableTracing with the serialized EnableTracingRequest (fd >= 0 rides
+ * along for write_into_file). The reply is deferred until the session ends. */
+int tc_session_enable(struct tc_session *s, const uint8_t *args, size_t len, int fd);
+/* Flush{trace-stop, perfetto_cmd} then DisableTracing, without waiting. */
+void tc_session_stop(struct tc_session *s);
+/* Runs the loop until the EnableTracing reply arrives. Returns 0 when the
+ * session ended cleanly, -1 on error (message printed to stderr). */
+int tc_session_wait(struct tc_session *s);
+/* ReadBuffers into the open writer w, closes it, then FreeBuffers and prints
+ * a summary. Returns 0 or -1 (message printed). */
+int tc_session_read(struct tc_session *s, struct tc_trace_writer *w);
+/* FreeBuffers only (write_into_file sessions). */
+void tc_session_free_buffers(struct tc_session *s);
+void tc_session_destroy(struct tc_session *s);
+
+/* Prints a one-line description of a TraceConfig (duration, buffers, data sources). */
+void tc_print_config_summary(FILE *out, const Perfetto__Protos__TraceConfig *cfg);
 
 #endif
