@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "tracegate/addr.h"
+#include "ws_client.h"
 
 /* tls://host:port: a blocking connect (a CLI can wait), then the handshake runs on the loop. */
 static tg_conn *tg_endpoint_open_tls(struct event_base *base, const struct tg_endpoint *ep,
@@ -35,6 +36,8 @@ tg_conn *tg_endpoint_open_conn(struct event_base *base, const struct tg_endpoint
 {
     if (ep->kind == TG_EP_TLS)
         return tg_endpoint_open_tls(base, ep, creds, err, errlen);
+    if (ep->kind == TG_EP_WS || ep->kind == TG_EP_WSS)
+        return tg_ws_client_open(base, ep, creds, err, errlen);
     if (ep->kind != TG_EP_UNIX && ep->kind != TG_EP_TCP) {
         snprintf(err, errlen, "%s:// endpoints are not available in this build", tg_endpoint_kind_name(ep->kind));
         return NULL;

@@ -27,11 +27,21 @@ struct tg_gw_ws_config {
     int require_token;        /* non-loopback clients must present a token */
     unsigned local_roles;     /* roles of loopback clients without a token */
     size_t max_message;       /* max inbound WS message (default 1 MiB) */
+    unsigned cert_roles;      /* roles of clients with a verified certificate (0 = recorder) */
 };
 
+/* Wire details (see gw_ws_policy.h): tokens come as the subprotocol pair
+ * "tracegate", "tracegate.token.<token>" (the server accepts "tracegate") or
+ * as ?token=<token>; /traced/<node> sets tg_gw_client_info.node. Accepted
+ * WebSockets reach tg_gw_accept() as fd conns with fd passing disabled. */
+
+/* Binds and starts the lws thread. cfg and its strings are copied. Returns
+ * NULL with a message in err (e.g. the port is taken). */
 struct tg_gw_ws *tg_gw_ws_start(struct tg_gw *gw, struct event_base *base, const struct tg_gw_ws_config *cfg,
                                 char *err, size_t errlen);
-/* Reloads certificates (new connections use them). Returns 0/-1. */
+/* Reloads certificates, key and CA from the same files (new connections use
+ * them; on any error nothing changes). Blocks until the lws thread has done
+ * it (at most 5 s). Returns 0/-1. */
 int tg_gw_ws_reload(struct tg_gw_ws *ws, char *err, size_t errlen);
 /* Stops accepting, closes the lws context and joins the thread. */
 void tg_gw_ws_stop(struct tg_gw_ws *ws);

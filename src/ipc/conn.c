@@ -127,10 +127,14 @@ static int sock_flush(tg_conn *c)
         int attach = -1;
         if (c->fdq_len) {
             uint64_t at = c->fdq[0].offset;
-            if (at == c->out_sent)
+            if (at == c->out_sent) {
                 attach = c->fdq[0].fd;
-            else if (at - c->out_sent < limit)
+                /* stop before the next fd frame so its fd rides on its own first byte */
+                if (c->fdq_len > 1 && c->fdq[1].offset - c->out_sent < limit)
+                    limit = (size_t)(c->fdq[1].offset - c->out_sent);
+            } else if (at - c->out_sent < limit) {
                 limit = (size_t)(at - c->out_sent);
+            }
         }
         struct evbuffer_iovec vec[16];
         int nvec = evbuffer_peek(c->out, (ev_ssize_t)limit, NULL, vec, 16);
@@ -243,8 +247,11 @@ int tg_conn_send(tg_conn *c, const void *body, size_t len, int fd)
         c->fdq[c->fdq_len].fd = dupfd;
         c->fdq_len++;
     }
-    if (tg_frame_append(c->out, body, len) != 0)
+    if (tg_frame_append(c->out, body, len) != 0) {
+        /* half a frame (or an fd without its frame) may be queued: the stream is unusable */
+        schedule_close(c, "out of memory");
         return -1;
+    }
     c->out_enqueued += len + TG_FRAME_HEADER_SIZE;
     c->stats.frames_out++;
     if (c->bev)
@@ -629,7 +636,10 @@ tg_conn *tg_conn_new_fd(struct event_base *base, int fd, const struct tg_conn_op
     }
     c->fd = fd;
     evutil_make_socket_nonblocking(fd);
-    describe_peer(c, fd);
+    if (c->opts.no_fd_passing)
+        snprintf(c->peer, sizeof c->peer, "fd%d", fd); /* not a local UNIX peer: no fds, no SO_PEERCRED */
+    else
+        describe_peer(c, fd);
     c->in = evbuffer_new();
     c->out = evbuffer_new();
     c->read_ev = event_new(base, fd, EV_READ | EV_PERSIST, sock_read_cb, c);

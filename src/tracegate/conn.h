@@ -48,12 +48,15 @@ struct tg_conn_opts {
     size_t out_hard_limit;  /* default 64 MiB; 0 = default */
     int send_timeout_ms;    /* 0 = none */
     int idle_timeout_ms;    /* 0 = none */
+    int no_fd_passing;      /* fd-based conns: never pass fds and report the
+                             * conn as non-UNIX (e.g. the socketpair end of a
+                             * WebSocket: the real peer is remote) */
 };
 
 void tg_conn_opts_default(struct tg_conn_opts *o);
 
-/* Takes ownership of fd (connected, any stream socket). is_unix enables fd
- * passing and SO_PEERCRED. opts may be NULL. */
+/* Takes ownership of fd (connected, any stream socket). A UNIX socket enables
+ * fd passing and SO_PEERCRED, unless opts->no_fd_passing. opts may be NULL. */
 tg_conn *tg_conn_new_fd(struct event_base *base, int fd, const struct tg_conn_opts *opts,
                         const struct tg_conn_cbs *cbs, void *arg);
 /* Takes ownership of bev (e.g. bufferevent_openssl). No fd passing. */

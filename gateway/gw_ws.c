@@ -1,0 +1,322 @@
+/* gw_ws.c: the WebSocket front end's lws context, its service thread, certificate reload, and the libevent side of the hand-off (see gw_ws.h). */
+#include "gw_ws.h"
+
+#include <errno.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gw_ws_int.h"
+#include "gw_ws_link.h"
+#include "tracegate/conn.h"
+#include "tracegate/log.h"
+
+/* set while lws_create_vhost runs, to catch the vhost's SSL_CTX */
+static _Thread_local struct tg_gw_ws *g_creating;
+
+static const struct lws_protocols k_protocols[] = {
+    {"tracegate", tg_gw_ws_callback, sizeof(struct tg_ws_pss), TG_WS_LINK_CHUNK, 0, NULL, 0},
+    {TG_WS_LINK_RAW_PROTOCOL, tg_ws_link_raw_callback, 0, 0, 0, NULL, 0},
+    {NULL, NULL, 0, 0, 0, NULL, 0},
+};
+
+/* ------------------------------------------------------------ lws logging */
+
+static void lws_log_emit(int level, const char *line)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", line);
+    size_t n = strlen(buf);
+    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+        buf[--n] = '\0';
+    if (level & LLL_ERR)
+        tg_error("lws", "%s", buf);
+    else
+        tg_warn("lws", "%s", buf);
+}
+
+/* Only errors and warnings: lws' lower levels print headers, which may hold tokens. */
+static void setup_lws_logging(void)
+{
+    lws_set_log_level(LLL_ERR | LLL_WARN, lws_log_emit);
+}
+
+/* ------------------------------------------------ libevent side of the hand-off */
+
+static void on_handoff(void *arg, int fd, const struct tg_gw_client_info *info)
+{
+    struct tg_gw_ws *ws = arg;
+    struct tg_conn_opts o;
+    tg_conn_opts_default(&o);
+    o.no_fd_passing = 1;
+    tg_conn *c = tg_conn_new_fd(ws->base, fd, &o, NULL, NULL);
+    if (!c) {
+        tg_warn(TG_WS_LOG, "cannot create a connection for %s: out of memory", info->peer);
+        return;
+    }
+    tg_gw_accept(ws->gw, c, info);
+}
+
+/* ------------------------------------------------------------ the thread */
+
+static void *service_thread(void *arg)
+{
+    struct tg_gw_ws *ws = arg;
+    while (!atomic_load(&ws->stop))
+        if (lws_service(ws->ctx, 0) < 0)
+            usleep(10000); /* should not happen; keep the context until stop */
+    /* a short grace for connections finishing their TLS shutdown: destroying
+     * the context under them leaks their SSL objects */
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (ws->live_wsis > 0) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > 1000)
+            break;
+        lws_cancel_service(ws->ctx);
+        lws_service(ws->ctx, 0);
+        usleep(2000);
+    }
+    lws_context_destroy(ws->ctx);
+    ws->ctx = NULL;
+    return NULL;
+}
+
+/* ------------------------------------------------------------ reload */
+
+/* Runs on the lws thread (EVENT_WAIT_CANCELLED). Loads everything into a
+ * scratch SSL_CTX first so a bad file changes nothing. */
+void tg_gw_ws_do_reload(struct tg_gw_ws *ws)
+{
+    pthread_mutex_lock(&ws->mu);
+    int pending = ws->reload_pending;
+    ws->reload_pending = 0;
+    pthread_mutex_unlock(&ws->mu);
+    if (!pending)
+        return;
+
+    char err[256] = "";
+    int rc = -1;
+    SSL_CTX *live = ws->ssl_ctx;
+    SSL_CTX *tmp = SSL_CTX_new(TLS_server_method());
+    X509_STORE *store = NULL;
+    STACK_OF(X509_NAME) *names = NULL;
+    if (!live || !tmp) {
+        snprintf(err, sizeof err, "TLS is not active");
+        goto out;
+    }
+    if (SSL_CTX_use_certificate_chain_file(tmp, ws->cfg.cert_file) != 1) {
+        snprintf(err, sizeof err, "cannot load certificate %s", ws->cfg.cert_file);
+        goto out;
+    }
+    if (SSL_CTX_use_PrivateKey_file(tmp, ws->cfg.key_file, SSL_FILETYPE_PEM) != 1 ||
+        SSL_CTX_check_private_key(tmp) != 1) {
+        snprintf(err, sizeof err, "cannot load key %s (or it does not match the certificate)", ws->cfg.key_file);
+        goto out;
+    }
+    if (ws->cfg.ca_file) {
+        store = X509_STORE_new();
+        names = SSL_load_client_CA_file(ws->cfg.ca_file);
+        if (!store || !names || X509_STORE_load_locations(store, ws->cfg.ca_file, NULL) != 1) {
+            snprintf(err, sizeof err, "cannot load CA file %s", ws->cfg.ca_file);
+            goto out;
+        }
+    }
+    X509 *cert = SSL_CTX_get0_certificate(tmp);
+    EVP_PKEY *key = SSL_CTX_get0_privatekey(tmp);
+    STACK_OF(X509) *chain = NULL;
+    SSL_CTX_get0_chain_certs(tmp, &chain);
+    if (SSL_CTX_use_certificate(live, cert) != 1 || SSL_CTX_use_PrivateKey(live, key) != 1 ||
+        SSL_CTX_set1_chain(live, chain) != 1) {
+        snprintf(err, sizeof err, "cannot install the new certificate");
+        goto out;
+    }
+    if (store) {
+        SSL_CTX_set_cert_store(live, store); /* takes it */
+        store = NULL;
+        SSL_CTX_set_client_CA_list(live, names); /* takes it */
+        names = NULL;
+    }
+    rc = 0;
+out:
+    if (store)
+        X509_STORE_free(store);
+    if (names)
+        sk_X509_NAME_pop_free(names, X509_NAME_free);
+    if (tmp)
+        SSL_CTX_free(tmp);
+    pthread_mutex_lock(&ws->mu);
+    ws->reload_rc = rc;
+    snprintf(ws->reload_err, sizeof ws->reload_err, "%s", err);
+    ws->reload_done = 1;
+    pthread_cond_broadcast(&ws->cv);
+    pthread_mutex_unlock(&ws->mu);
+}
+
+int tg_gw_ws_reload(struct tg_gw_ws *ws, char *err, size_t errlen)
+{
+    if (!ws->cfg.tls)
+        return 0; /* nothing to reload */
+    pthread_mutex_lock(&ws->mu);
+    ws->reload_pending = 1;
+    ws->reload_done = 0;
+    pthread_mutex_unlock(&ws->mu);
+    lws_cancel_service(ws->ctx);
+
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += 5;
+    pthread_mutex_lock(&ws->mu);
+    while (!ws->reload_done) {
+        if (pthread_cond_timedwait(&ws->cv, &ws->mu, &dl) == ETIMEDOUT)
+            break;
+    }
+    int rc = ws->reload_done ? ws->reload_rc : -1;
+    if (rc != 0)
+        snprintf(err, errlen, "%s", ws->reload_done ? ws->reload_err : "the WebSocket thread did not answer");
+    ws->reload_pending = 0;
+    pthread_mutex_unlock(&ws->mu);
+    if (rc == 0)
+        tg_info(TG_WS_LOG, "reloaded the HTTPS/WSS certificate");
+    return rc;
+}
+
+void tg_gw_ws_capture_ssl_ctx(void *ssl_ctx)
+{
+    if (g_creating)
+        g_creating->ssl_ctx = ssl_ctx;
+}
+
+/* ------------------------------------------------------------ start / stop */
+
+static const char *copy_str(char *dst, size_t cap, const char *src)
+{
+    if (!src || !*src)
+        return NULL;
+    snprintf(dst, cap, "%s", src);
+    return dst;
+}
+
+static void ws_free(struct tg_gw_ws *ws)
+{
+    if (ws->handoff)
+        tg_ws_handoff_free(ws->handoff);
+    pthread_mutex_destroy(&ws->mu);
+    pthread_cond_destroy(&ws->cv);
+    free(ws);
+}
+
+struct tg_gw_ws *tg_gw_ws_start(struct tg_gw *gw, struct event_base *base, const struct tg_gw_ws_config *cfg,
+                                char *err, size_t errlen)
+{
+    struct tg_gw_ws *ws = calloc(1, sizeof *ws);
+    if (!ws) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    ws->gw = gw;
+    ws->base = base;
+    ws->cfg = *cfg;
+    pthread_mutex_init(&ws->mu, NULL);
+    pthread_cond_init(&ws->cv, NULL);
+    ws->cfg.bind_host = copy_str(ws->bind_host, sizeof ws->bind_host, cfg->bind_host ? cfg->bind_host : "127.0.0.1");
+    ws->cfg.cert_file = copy_str(ws->cert_file, sizeof ws->cert_file, cfg->cert_file);
+    ws->cfg.key_file = copy_str(ws->key_file, sizeof ws->key_file, cfg->key_file);
+    ws->cfg.ca_file = copy_str(ws->ca_file, sizeof ws->ca_file, cfg->ca_file);
+    ws->cfg.web_root = copy_str(ws->web_root, sizeof ws->web_root, cfg->web_root);
+    if (!ws->cfg.port)
+        ws->cfg.port = 8037;
+    if (!ws->cfg.max_message)
+        ws->cfg.max_message = 1u << 20;
+    if (ws->cfg.tls && (!ws->cfg.cert_file || !ws->cfg.key_file)) {
+        snprintf(err, errlen, "wss/https needs a certificate and a key");
+        ws_free(ws);
+        return NULL;
+    }
+    if (ws->cfg.require_client_cert && (!ws->cfg.tls || !ws->cfg.ca_file)) {
+        snprintf(err, errlen, "client certificates need TLS and a CA file");
+        ws_free(ws);
+        return NULL;
+    }
+    ws->handoff = tg_ws_handoff_new(base, on_handoff, ws);
+    if (!ws->handoff) {
+        snprintf(err, errlen, "cannot create the hand-off pipe: %s", strerror(errno));
+        ws_free(ws);
+        return NULL;
+    }
+    setup_lws_logging();
+
+    struct lws_context_creation_info ci;
+    memset(&ci, 0, sizeof ci);
+    ci.options = LWS_SERVER_OPTION_EXPLICIT_VHOSTS;
+    if (ws->cfg.tls)
+        ci.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+    if (!strchr(ws->cfg.bind_host, ':'))
+        ci.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
+    ci.port = CONTEXT_PORT_NO_LISTEN;
+    ci.user = ws;
+    ci.timeout_secs = 10; /* handshakes and HTTP requests */
+    ws->ctx = lws_create_context(&ci);
+    if (!ws->ctx) {
+        snprintf(err, errlen, "cannot create the libwebsockets context");
+        ws_free(ws);
+        return NULL;
+    }
+
+    struct lws_context_creation_info vi;
+    memset(&vi, 0, sizeof vi);
+    vi.vhost_name = "tracegate";
+    vi.port = ws->cfg.port;
+    vi.iface = ws->cfg.bind_host;
+    vi.protocols = k_protocols;
+    vi.alpn = "http/1.1"; /* no h2: WebSocket flow control needs h1 */
+    vi.keepalive_timeout = 5;
+    if (strcmp(ws->cfg.bind_host, "0.0.0.0") && strcmp(ws->cfg.bind_host, "::") && strchr(ws->cfg.bind_host, ':'))
+        vi.options |= LWS_SERVER_OPTION_IPV6_V6ONLY_MODIFY | LWS_SERVER_OPTION_IPV6_V6ONLY_VALUE;
+    if (ws->cfg.tls) {
+        vi.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+        vi.ssl_cert_filepath = ws->cfg.cert_file;
+        vi.ssl_private_key_filepath = ws->cfg.key_file;
+        vi.ssl_ca_filepath = ws->cfg.ca_file;
+        vi.ssl_options_set = SSL_OP_NO_TLSv1 | SSL_OP_NO_TLSv1_1;
+        if (ws->cfg.require_client_cert)
+            vi.options |= LWS_SERVER_OPTION_REQUIRE_VALID_OPENSSL_CLIENT_CERT;
+    }
+    g_creating = ws;
+    ws->vh = lws_create_vhost(ws->ctx, &vi);
+    g_creating = NULL;
+    if (!ws->vh) {
+        snprintf(err, errlen, "cannot listen on %s:%d for HTTP/WebSocket (address in use, or bad certificate?)",
+                 ws->cfg.bind_host, ws->cfg.port);
+        lws_context_destroy(ws->ctx);
+        ws_free(ws);
+        return NULL;
+    }
+    if (pthread_create(&ws->thread, NULL, service_thread, ws) != 0) {
+        snprintf(err, errlen, "cannot start the WebSocket thread");
+        lws_context_destroy(ws->ctx);
+        ws_free(ws);
+        return NULL;
+    }
+    ws->thread_started = 1;
+    tg_info(TG_WS_LOG, "HTTP/WebSocket on %s://%s:%d (/traced, /producer, /metrics, /healthz, /api/status)%s",
+            ws->cfg.tls ? "https" : "http", ws->cfg.bind_host, ws->cfg.port,
+            ws->cfg.require_client_cert ? ", client certificates required" : "");
+    return ws;
+}
+
+void tg_gw_ws_stop(struct tg_gw_ws *ws)
+{
+    if (!ws)
+        return;
+    if (ws->thread_started) {
+        atomic_store(&ws->stop, 1);
+        lws_cancel_service(ws->ctx);
+        pthread_join(ws->thread, NULL);
+    }
+    ws_free(ws);
+}

@@ -1,0 +1,252 @@
+/* gw_ws_http.c: the HTTP routes of the WebSocket port: /healthz, /metrics, /api/status and static files (or a built-in page). */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gw_ws_int.h"
+#include "gw_ws_policy.h"
+#include "tracegate/log.h"
+
+#define CHUNK 16384
+
+static const char k_builtin_page[] =
+    "<!doctype html>\n"
+    "<html lang=\"en\"><head><meta charset=\"utf-8\"><title>tracegate</title>\n"
+    "<style>body{font:15px/1.5 system-ui,sans-serif;max-width:46em;margin:2em auto;padding:0 1em}"
+    "code{background:#eee;padding:0 .3em}</style></head><body>\n"
+    "<h1>tracegate</h1>\n"
+    "<p>This is a tracegate gateway. Point the Perfetto UI (<a href=\"https://ui.perfetto.dev\">ui.perfetto.dev</a>)"
+    " at <code>ws://127.0.0.1:8037/traced</code> to record through it, or use "
+    "<code>tracectl query ws://HOST:PORT/traced</code>.</p>\n"
+    "<ul>\n"
+    "<li><code>/traced</code>, <code>/traced/&lt;node&gt;</code>: Perfetto consumer port over WebSocket</li>\n"
+    "<li><code>/producer</code>: Perfetto producer port over WebSocket</li>\n"
+    "<li><a href=\"/healthz\">/healthz</a>: health of the tracing service</li>\n"
+    "<li><a href=\"/metrics\">/metrics</a>: Prometheus metrics</li>\n"
+    "<li><a href=\"/api/status\">/api/status</a>: status as JSON</li>\n"
+    "</ul>\n"
+    "<p id=\"status\"></p>\n"
+    "</body></html>\n";
+
+static const char *status_text(int status)
+{
+    switch (status) {
+    case 200: return "ok";
+    case 400: return "bad request";
+    case 401: return "unauthorized";
+    case 403: return "forbidden";
+    case 404: return "not found";
+    case 405: return "method not allowed";
+    case 426: return "upgrade required";
+    case 500: return "internal error";
+    case 503: return "service unavailable";
+    default: return "error";
+    }
+}
+
+static int add_hdr(struct lws *wsi, const char *name, const char *value, unsigned char **p, unsigned char *end)
+{
+    return lws_add_http_header_by_name(wsi, (const unsigned char *)name, (const unsigned char *)value,
+                                       (int)strlen(value), p, end);
+}
+
+/* Writes the status line and headers. */
+static int send_headers(struct lws *wsi, int status, const char *ctype, size_t len, int no_store, int is_page)
+{
+    unsigned char buf[LWS_PRE + 1024];
+    unsigned char *start = buf + LWS_PRE, *p = start, *end = buf + sizeof buf - 1;
+    if (lws_add_http_common_headers(wsi, (unsigned)status, ctype, (lws_filepos_t)len, &p, end) ||
+        add_hdr(wsi, "x-content-type-options:", "nosniff", &p, end) ||
+        add_hdr(wsi, "x-frame-options:", "DENY", &p, end) ||
+        add_hdr(wsi, "referrer-policy:", "no-referrer", &p, end))
+        return -1;
+    if (no_store && add_hdr(wsi, "cache-control:", "no-store", &p, end))
+        return -1;
+    if (status == 405 && add_hdr(wsi, "allow:", "GET, HEAD", &p, end))
+        return -1;
+    if (is_page && add_hdr(wsi, "content-security-policy:",
+                           "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'", &p, end))
+        return -1;
+    return lws_finalize_write_http_header(wsi, start, &p, end) ? -1 : 0;
+}
+
+int tg_gw_ws_http_reply_now(struct lws *wsi, int status, const char *text)
+{
+    char body[512];
+    int n = snprintf(body, sizeof body, "%d %s: %s\n", status, status_text(status), text ? text : "");
+    if (n < 0)
+        return -1;
+    size_t len = (size_t)n < sizeof body ? (size_t)n : sizeof body - 1;
+    if (send_headers(wsi, status, "text/plain; charset=utf-8", len, 1, 0) != 0)
+        return -1;
+    unsigned char out[LWS_PRE + sizeof body];
+    memcpy(out + LWS_PRE, body, len);
+    return lws_write(wsi, out + LWS_PRE, len, LWS_WRITE_HTTP_FINAL) < (int)len ? -1 : 0;
+}
+
+void tg_gw_ws_http_cleanup(struct tg_ws_pss *pss)
+{
+    free(pss->body);
+    pss->body = NULL;
+    if (pss->has_file)
+        close(pss->file_fd);
+    pss->has_file = 0;
+    pss->file_fd = -1;
+}
+
+/* Starts a response with a malloc'd body (taken). */
+static int respond(struct lws *wsi, struct tg_ws_pss *pss, int status, const char *ctype, char *body, size_t len,
+                   int no_store, int is_page)
+{
+    if (send_headers(wsi, status, ctype, len, no_store, is_page) != 0) {
+        free(body);
+        return -1;
+    }
+    if (pss->head_only || len == 0) {
+        free(body);
+        return lws_http_transaction_completed(wsi) ? -1 : 0;
+    }
+    pss->body = (unsigned char *)body;
+    pss->body_len = len;
+    pss->body_off = 0;
+    lws_callback_on_writable(wsi);
+    return 0;
+}
+
+static int respond_text(struct lws *wsi, struct tg_ws_pss *pss, int status, const char *text)
+{
+    char *b = NULL;
+    int n = asprintf(&b, "%s\n", text);
+    if (n < 0)
+        return -1;
+    return respond(wsi, pss, status, "text/plain; charset=utf-8", b, (size_t)n, 1, 0);
+}
+
+static int serve_static(struct tg_gw_ws *ws, struct lws *wsi, struct tg_ws_pss *pss, const char *path)
+{
+    if (!ws->cfg.web_root) {
+        if (strcmp(path, "/") && strcmp(path, "/index.html"))
+            return respond_text(wsi, pss, 404, "404 not found");
+        char *b = strdup(k_builtin_page);
+        if (!b)
+            return -1;
+        return respond(wsi, pss, 200, "text/html; charset=utf-8", b, sizeof k_builtin_page - 1, 1, 1);
+    }
+    if (!tg_ws_static_path_ok(path))
+        return respond_text(wsi, pss, 404, "404 not found");
+    char root[PATH_MAX], want[PATH_MAX * 2], real[PATH_MAX];
+    if (!realpath(ws->cfg.web_root, root))
+        return respond_text(wsi, pss, 404, "404 not found");
+    size_t pl = strlen(path);
+    snprintf(want, sizeof want, "%s%s%s", root, path, path[pl - 1] == '/' ? "index.html" : "");
+    if (!realpath(want, real))
+        return respond_text(wsi, pss, 404, "404 not found");
+    size_t rl = strlen(root);
+    if (strncmp(real, root, rl) != 0 || (real[rl] != '/' && real[rl] != '\0'))
+        return respond_text(wsi, pss, 404, "404 not found"); /* a symlink out of the root */
+    int fd = open(real, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return respond_text(wsi, pss, 404, "404 not found");
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return respond_text(wsi, pss, 404, "404 not found");
+    }
+    if (send_headers(wsi, 200, tg_ws_mime_type(real), (size_t)st.st_size, 0, 0) != 0) {
+        close(fd);
+        return -1;
+    }
+    if (pss->head_only || st.st_size == 0) {
+        close(fd);
+        return lws_http_transaction_completed(wsi) ? -1 : 0;
+    }
+    pss->has_file = 1;
+    pss->file_fd = fd;
+    pss->file_left = (size_t)st.st_size;
+    lws_callback_on_writable(wsi);
+    return 0;
+}
+
+int tg_gw_ws_http_request(struct tg_gw_ws *ws, struct lws *wsi, struct tg_ws_pss *pss, const char *path)
+{
+    tg_gw_ws_http_cleanup(pss);
+    memset(pss, 0, sizeof *pss);
+    pss->file_fd = -1;
+    char *uri = NULL;
+    int urilen = 0;
+    int meth = lws_http_get_uri_and_method(wsi, &uri, &urilen);
+    if (meth != LWSHUMETH_GET && meth != LWSHUMETH_HEAD) {
+        tg_gw_ws_http_reply_now(wsi, 405, "only GET and HEAD");
+        return -1;
+    }
+    pss->head_only = meth == LWSHUMETH_HEAD;
+    if (!path)
+        path = "/";
+    switch (tg_ws_route_of(path, NULL, 0)) {
+    case TG_WS_ROUTE_HEALTHZ:
+        if (tg_gw_upstream_healthy(ws->gw))
+            return respond_text(wsi, pss, 200, "ok");
+        return respond_text(wsi, pss, 503, "upstream unavailable");
+    case TG_WS_ROUTE_METRICS: {
+        char *t = tg_gw_metrics_text(ws->gw);
+        if (!t)
+            return respond_text(wsi, pss, 500, "metrics unavailable");
+        return respond(wsi, pss, 200, "text/plain; version=0.0.4; charset=utf-8", t, strlen(t), 1, 0);
+    }
+    case TG_WS_ROUTE_STATUS: {
+        char *t = tg_gw_status_json(ws->gw);
+        if (!t)
+            return respond_text(wsi, pss, 500, "status unavailable");
+        return respond(wsi, pss, 200, "application/json", t, strlen(t), 1, 0);
+    }
+    case TG_WS_ROUTE_CONSUMER:
+    case TG_WS_ROUTE_PRODUCER:
+        return respond_text(wsi, pss, 426, "426 upgrade required: this is a WebSocket endpoint");
+    case TG_WS_ROUTE_STATIC:
+        return serve_static(ws, wsi, pss, path);
+    case TG_WS_ROUTE_NOT_FOUND:
+    default:
+        return respond_text(wsi, pss, 404, "404 not found");
+    }
+}
+
+int tg_gw_ws_http_writeable(struct lws *wsi, struct tg_ws_pss *pss)
+{
+    unsigned char buf[LWS_PRE + CHUNK];
+    size_t n = 0;
+    int final = 0;
+    if (pss->body) {
+        n = pss->body_len - pss->body_off;
+        if (n > CHUNK)
+            n = CHUNK;
+        memcpy(buf + LWS_PRE, pss->body + pss->body_off, n);
+        pss->body_off += n;
+        final = pss->body_off == pss->body_len;
+    } else if (pss->has_file) {
+        size_t want = pss->file_left < CHUNK ? pss->file_left : CHUNK;
+        ssize_t r;
+        do
+            r = read(pss->file_fd, buf + LWS_PRE, want);
+        while (r < 0 && errno == EINTR);
+        if (r <= 0)
+            return -1; /* the file shrank or failed: the length is already promised */
+        n = (size_t)r;
+        pss->file_left -= n;
+        final = pss->file_left == 0;
+    } else {
+        return 0;
+    }
+    if (lws_write(wsi, buf + LWS_PRE, n, final ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) < (int)n)
+        return -1;
+    if (!final) {
+        lws_callback_on_writable(wsi);
+        return 0;
+    }
+    tg_gw_ws_http_cleanup(pss);
+    return lws_http_transaction_completed(wsi) ? -1 : 0;
+}

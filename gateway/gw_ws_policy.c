@@ -1,0 +1,316 @@
+/* gw_ws_policy.c: routes, Origin, token and role decisions of the WebSocket front end (see gw_ws_policy.h). */
+#include "gw_ws_policy.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+static int node_char_ok(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+           c == '-';
+}
+
+enum tg_ws_route tg_ws_route_of(const char *path, char *node, size_t nodelen)
+{
+    if (node && nodelen)
+        node[0] = '\0';
+    if (!path || path[0] != '/')
+        return TG_WS_ROUTE_NOT_FOUND;
+    if (!strcmp(path, "/healthz"))
+        return TG_WS_ROUTE_HEALTHZ;
+    if (!strcmp(path, "/metrics"))
+        return TG_WS_ROUTE_METRICS;
+    if (!strcmp(path, "/api/status"))
+        return TG_WS_ROUTE_STATUS;
+    if (!strcmp(path, "/producer"))
+        return TG_WS_ROUTE_PRODUCER;
+    if (!strcmp(path, "/traced"))
+        return TG_WS_ROUTE_CONSUMER;
+    if (!strncmp(path, "/traced/", 8)) {
+        const char *n = path + 8;
+        size_t len = strlen(n);
+        if (len == 0 || len > 63 || !strcmp(n, ".") || !strcmp(n, ".."))
+            return TG_WS_ROUTE_NOT_FOUND;
+        for (size_t i = 0; i < len; i++)
+            if (!node_char_ok(n[i]))
+                return TG_WS_ROUTE_NOT_FOUND;
+        if (node && nodelen)
+            snprintf(node, nodelen, "%s", n);
+        return TG_WS_ROUTE_CONSUMER;
+    }
+    if (!strncmp(path, "/api/", 5) || !strcmp(path, "/api"))
+        return TG_WS_ROUTE_NOT_FOUND;
+    return TG_WS_ROUTE_STATIC;
+}
+
+int tg_ws_ip_is_loopback(const char *ip)
+{
+    if (!ip)
+        return 0;
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, ip, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, ip, &a6) == 1) {
+        if (IN6_IS_ADDR_LOOPBACK(&a6))
+            return 1;
+        if (IN6_IS_ADDR_V4MAPPED(&a6))
+            return a6.s6_addr[12] == 127;
+    }
+    return 0;
+}
+
+/* Copies the host name of a Host header value (port and IPv6 brackets removed). */
+static int host_name(const char *host, char *out, size_t outlen)
+{
+    if (!host || !*host)
+        return -1;
+    const char *end;
+    const char *start = host;
+    if (host[0] == '[') {
+        end = strchr(host, ']');
+        if (!end)
+            return -1;
+        start = host + 1;
+        if (end[1] && end[1] != ':')
+            return -1;
+    } else {
+        end = strchr(host, ':');
+        if (!end)
+            end = host + strlen(host);
+    }
+    size_t n = (size_t)(end - start);
+    if (n == 0 || n >= outlen)
+        return -1;
+    memcpy(out, start, n);
+    out[n] = '\0';
+    return 0;
+}
+
+int tg_ws_host_is_local(const char *host, const char *bind_host)
+{
+    char name[256];
+    if (host_name(host, name, sizeof name) != 0)
+        return 0;
+    if (!strcasecmp(name, "localhost") || tg_ws_ip_is_loopback(name))
+        return 1;
+    if (bind_host && *bind_host && strcmp(bind_host, "0.0.0.0") && strcmp(bind_host, "::") &&
+        strcmp(bind_host, "*") && !strcasecmp(name, bind_host))
+        return 1;
+    return 0;
+}
+
+static int token_char_ok(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+           c == '-' || c == '~' || c == '+';
+}
+
+int tg_ws_parse_protocols(const char *hdr, char *token, size_t toklen, const char **why)
+{
+    token[0] = '\0';
+    *why = NULL;
+    if (!hdr)
+        return 0;
+    if (strlen(hdr) > TG_WS_MAX_PROTOCOL_HEADER) {
+        *why = "Sec-WebSocket-Protocol too long: send long tokens as ?token=";
+        return -1;
+    }
+    int have_sub = 0;
+    const size_t plen = strlen(TG_WS_TOKEN_PREFIX);
+    const char *p = hdr;
+    while (*p) {
+        while (*p == ' ' || *p == '\t' || *p == ',')
+            p++;
+        if (!*p)
+            break;
+        const char *e = p;
+        while (*e && *e != ',' && *e != ' ' && *e != '\t')
+            e++;
+        size_t n = (size_t)(e - p);
+        if (n == strlen(TG_WS_SUBPROTOCOL) && !strncmp(p, TG_WS_SUBPROTOCOL, n)) {
+            have_sub = 1;
+        } else if (n > plen && !strncmp(p, TG_WS_TOKEN_PREFIX, plen)) {
+            size_t tl = n - plen;
+            if (tl > TG_WS_MAX_PROTOCOL_TOKEN || tl >= toklen) {
+                *why = "token too long for Sec-WebSocket-Protocol: send it as ?token=";
+                return -1;
+            }
+            for (size_t i = 0; i < tl; i++)
+                if (!token_char_ok(p[plen + i])) {
+                    *why = "bad character in the subprotocol token";
+                    return -1;
+                }
+            if (!have_sub && n > 63) {
+                /* libwebsockets stops at the first name over 63 bytes */
+                *why = "offer the \"tracegate\" subprotocol before the token";
+                return -1;
+            }
+            memcpy(token, p + plen, tl);
+            token[tl] = '\0';
+        }
+        p = e;
+    }
+    if (!have_sub) {
+        *why = "unsupported WebSocket subprotocol: offer \"tracegate\" (and \"tracegate.token.<token>\")";
+        token[0] = '\0';
+        return -1;
+    }
+    return 0;
+}
+
+static int origin_ok(struct tg_gw *gw, const struct tg_gw_ws_config *cfg, const struct tg_ws_request *rq)
+{
+    if (tg_gw_origin_allowed(gw, rq->origin))
+        return 1;
+    /* our own origin, e.g. the built-in page or the web UI served from here */
+    if (!rq->host || !tg_ws_host_is_local(rq->host, cfg->bind_host))
+        return 0;
+    const char *scheme = rq->tls ? "https://" : "http://";
+    size_t sl = strlen(scheme);
+    return !strncasecmp(rq->origin, scheme, sl) && !strcasecmp(rq->origin + sl, rq->host);
+}
+
+void tg_ws_decide_upgrade(struct tg_gw *gw, const struct tg_gw_ws_config *cfg, const struct tg_ws_request *rq,
+                          struct tg_ws_decision *d)
+{
+    memset(d, 0, sizeof *d);
+    struct tg_gw_client_info *ci = &d->info;
+    ci->transport = rq->tls ? TG_GW_T_WSS : TG_GW_T_WS;
+    const char *ip = rq->peer_ip ? rq->peer_ip : "?";
+    if (strchr(ip, ':'))
+        snprintf(ci->peer, sizeof ci->peer, "ws([%s]:%d)", ip, rq->peer_port);
+    else
+        snprintf(ci->peer, sizeof ci->peer, "ws(%s:%d)", ip, rq->peer_port);
+    snprintf(ci->source, sizeof ci->source, "%s", ip);
+    ci->loopback = tg_ws_ip_is_loopback(rq->peer_ip);
+
+    enum tg_ws_route r = tg_ws_route_of(rq->path, ci->node, sizeof ci->node);
+    if (r != TG_WS_ROUTE_CONSUMER && r != TG_WS_ROUTE_PRODUCER) {
+        d->status = 404;
+        d->reason = "no WebSocket endpoint here (use /traced, /traced/<node> or /producer)";
+        return;
+    }
+    ci->port = r == TG_WS_ROUTE_PRODUCER ? TG_GW_PORT_PRODUCER : TG_GW_PORT_CONSUMER;
+
+    char ptoken[TG_WS_MAX_PROTOCOL_TOKEN + 1];
+    const char *why = NULL;
+    int proto_bad = tg_ws_parse_protocols(rq->protocols, ptoken, sizeof ptoken, &why) != 0;
+    const char *token = NULL;
+    if (!proto_bad) {
+        if (ptoken[0] && rq->query_token && rq->query_token[0] && strcmp(ptoken, rq->query_token) != 0) {
+            proto_bad = 1;
+            why = "two different tokens (subprotocol and query)";
+        } else if (ptoken[0]) {
+            token = ptoken;
+        } else if (rq->query_token && rq->query_token[0]) {
+            token = rq->query_token;
+        }
+    }
+
+    /* the token is checked before the Origin: a missing Origin needs it */
+    unsigned token_roles = 0;
+    char principal[sizeof ci->principal] = "";
+    if (token && strlen(token) <= TG_WS_MAX_TOKEN)
+        token_roles = tg_gw_auth_token_roles(gw, token, principal, sizeof principal);
+    int cert = rq->cert_subject && rq->cert_subject[0];
+
+    if (rq->origin) {
+        if (!origin_ok(gw, cfg, rq)) {
+            d->status = 403;
+            d->reason = "Origin not allowed";
+            return;
+        }
+    } else if (!ci->loopback && !token_roles && !cert) {
+        d->status = 403;
+        d->reason = "missing Origin (non-loopback clients without one must authenticate)";
+        return;
+    }
+    if (proto_bad) {
+        d->status = 400;
+        d->reason = why;
+        return;
+    }
+
+    if (token) {
+        if (!token_roles) {
+            d->status = 401;
+            d->reason = "invalid token";
+            return;
+        }
+        ci->auth = TG_GW_AUTH_TOKEN;
+        ci->roles = token_roles;
+        snprintf(ci->principal, sizeof ci->principal, "%s", principal);
+    } else if (cert) {
+        ci->auth = TG_GW_AUTH_CERT;
+        ci->roles = cfg->cert_roles ? cfg->cert_roles : TG_GW_ROLE_RECORDER;
+        snprintf(ci->principal, sizeof ci->principal, "%s", rq->cert_subject);
+    } else if (ci->loopback) {
+        ci->auth = TG_GW_AUTH_LOCAL;
+        ci->roles = cfg->local_roles;
+    } else if (cfg->require_token) {
+        d->status = 401;
+        d->reason = "a token is required";
+        return;
+    } else {
+        ci->auth = TG_GW_AUTH_NONE;
+        ci->roles = 0;
+    }
+
+    if (!tg_gw_upstream_healthy(gw)) {
+        d->status = 503;
+        d->reason = "the tracing service is not reachable";
+        return;
+    }
+}
+
+int tg_ws_static_path_ok(const char *path)
+{
+    if (!path || path[0] != '/')
+        return 0;
+    for (const char *p = path; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f || *p == '\\')
+            return 0;
+    const char *seg = path + 1;
+    while (*seg) {
+        const char *e = strchr(seg, '/');
+        size_t n = e ? (size_t)(e - seg) : strlen(seg);
+        if (n == 0 && e)
+            return 0; /* "//" */
+        if (n > 0 && seg[0] == '.')
+            return 0; /* ".", "..", hidden files */
+        if (!e)
+            break;
+        seg = e + 1;
+    }
+    return 1;
+}
+
+const char *tg_ws_mime_type(const char *name)
+{
+    static const struct {
+        const char *ext, *type;
+    } k[] = {
+        {".html", "text/html; charset=utf-8"},
+        {".htm", "text/html; charset=utf-8"},
+        {".js", "text/javascript; charset=utf-8"},
+        {".mjs", "text/javascript; charset=utf-8"},
+        {".css", "text/css; charset=utf-8"},
+        {".json", "application/json"},
+        {".map", "application/json"},
+        {".svg", "image/svg+xml"},
+        {".png", "image/png"},
+        {".ico", "image/x-icon"},
+        {".wasm", "application/wasm"},
+        {".txt", "text/plain; charset=utf-8"},
+        {".woff2", "font/woff2"},
+    };
+    const char *dot = strrchr(name, '.');
+    if (dot && !strchr(dot, '/'))
+        for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+            if (!strcasecmp(dot, k[i].ext))
+                return k[i].type;
+    return "application/octet-stream";
+}

@@ -1,0 +1,102 @@
+/* gw_ws_policy.h: the decisions of the HTTP/WebSocket front end, as pure
+ * functions of the request (no libwebsockets here, so they are unit-tested
+ * directly): routes, the Origin check, where a token comes from, and which
+ * roles a WebSocket client gets.
+ *
+ * Token forms (both are never logged):
+ *  - Sec-WebSocket-Protocol: the client offers the subprotocol "tracegate"
+ *    FIRST and the token as a second one, "tracegate.token.<token>"
+ *    (browsers: new WebSocket(url, ["tracegate", "tracegate.token." + t])).
+ *    The server accepts "tracegate". The whole header must fit in 127 bytes
+ *    (a libwebsockets limit), so tokens there are at most
+ *    TG_WS_MAX_PROTOCOL_TOKEN characters of [A-Za-z0-9._~+-]; longer tokens
+ *    go in the query.
+ *  - the query parameter ?token=<token> (URL-encoded).
+ * When both are given, they must be equal.
+ *
+ * Origin rule: a present Origin must be on the gateway's allow-list
+ * (tg_gw_origin_allowed) or be this server's own origin (scheme://Host where
+ * Host names loopback, "localhost" or the configured bind address, so DNS
+ * rebinding cannot pass as same-origin). A missing Origin means a
+ * non-browser client (browsers always send one on WebSockets): allowed on
+ * loopback, and elsewhere only with a valid token or client certificate.
+ *
+ * Roles: a valid token → its roles (auth TOKEN); a verified client
+ * certificate → cert_roles (auth CERT); a loopback client → local_roles
+ * (auth LOCAL); otherwise, when require_token is set → 401, else roles 0
+ * (auth NONE: the core asks for in-band authentication). A token that is
+ * presented but unknown is always 401 (fail closed).
+ *
+ * Threading: pure functions plus the thread-safe tg_gw_* calls of gw.h. */
+#ifndef TRACEGATE_GATEWAY_GW_WS_POLICY_H
+#define TRACEGATE_GATEWAY_GW_WS_POLICY_H
+
+#include <stddef.h>
+
+#include "gw.h"
+#include "gw_ws.h"
+
+#define TG_WS_SUBPROTOCOL "tracegate"
+#define TG_WS_TOKEN_PREFIX "tracegate.token."
+#define TG_WS_MAX_PROTOCOL_HEADER 127
+#define TG_WS_MAX_PROTOCOL_TOKEN 96
+#define TG_WS_MAX_TOKEN 512
+
+enum tg_ws_route {
+    TG_WS_ROUTE_NOT_FOUND = 0,
+    TG_WS_ROUTE_HEALTHZ,
+    TG_WS_ROUTE_METRICS,
+    TG_WS_ROUTE_STATUS,
+    TG_WS_ROUTE_STATIC,   /* "/" and everything not below */
+    TG_WS_ROUTE_CONSUMER, /* "/traced", "/traced/<node>" (WebSocket only) */
+    TG_WS_ROUTE_PRODUCER, /* "/producer" (WebSocket only) */
+};
+
+/* Classifies a path (no query). For "/traced/<node>" the node ([A-Za-z0-9._-],
+ * at most 63 characters) is copied to node; a bad node name is NOT_FOUND. */
+enum tg_ws_route tg_ws_route_of(const char *path, char *node, size_t nodelen);
+
+/* Whether the printable IP address is a loopback address (127/8, ::1,
+ * ::ffff:127.x.y.z). */
+int tg_ws_ip_is_loopback(const char *ip);
+
+/* Whether a Host header value names this machine safely (loopback literal,
+ * "localhost", or bind_host when it is not a wildcard). */
+int tg_ws_host_is_local(const char *host, const char *bind_host);
+
+/* Parses a Sec-WebSocket-Protocol value (NULL = absent). Returns 0 and sets
+ * token ("" if none) when acceptable, or -1 with a reason for a 400. */
+int tg_ws_parse_protocols(const char *hdr, char *token, size_t toklen, const char **why);
+
+/* One upgrade request, as the lws callback sees it. */
+struct tg_ws_request {
+    const char *path;         /* without query */
+    const char *origin;       /* NULL when absent */
+    const char *host;         /* Host header, NULL when absent */
+    const char *protocols;    /* Sec-WebSocket-Protocol, NULL when absent */
+    const char *query_token;  /* ?token= value (decoded), NULL when absent */
+    int tls;
+    const char *cert_subject; /* verified client certificate's name, or NULL */
+    const char *peer_ip;      /* printable */
+    int peer_port;
+};
+
+struct tg_ws_decision {
+    int status;         /* 0 = accept; else the HTTP status to answer */
+    const char *reason; /* short, safe to log and to send */
+    struct tg_gw_client_info info;
+};
+
+/* Decides an upgrade: route (404), Origin (403), subprotocol (400), auth
+ * (401), upstream health (503), in this order. Counts nothing. */
+void tg_ws_decide_upgrade(struct tg_gw *gw, const struct tg_gw_ws_config *cfg, const struct tg_ws_request *rq,
+                          struct tg_ws_decision *d);
+
+/* Whether a static path is safe to map below a web root: absolute, no "..",
+ * no hidden segments, no backslashes or control characters. */
+int tg_ws_static_path_ok(const char *path);
+
+/* Content-Type for a file name, by extension. */
+const char *tg_ws_mime_type(const char *name);
+
+#endif

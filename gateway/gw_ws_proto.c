@@ -1,0 +1,226 @@
+/* gw_ws_proto.c: the "tracegate" lws protocol callback: upgrade checks (Origin, token, route, health), WebSocket events, HTTP dispatch. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "gw_ws_int.h"
+#include "gw_ws_link.h"
+#include "gw_ws_policy.h"
+#include "tracegate/log.h"
+
+/* Header copies for one request. */
+struct req_bufs {
+    char path[512], origin[256], host[256], protocols[512], token[TG_WS_MAX_TOKEN + 8], ip[INET6_ADDRSTRLEN];
+    char cert[128];
+};
+
+static const char *copy_hdr(struct lws *wsi, enum lws_token_indexes t, char *buf, size_t cap)
+{
+    int total = lws_hdr_total_length(wsi, t);
+    if (total <= 0)
+        return NULL;
+    if ((size_t)total >= cap) {
+        /* too long to be valid for any of our checks: make it visibly so */
+        memset(buf, 'x', cap - 1);
+        buf[cap - 1] = '\0';
+        return buf;
+    }
+    if (lws_hdr_copy(wsi, buf, (int)cap, t) < 0)
+        return NULL;
+    return buf;
+}
+
+static void peer_of(struct lws *wsi, char *ip, size_t iplen, int *port)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    snprintf(ip, iplen, "?");
+    *port = 0;
+    lws_sockfd_type fd = lws_get_socket_fd(wsi);
+    if (fd < 0 || getpeername(fd, (struct sockaddr *)&ss, &sl) != 0)
+        return;
+    if (ss.ss_family == AF_INET) {
+        struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+        inet_ntop(AF_INET, &in->sin_addr, ip, (socklen_t)iplen);
+        *port = ntohs(in->sin_port);
+    } else if (ss.ss_family == AF_INET6) {
+        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+        if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
+            inet_ntop(AF_INET, &in6->sin6_addr.s6_addr[12], ip, (socklen_t)iplen);
+        else
+            inet_ntop(AF_INET6, &in6->sin6_addr, ip, (socklen_t)iplen);
+        *port = ntohs(in6->sin6_port);
+    }
+}
+
+/* The verified client certificate's common name, if any. */
+static const char *cert_subject(struct lws *wsi, char *out, size_t cap)
+{
+    SSL *ssl = lws_get_ssl(wsi);
+    if (!ssl)
+        return NULL;
+    X509 *x = SSL_get_peer_certificate(ssl);
+    if (!x)
+        return NULL;
+    const char *r = NULL;
+    if (SSL_get_verify_result(ssl) == X509_V_OK) {
+        X509_NAME *n = X509_get_subject_name(x);
+        if (n && X509_NAME_get_text_by_NID(n, NID_commonName, out, (int)cap) > 0)
+            r = out;
+        else if (n) {
+            snprintf(out, cap, "(certificate without CN)");
+            r = out;
+        }
+    }
+    X509_free(x);
+    return r;
+}
+
+static void read_request(struct tg_gw_ws *ws, struct lws *wsi, struct req_bufs *b, struct tg_ws_request *rq)
+{
+    memset(rq, 0, sizeof *rq);
+    rq->path = copy_hdr(wsi, WSI_TOKEN_GET_URI, b->path, sizeof b->path);
+    if (!rq->path)
+        rq->path = "";
+    rq->origin = copy_hdr(wsi, WSI_TOKEN_ORIGIN, b->origin, sizeof b->origin);
+    rq->host = copy_hdr(wsi, WSI_TOKEN_HOST, b->host, sizeof b->host);
+    rq->protocols = copy_hdr(wsi, WSI_TOKEN_PROTOCOL, b->protocols, sizeof b->protocols);
+    rq->query_token = lws_get_urlarg_by_name(wsi, "token=", b->token, (int)sizeof b->token);
+    rq->tls = ws->cfg.tls;
+    rq->cert_subject = ws->cfg.tls ? cert_subject(wsi, b->cert, sizeof b->cert) : NULL;
+    peer_of(wsi, b->ip, sizeof b->ip, &rq->peer_port);
+    rq->peer_ip = b->ip;
+}
+
+/* Printable copy of client-supplied text for logs. */
+static const char *printable(const char *s, char *out, size_t cap)
+{
+    size_t i = 0;
+    for (; s && s[i] && i + 1 < cap && i < 120; i++)
+        out[i] = (s[i] >= 0x20 && s[i] < 0x7f && s[i] != '"') ? s[i] : '?';
+    out[i] = '\0';
+    return out;
+}
+
+static int confirm_upgrade(struct tg_gw_ws *ws, struct lws *wsi, const char *upgrade)
+{
+    if (strcasecmp(upgrade, "websocket") != 0)
+        return tg_gw_ws_http_reply_now(wsi, 400, "only WebSocket upgrades are supported") ? -1 : 1;
+    struct req_bufs b;
+    struct tg_ws_request rq;
+    struct tg_ws_decision d;
+    read_request(ws, wsi, &b, &rq);
+    tg_ws_decide_upgrade(ws->gw, &ws->cfg, &rq, &d);
+    if (d.status == 0)
+        return 0;
+    char pp[128], po[128];
+    tg_info(TG_WS_LOG, "refused WebSocket %s from %s: %d %s%s%s%s", printable(rq.path, pp, sizeof pp), d.info.peer,
+            d.status, d.reason, rq.origin ? " (Origin \"" : "", rq.origin ? printable(rq.origin, po, sizeof po) : "",
+            rq.origin ? "\")" : "");
+    if (d.status == 401)
+        tg_gw_count_auth_failure(ws->gw, d.info.transport, d.reason);
+    else
+        tg_gw_count_rejected(ws->gw, d.status == 403   ? "ws origin"
+                                     : d.status == 503 ? "ws upstream down"
+                                                       : "ws bad request");
+    return tg_gw_ws_http_reply_now(wsi, d.status, d.reason) ? -1 : 1;
+}
+
+static int established(struct tg_gw_ws *ws, struct lws *wsi)
+{
+    struct req_bufs b;
+    struct tg_ws_request rq;
+    struct tg_ws_decision d;
+    read_request(ws, wsi, &b, &rq);
+    tg_ws_decide_upgrade(ws->gw, &ws->cfg, &rq, &d);
+    if (d.status != 0) {
+        /* changed since the upgrade was confirmed (e.g. a token reload) */
+        lws_close_reason(wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION, (unsigned char *)"refused", 7);
+        return -1;
+    }
+    int sv[2];
+    if (tg_ws_link_socketpair(sv) != 0) {
+        tg_warn(TG_WS_LOG, "cannot create a socketpair for %s: %m", d.info.peer);
+        return -1;
+    }
+    if (!tg_ws_link_attach(wsi, lws_get_vhost(wsi), sv[0], ws->cfg.max_message)) {
+        close(sv[1]);
+        tg_warn(TG_WS_LOG, "cannot adopt the socketpair for %s", d.info.peer);
+        return -1;
+    }
+    char pp[128];
+    tg_info(TG_WS_LOG, "WebSocket %s from %s (%s, roles 0x%x%s%s)", printable(rq.path, pp, sizeof pp), d.info.peer,
+            d.info.auth == TG_GW_AUTH_TOKEN  ? "token"
+            : d.info.auth == TG_GW_AUTH_CERT ? "certificate"
+            : d.info.auth == TG_GW_AUTH_LOCAL ? "loopback"
+                                              : "unauthenticated",
+            d.info.roles, d.info.principal[0] ? ", " : "", d.info.principal);
+    /* on failure the fd is closed: the link sees EOF and closes the WebSocket */
+    tg_ws_handoff_post(ws->handoff, sv[1], &d.info);
+    return 0;
+}
+
+int tg_gw_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len)
+{
+    struct tg_ws_pss *pss = user;
+    switch (reason) {
+    case LWS_CALLBACK_OPENSSL_PERFORM_CLIENT_CERT_VERIFICATION:
+        /* lws accepts the certificate when this returns 0: keep OpenSSL's verdict */
+        return len ? 0 : 1;
+    case LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS:
+        tg_gw_ws_capture_ssl_ctx(user);
+        return 0;
+    default:
+        break;
+    }
+    struct lws_context *ctx = wsi ? lws_get_context(wsi) : NULL;
+    struct tg_gw_ws *ws = ctx ? lws_context_user(ctx) : NULL;
+    if (!ws)
+        return 0;
+    switch (reason) {
+    case LWS_CALLBACK_WSI_CREATE:
+        ws->live_wsis++;
+        return 0;
+    case LWS_CALLBACK_WSI_DESTROY:
+        if (ws->live_wsis > 0)
+            ws->live_wsis--;
+        return 0;
+    case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
+        tg_gw_ws_do_reload(ws);
+        return 0;
+    case LWS_CALLBACK_HTTP:
+        return tg_gw_ws_http_request(ws, wsi, pss, in);
+    case LWS_CALLBACK_HTTP_WRITEABLE:
+        return tg_gw_ws_http_writeable(wsi, pss);
+    case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
+    case LWS_CALLBACK_CLOSED_HTTP:
+        if (pss)
+            tg_gw_ws_http_cleanup(pss);
+        return 0;
+    case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+        return confirm_upgrade(ws, wsi, in ? (const char *)in : "");
+    case LWS_CALLBACK_ESTABLISHED:
+        return established(ws, wsi);
+    case LWS_CALLBACK_RECEIVE: {
+        struct tg_ws_link *l = tg_ws_link_of(wsi);
+        return l ? tg_ws_link_on_rx(l, in, len) : -1;
+    }
+    case LWS_CALLBACK_SERVER_WRITEABLE: {
+        struct tg_ws_link *l = tg_ws_link_of(wsi);
+        return l ? tg_ws_link_on_writeable(l) : -1;
+    }
+    case LWS_CALLBACK_CLOSED: {
+        struct tg_ws_link *l = tg_ws_link_of(wsi);
+        if (l)
+            tg_ws_link_on_closed(l);
+        return 0;
+    }
+    default:
+        return 0;
+    }
+}

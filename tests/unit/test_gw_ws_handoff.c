@@ -1,0 +1,327 @@
+/* test_gw_ws_handoff.c: the WebSocket ↔ socketpair ↔ tg_conn seam: bytes both ways, split frames, large transfers with backpressure, close both ways, many connections. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "gw_ws.h"
+#include "gw_ws_link.h"
+#include "test_gw_ws_double.h"
+#include "test_ws_rawclient.h"
+#include "tg_test_util.h"
+
+static struct tg_gw_ws *g_ws;
+static int g_port;
+
+static int setup(void **state)
+{
+    (void)state;
+    struct event_base *base = tdbl_start();
+    g_port = tg_test_free_tcp_port();
+    struct tg_gw_ws_config cfg = {
+        .bind_host = "127.0.0.1",
+        .port = g_port,
+        .local_roles = TG_GW_ROLE_ADMIN,
+        .max_message = 256 * 1024,
+    };
+    char err[256];
+    g_ws = tg_gw_ws_start(NULL, base, &cfg, err, sizeof err);
+    if (!g_ws) {
+        fprintf(stderr, "tg_gw_ws_start: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    tg_gw_ws_stop(g_ws);
+    g_ws = NULL;
+    tdbl_stop();
+    return 0;
+}
+
+static int open_ws(void)
+{
+    char resp[2048];
+    int fd;
+    int st = tws_open(g_port, "/traced", NULL, NULL, &fd, resp, sizeof resp);
+    assert_int_equal(st, 101);
+    return fd;
+}
+
+static void expect_ipc(int fd, const void *want, size_t wlen)
+{
+    uint8_t *b;
+    size_t n;
+    assert_int_equal(tws_recv_ipc(fd, &b, &n, 5000), 0);
+    assert_int_equal(n, wlen);
+    assert_memory_equal(b, want, wlen);
+    free(b);
+}
+
+static void test_bytes_both_ways(void **state)
+{
+    (void)state;
+    int fd = open_ws();
+    for (int i = 0; i < 20; i++) {
+        char msg[64];
+        int n = snprintf(msg, sizeof msg, "frame number %d", i);
+        assert_int_equal(tws_send_ipc(fd, msg, (size_t)n), 0);
+        expect_ipc(fd, msg, (size_t)n);
+    }
+    assert_true(tdbl_wait_count(tdbl_accepted, 1, 2000));
+    struct tg_gw_client_info ci;
+    assert_int_equal(tdbl_info(0, &ci), 0);
+    assert_int_equal(ci.transport, TG_GW_T_WS);
+    assert_int_equal(ci.port, TG_GW_PORT_CONSUMER);
+    assert_int_equal(ci.loopback, 1);
+    assert_int_equal(ci.auth, TG_GW_AUTH_LOCAL);
+    assert_int_equal(ci.roles, TG_GW_ROLE_ADMIN);
+    assert_string_equal(ci.node, "");
+    assert_string_equal(ci.source, "127.0.0.1");
+    assert_int_equal(tdbl_unix_conns(), 0); /* fd passing is off for WS conns */
+    tws_close(fd);
+}
+
+static void test_split_and_joined_frames(void **state)
+{
+    (void)state;
+    int fd = open_ws();
+    /* one frame split over three messages, the header itself split */
+    const char body[] = "a frame split across three WebSocket messages";
+    uint8_t f[4 + sizeof body];
+    uint32_t bl = (uint32_t)(sizeof body - 1);
+    f[0] = (uint8_t)bl;
+    f[1] = (uint8_t)(bl >> 8);
+    f[2] = (uint8_t)(bl >> 16);
+    f[3] = (uint8_t)(bl >> 24);
+    memcpy(f + 4, body, bl);
+    assert_int_equal(tws_send(fd, TWS_BINARY, f, 2), 0);
+    assert_int_equal(tws_send(fd, TWS_BINARY, f + 2, 10), 0);
+    assert_int_equal(tws_send(fd, TWS_BINARY, f + 12, 4 + bl - 12), 0);
+    expect_ipc(fd, body, bl);
+
+    /* three frames in one message */
+    uint8_t three[3 * (4 + 5)];
+    for (int i = 0; i < 3; i++) {
+        uint8_t *p = three + i * 9;
+        p[0] = 5;
+        p[1] = p[2] = p[3] = 0;
+        memcpy(p + 4, i == 0 ? "one.." : i == 1 ? "two.." : "three", 5);
+    }
+    assert_int_equal(tws_send(fd, TWS_BINARY, three, sizeof three), 0);
+    expect_ipc(fd, "one..", 5);
+    expect_ipc(fd, "two..", 5);
+    expect_ipc(fd, "three", 5);
+
+    /* a WebSocket-fragmented message (continuation frames) is a byte stream too */
+    assert_int_equal(tws_send_frame(fd, TWS_BINARY, 0, f, 7), 0);
+    assert_int_equal(tws_send_frame(fd, TWS_CONT, 1, f + 7, 4 + bl - 7), 0);
+    expect_ipc(fd, body, bl);
+    tws_close(fd);
+}
+
+static void test_large_download_slow_reader(void **state)
+{
+    (void)state;
+    int fd = open_ws();
+    const unsigned frames = 512, size = 65536; /* 32 MiB */
+    char cmd[64];
+    int n = snprintf(cmd, sizeof cmd, "!source:%u:%u", frames, size);
+    assert_int_equal(tws_send_ipc(fd, cmd, (size_t)n), 0);
+    usleep(500 * 1000); /* the reader is slow: the source must wait, not fail */
+    uint64_t off = 0;
+    for (unsigned i = 0; i < frames; i++) {
+        uint8_t *b;
+        size_t len;
+        assert_int_equal(tws_recv_ipc(fd, &b, &len, 10000), 0);
+        assert_int_equal(len, size);
+        for (size_t k = 0; k < len; k++)
+            if (b[k] != (uint8_t)(((off + k) * 7 + 3) & 0xff))
+                fail_msg("byte %llu differs", (unsigned long long)(off + k));
+        off += len;
+        free(b);
+    }
+    tws_close(fd);
+}
+
+struct sender {
+    int fd;
+    size_t frames, size;
+    atomic_size_t sent;
+    uint64_t hash;
+    int rc;
+};
+
+static void *sender_thread(void *arg)
+{
+    struct sender *s = arg;
+    uint8_t *buf = malloc(s->size);
+    s->hash = TDBL_FNV_INIT;
+    for (size_t i = 0; i < s->frames; i++) {
+        for (size_t k = 0; k < s->size; k++)
+            buf[k] = (uint8_t)((i * 131 + k * 13) & 0xff);
+        buf[0] = 'D'; /* never '!' (a command for the test peer) */
+        s->hash = tdbl_fnv(s->hash, buf, s->size);
+        if (tws_send_ipc(s->fd, buf, s->size) != 0) {
+            s->rc = -1;
+            break;
+        }
+        atomic_fetch_add(&s->sent, s->size + 4);
+    }
+    free(buf);
+    return NULL;
+}
+
+static void test_large_upload_backpressure(void **state)
+{
+    (void)state;
+    int fd = open_ws();
+    assert_int_equal(tws_send_ipc(fd, "!sink", 5), 0);
+    assert_int_equal(tws_send_ipc(fd, "!pause:1500", 11), 0);
+    usleep(100 * 1000);
+    struct sender s = {.fd = fd, .frames = 1024, .size = 65536}; /* 64 MiB */
+    pthread_t t;
+    pthread_create(&t, NULL, sender_thread, &s);
+    usleep(1000 * 1000);
+    /* while the gateway side does not read, the sender is held back by the
+     * kernel buffers plus the link's small pending buffer, not by RAM */
+    size_t during_pause = atomic_load(&s.sent);
+    assert_true(during_pause < 24u << 20);
+    pthread_join(t, NULL);
+    assert_int_equal(s.rc, 0);
+    assert_int_equal(tws_send_ipc(fd, "!stats", 6), 0);
+    uint8_t *b;
+    size_t len;
+    assert_int_equal(tws_recv_ipc(fd, &b, &len, 10000), 0);
+    char want[128];
+    snprintf(want, sizeof want, "frames=%zu bytes=%zu hash=%llu", s.frames, s.frames * s.size,
+             (unsigned long long)s.hash);
+    b[len] = '\0';
+    assert_string_equal((char *)b, want);
+    free(b);
+    tws_close(fd);
+}
+
+static void test_close_from_client(void **state)
+{
+    (void)state;
+    int fd = open_ws();
+    assert_int_equal(tws_send_ipc(fd, "hello", 5), 0);
+    expect_ipc(fd, "hello", 5);
+    int closed = tdbl_closed();
+    uint8_t code[2] = {0x03, 0xe8};
+    assert_int_equal(tws_send(fd, TWS_CLOSE, code, 2), 0);
+    uint8_t *p;
+    size_t n;
+    assert_int_equal(tws_recv(fd, &p, &n, 5000), TWS_CLOSE); /* the server answers the close */
+    free(p);
+    assert_true(tdbl_wait_count(tdbl_closed, closed + 1, 5000));
+    char why[160];
+    tdbl_last_close_reason(why, sizeof why);
+    assert_non_null(strstr(why, "peer closed"));
+    tws_close(fd);
+}
+
+static void test_close_from_gateway(void **state)
+{
+    (void)state;
+    int fd = open_ws();
+    assert_int_equal(tws_send_ipc(fd, "before", 6), 0);
+    expect_ipc(fd, "before", 6);
+    assert_int_equal(tws_send_ipc(fd, "!close", 6), 0);
+    uint8_t *p;
+    size_t n;
+    assert_int_equal(tws_recv(fd, &p, &n, 5000), TWS_CLOSE);
+    assert_int_equal(tws_close_code(p, n), 1000);
+    free(p);
+    tws_close(fd);
+}
+
+static void test_text_message_closes(void **state)
+{
+    (void)state;
+    int fd = open_ws();
+    assert_int_equal(tws_send(fd, TWS_TEXT, "hello", 5), 0);
+    uint8_t *p;
+    size_t n;
+    assert_int_equal(tws_recv(fd, &p, &n, 5000), TWS_CLOSE);
+    assert_int_equal(tws_close_code(p, n), 1003);
+    assert_true(n > 2 && memmem(p + 2, n - 2, "text", 4) != NULL);
+    free(p);
+    tws_close(fd);
+}
+
+static void test_oversize_message_closes(void **state)
+{
+    (void)state;
+    int fd = open_ws();
+    size_t big = 300 * 1024; /* max_message is 256 KiB here */
+    uint8_t *m = calloc(1, big);
+    assert_int_equal(tws_send(fd, TWS_BINARY, m, big), 0);
+    free(m);
+    uint8_t *p;
+    size_t n;
+    int op;
+    /* the gateway side may first complain about the frame size: skip data */
+    while ((op = tws_recv(fd, &p, &n, 5000)) == TWS_BINARY)
+        free(p);
+    assert_int_equal(op, TWS_CLOSE);
+    assert_int_equal(tws_close_code(p, n), 1009);
+    free(p);
+    tws_close(fd);
+}
+
+static void test_many_connections(void **state)
+{
+    (void)state;
+    enum { N = 100 };
+    int fds[N];
+    int base_closed = tdbl_closed();
+    int base_acc = tdbl_accepted();
+    for (int i = 0; i < N; i++)
+        fds[i] = open_ws();
+    for (int i = 0; i < N; i++) {
+        char msg[32];
+        int n = snprintf(msg, sizeof msg, "conn %d", i);
+        assert_int_equal(tws_send_ipc(fds[i], msg, (size_t)n), 0);
+    }
+    for (int i = 0; i < N; i++) {
+        char msg[32];
+        int n = snprintf(msg, sizeof msg, "conn %d", i);
+        expect_ipc(fds[i], msg, (size_t)n);
+    }
+    assert_true(tdbl_wait_count(tdbl_accepted, base_acc + N, 5000));
+    for (int i = 0; i < N; i++)
+        tws_close(fds[i]); /* TCP close without a WebSocket close */
+    assert_true(tdbl_wait_count(tdbl_closed, base_closed + N, 10000));
+    for (int i = 0; i < 200 && tg_ws_link_count() != 0; i++)
+        usleep(10000);
+    assert_int_equal(tg_ws_link_count(), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_bytes_both_ways, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_split_and_joined_frames, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_large_download_slow_reader, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_large_upload_backpressure, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_close_from_client, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_close_from_gateway, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_text_message_closes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_oversize_message_closes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_many_connections, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,271 @@
+/* test_gw_ws_http.c: the HTTP routes and upgrade checks of the WebSocket port, against a running front end. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "gw_ws.h"
+#include "test_gw_ws_double.h"
+#include "test_ws_rawclient.h"
+#include "tg_test_util.h"
+
+static struct tg_gw_ws *g_ws;
+static int g_port;
+static char g_root[256];
+static char g_resp[65536];
+
+static int start(const char *web_root)
+{
+    struct event_base *base = tdbl_start();
+    g_port = tg_test_free_tcp_port();
+    struct tg_gw_ws_config cfg = {
+        .bind_host = "127.0.0.1",
+        .port = g_port,
+        .local_roles = TG_GW_ROLE_ADMIN,
+        .web_root = web_root,
+    };
+    char err[256];
+    g_ws = tg_gw_ws_start(NULL, base, &cfg, err, sizeof err);
+    if (!g_ws)
+        fprintf(stderr, "tg_gw_ws_start: %s\n", err);
+    return g_ws ? 0 : -1;
+}
+
+static int setup_builtin(void **state)
+{
+    (void)state;
+    return start(NULL);
+}
+
+static void write_file(const char *dir, const char *name, const char *text)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static int setup_webroot(void **state)
+{
+    (void)state;
+    snprintf(g_root, sizeof g_root, "/tmp/tg-ws-http-XXXXXX");
+    if (!mkdtemp(g_root))
+        return -1;
+    char p[512];
+    snprintf(p, sizeof p, "%s/www", g_root);
+    mkdir(p, 0755);
+    snprintf(p, sizeof p, "%s/www/sub", g_root);
+    mkdir(p, 0755);
+    char www[300];
+    snprintf(www, sizeof www, "%s/www", g_root);
+    write_file(www, "index.html", "<p>root index</p>\n");
+    write_file(www, "app.js", "console.log('hi');\n");
+    write_file(www, "sub/index.html", "<p>sub index</p>\n");
+    write_file(www, ".secret", "hidden\n");
+    write_file(g_root, "outside.txt", "outside the root\n");
+    char link[512], target[512];
+    snprintf(link, sizeof link, "%s/www/escape.txt", g_root);
+    snprintf(target, sizeof target, "%s/outside.txt", g_root);
+    if (symlink(target, link) != 0)
+        return -1;
+    /* a big file: streamed in chunks */
+    char big[512];
+    snprintf(big, sizeof big, "%s/www/big.bin", g_root);
+    FILE *f = fopen(big, "w");
+    for (int i = 0; i < 300000; i++)
+        fputc('a' + i % 26, f);
+    fclose(f);
+    return start(www);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    tg_gw_ws_stop(g_ws);
+    g_ws = NULL;
+    tdbl_stop();
+    if (g_root[0]) {
+        char cmd[400];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
+        if (system(cmd) != 0)
+            fprintf(stderr, "cannot remove %s\n", g_root);
+        g_root[0] = '\0';
+    }
+    return 0;
+}
+
+static const char *body_of(const char *resp)
+{
+    const char *b = strstr(resp, "\r\n\r\n");
+    return b ? b + 4 : "";
+}
+
+static void test_healthz(void **state)
+{
+    (void)state;
+    assert_int_equal(tws_http(g_port, "GET", "/healthz", NULL, g_resp, sizeof g_resp), 200);
+    assert_string_equal(body_of(g_resp), "ok\n");
+    tdbl_set_healthy(0);
+    assert_int_equal(tws_http(g_port, "GET", "/healthz", NULL, g_resp, sizeof g_resp), 503);
+    int fd;
+    assert_int_equal(tws_open(g_port, "/traced", NULL, NULL, &fd, g_resp, sizeof g_resp), 503);
+    tdbl_set_healthy(1);
+    assert_int_equal(tws_http(g_port, "HEAD", "/healthz", NULL, g_resp, sizeof g_resp), 200);
+    assert_string_equal(body_of(g_resp), "");
+}
+
+static void test_metrics_and_status(void **state)
+{
+    (void)state;
+    assert_int_equal(tws_http(g_port, "GET", "/metrics", NULL, g_resp, sizeof g_resp), 200);
+    assert_non_null(strcasestr(g_resp, "content-type: text/plain; version=0.0.4"));
+    assert_non_null(strstr(body_of(g_resp), "tracegate_test_metric 42"));
+    assert_int_equal(tws_http(g_port, "GET", "/api/status", NULL, g_resp, sizeof g_resp), 200);
+    assert_non_null(strcasestr(g_resp, "content-type: application/json"));
+    assert_string_equal(body_of(g_resp), "{\"status\":\"ok\"}");
+    assert_int_equal(tws_http(g_port, "GET", "/api/nope", NULL, g_resp, sizeof g_resp), 404);
+    assert_int_equal(tws_http(g_port, "POST", "/api/status", "Content-Length: 0\r\n", g_resp, sizeof g_resp), 405);
+    assert_int_equal(tws_http(g_port, "GET", "/traced", NULL, g_resp, sizeof g_resp), 426);
+}
+
+static void test_builtin_page(void **state)
+{
+    (void)state;
+    assert_int_equal(tws_http(g_port, "GET", "/", NULL, g_resp, sizeof g_resp), 200);
+    assert_non_null(strcasestr(g_resp, "content-type: text/html"));
+    assert_non_null(strcasestr(g_resp, "x-content-type-options: nosniff"));
+    assert_non_null(strstr(body_of(g_resp), "tracegate"));
+    assert_int_equal(tws_http(g_port, "GET", "/app.js", NULL, g_resp, sizeof g_resp), 404);
+}
+
+static void test_static_files(void **state)
+{
+    (void)state;
+    assert_int_equal(tws_http(g_port, "GET", "/", NULL, g_resp, sizeof g_resp), 200);
+    assert_string_equal(body_of(g_resp), "<p>root index</p>\n");
+    assert_int_equal(tws_http(g_port, "GET", "/app.js", NULL, g_resp, sizeof g_resp), 200);
+    assert_non_null(strcasestr(g_resp, "content-type: text/javascript"));
+    assert_int_equal(tws_http(g_port, "GET", "/sub/", NULL, g_resp, sizeof g_resp), 200);
+    assert_string_equal(body_of(g_resp), "<p>sub index</p>\n");
+    assert_int_equal(tws_http(g_port, "GET", "/big.bin", NULL, g_resp, sizeof g_resp), 200);
+    const char *b = body_of(g_resp);
+    assert_true(strlen(b) >= 60000);
+    for (size_t i = 0; i < strlen(b); i++)
+        assert_int_equal(b[i], 'a' + (int)(i % 26));
+    /* refused: hidden files, symlinks out of the root, traversal, missing */
+    assert_int_equal(tws_http(g_port, "GET", "/.secret", NULL, g_resp, sizeof g_resp), 404);
+    assert_int_equal(tws_http(g_port, "GET", "/escape.txt", NULL, g_resp, sizeof g_resp), 404);
+    int st = tws_http(g_port, "GET", "/../outside.txt", NULL, g_resp, sizeof g_resp);
+    assert_true(st != 200 || strstr(g_resp, "outside the root") == NULL);
+    st = tws_http(g_port, "GET", "/sub/../../outside.txt", NULL, g_resp, sizeof g_resp);
+    assert_true(st != 200 || strstr(g_resp, "outside the root") == NULL);
+    st = tws_http(g_port, "GET", "/%2e%2e/outside.txt", NULL, g_resp, sizeof g_resp);
+    assert_true(st != 200 || strstr(g_resp, "outside the root") == NULL);
+    assert_int_equal(tws_http(g_port, "GET", "/missing.html", NULL, g_resp, sizeof g_resp), 404);
+    assert_int_equal(tws_http(g_port, "GET", "/sub", NULL, g_resp, sizeof g_resp), 404);
+}
+
+static void test_origin_checks(void **state)
+{
+    (void)state;
+    int fd;
+    int rej = tdbl_rejected();
+    assert_int_equal(tws_open(g_port, "/traced", "https://evil.example", NULL, &fd, g_resp, sizeof g_resp), 403);
+    assert_non_null(strstr(g_resp, "403"));
+    assert_int_equal(tdbl_rejected(), rej + 1);
+    assert_int_equal(tdbl_accepted(), 0);
+    assert_int_equal(tws_open(g_port, "/traced", "https://ui.perfetto.dev", NULL, &fd, g_resp, sizeof g_resp), 101);
+    tws_close(fd);
+    char self[64];
+    snprintf(self, sizeof self, "http://127.0.0.1:%d", g_port);
+    assert_int_equal(tws_open(g_port, "/traced", self, NULL, &fd, g_resp, sizeof g_resp), 101);
+    tws_close(fd);
+    assert_int_equal(tws_open(g_port, "/traced", NULL, NULL, &fd, g_resp, sizeof g_resp), 101); /* loopback */
+    tws_close(fd);
+}
+
+static void test_tokens(void **state)
+{
+    (void)state;
+    int fd;
+    assert_int_equal(
+        tws_open(g_port, "/traced", NULL, "tracegate, tracegate.token.good-token", &fd, g_resp, sizeof g_resp), 101);
+    assert_non_null(strcasestr(g_resp, "sec-websocket-protocol: tracegate\r\n"));
+    assert_int_equal(tws_send_ipc(fd, "x", 1), 0);
+    uint8_t *b;
+    size_t n;
+    assert_int_equal(tws_recv_ipc(fd, &b, &n, 5000), 0);
+    free(b);
+    tws_close(fd);
+    struct tg_gw_client_info ci;
+    assert_int_equal(tdbl_info(0, &ci), 0);
+    assert_int_equal(ci.auth, TG_GW_AUTH_TOKEN);
+    assert_int_equal(ci.roles, TG_GW_ROLE_RECORDER);
+    assert_string_equal(ci.principal, "alice");
+
+    int fails = tdbl_auth_failures();
+    assert_int_equal(
+        tws_open(g_port, "/traced", NULL, "tracegate, tracegate.token.bad-token", &fd, g_resp, sizeof g_resp), 401);
+    assert_int_equal(tdbl_auth_failures(), fails + 1);
+    assert_int_equal(tws_open(g_port, "/traced?token=nope", NULL, NULL, &fd, g_resp, sizeof g_resp), 401);
+    assert_int_equal(tws_open(g_port, "/traced", NULL, "tracegate.token.good-token", &fd, g_resp, sizeof g_resp),
+                     400);
+
+    /* a long token in the query */
+    char path[300];
+    char lt[121];
+    memset(lt, 'L', 120);
+    lt[120] = '\0';
+    snprintf(path, sizeof path, "/traced/node-7?x=1&token=%s", lt);
+    assert_int_equal(tws_open(g_port, path, NULL, NULL, &fd, g_resp, sizeof g_resp), 101);
+    assert_int_equal(tws_send_ipc(fd, "y", 1), 0);
+    assert_int_equal(tws_recv_ipc(fd, &b, &n, 5000), 0);
+    free(b);
+    tws_close(fd);
+    assert_int_equal(tdbl_info(1, &ci), 0);
+    assert_int_equal(ci.auth, TG_GW_AUTH_TOKEN);
+    assert_int_equal(ci.roles, TG_GW_ROLE_OBSERVER);
+    assert_string_equal(ci.node, "node-7");
+}
+
+static void test_paths(void **state)
+{
+    (void)state;
+    int fd;
+    assert_int_equal(tws_open(g_port, "/producer", NULL, NULL, &fd, g_resp, sizeof g_resp), 101);
+    assert_int_equal(tws_send_ipc(fd, "p", 1), 0);
+    uint8_t *b;
+    size_t n;
+    assert_int_equal(tws_recv_ipc(fd, &b, &n, 5000), 0);
+    free(b);
+    tws_close(fd);
+    struct tg_gw_client_info ci;
+    assert_int_equal(tdbl_info(0, &ci), 0);
+    assert_int_equal(ci.port, TG_GW_PORT_PRODUCER);
+    assert_int_equal(tws_open(g_port, "/nope", NULL, NULL, &fd, g_resp, sizeof g_resp), 404);
+    assert_int_equal(tws_open(g_port, "/traced/bad!node", NULL, NULL, &fd, g_resp, sizeof g_resp), 404);
+    assert_int_equal(tws_open(g_port, "/metrics", NULL, NULL, &fd, g_resp, sizeof g_resp), 404);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_healthz, setup_builtin, teardown),
+        cmocka_unit_test_setup_teardown(test_metrics_and_status, setup_builtin, teardown),
+        cmocka_unit_test_setup_teardown(test_builtin_page, setup_builtin, teardown),
+        cmocka_unit_test_setup_teardown(test_static_files, setup_webroot, teardown),
+        cmocka_unit_test_setup_teardown(test_origin_checks, setup_builtin, teardown),
+        cmocka_unit_test_setup_teardown(test_tokens, setup_builtin, teardown),
+        cmocka_unit_test_setup_teardown(test_paths, setup_builtin, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,277 @@
+/* test_ws_client.c: tracectl's ws:// / wss:// client transport against the WebSocket front end (tokens, TLS, mTLS, reload, failures). */
+#include <event2/event.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "gw_ws.h"
+#include "test_gw_ws_double.h"
+#include "tg_test_util.h"
+#include "ws_client.h"
+
+/* Known third-party leak: with libwebsockets 4.1.6 and OpenSSL 3, a context
+ * that served TLS connections leaves its SSL_CTX (certificates, CA store)
+ * behind when destroyed (indirect leaks only, all allocated inside
+ * lws_create_context/lws_create_vhost). Our own allocations stay checked. */
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void) { return "leak:lws_create_vhost\nleak:lws_create_context\n"; }
+/* full stacks (libcrypto has no frame pointers), so the suppressions can match */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "fast_unwind_on_malloc=0"; }
+
+static char g_pki[256];
+static struct tg_gw_ws *g_ws;
+static int g_port;
+static struct event_base *g_cbase; /* the client's loop (this thread) */
+
+struct cstate {
+    int frames;
+    char last[256];
+    int closed;
+};
+
+static void c_on_frame(tg_conn *c, const uint8_t *body, size_t len, void *arg)
+{
+    struct cstate *s = arg;
+    (void)c;
+    s->frames++;
+    size_t n = len < sizeof s->last - 1 ? len : sizeof s->last - 1;
+    memcpy(s->last, body, n);
+    s->last[n] = '\0';
+}
+
+static void c_on_close(tg_conn *c, const char *reason, void *arg)
+{
+    struct cstate *s = arg;
+    (void)c;
+    (void)reason;
+    s->closed = 1;
+}
+
+static int got_frame(void *arg) { return ((struct cstate *)arg)->frames > 0 || ((struct cstate *)arg)->closed; }
+static int got_close(void *arg) { return ((struct cstate *)arg)->closed; }
+
+static void pki(char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", g_pki, name); }
+
+static int start_server(int tls, int mtls)
+{
+    struct event_base *base = tdbl_start();
+    g_port = tg_test_free_tcp_port();
+    char cert[300], key[300], ca[300], err[256];
+    pki(cert, sizeof cert, "server.crt");
+    pki(key, sizeof key, "server.key");
+    pki(ca, sizeof ca, "ca.crt");
+    struct tg_gw_ws_config cfg = {
+        .bind_host = "127.0.0.1",
+        .port = g_port,
+        .local_roles = TG_GW_ROLE_ADMIN,
+        .tls = tls,
+        .cert_file = tls ? cert : NULL,
+        .key_file = tls ? key : NULL,
+        .ca_file = mtls ? ca : NULL,
+        .require_client_cert = mtls,
+    };
+    g_ws = tg_gw_ws_start(NULL, base, &cfg, err, sizeof err);
+    if (!g_ws)
+        fprintf(stderr, "tg_gw_ws_start: %s\n", err);
+    g_cbase = event_base_new();
+    return g_ws ? 0 : -1;
+}
+
+static int setup_plain(void **state)
+{
+    (void)state;
+    return start_server(0, 0);
+}
+static int setup_tls(void **state)
+{
+    (void)state;
+    return start_server(1, 0);
+}
+static int setup_mtls(void **state)
+{
+    (void)state;
+    return start_server(1, 1);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    tg_ws_client_shutdown_all();
+    /* let the client conns see their EOF and free themselves */
+    tg_test_run_until(g_cbase, NULL, NULL, 50);
+    tg_gw_ws_stop(g_ws);
+    g_ws = NULL;
+    tdbl_stop();
+    event_base_free(g_cbase);
+    g_cbase = NULL;
+    return 0;
+}
+
+/* Opens a client, sends "ping <n>", returns 1 if echoed, 0 if the conn closed. */
+static int roundtrip(int wss, const char *path, const struct tg_endpoint_creds *creds, struct cstate *s)
+{
+    struct tg_endpoint ep;
+    memset(&ep, 0, sizeof ep);
+    ep.kind = wss ? TG_EP_WSS : TG_EP_WS;
+    snprintf(ep.host, sizeof ep.host, "127.0.0.1");
+    ep.port = g_port;
+    snprintf(ep.path, sizeof ep.path, "%s", path);
+    char err[256];
+    memset(s, 0, sizeof *s);
+    tg_conn *c = tg_ws_client_open(g_cbase, &ep, creds, err, sizeof err);
+    assert_non_null(c);
+    struct tg_conn_cbs cbs = {.on_frame = c_on_frame, .on_close = c_on_close};
+    tg_conn_set_cbs(c, &cbs, s);
+    /* sent before the handshake is done: waits in the socketpair */
+    assert_int_equal(tg_conn_send(c, "ping 1", 6, -1), 0);
+    tg_test_run_until(g_cbase, got_frame, s, 8000);
+    int ok = s->frames > 0 && !strcmp(s->last, "ping 1");
+    if (!s->closed)
+        tg_conn_close(c, "test done");
+    tg_test_run_until(g_cbase, got_close, s, 2000);
+    assert_true(s->closed);
+    return ok;
+}
+
+static void test_plain_with_token(void **state)
+{
+    (void)state;
+    struct cstate s;
+    struct tg_endpoint_creds cr = {.token = "good-token"};
+    assert_true(roundtrip(0, "/traced", &cr, &s));
+    struct tg_gw_client_info ci;
+    assert_true(tdbl_wait_count(tdbl_accepted, 1, 2000));
+    assert_int_equal(tdbl_info(0, &ci), 0);
+    assert_int_equal(ci.transport, TG_GW_T_WS);
+    assert_int_equal(ci.auth, TG_GW_AUTH_TOKEN);
+    assert_string_equal(ci.principal, "alice");
+    assert_int_equal(tdbl_unix_conns(), 0);
+
+    /* a long token goes in the query */
+    char lt[121];
+    memset(lt, 'L', 120);
+    lt[120] = '\0';
+    cr.token = lt;
+    assert_true(roundtrip(0, "/traced/n1", &cr, &s));
+    assert_int_equal(tdbl_info(1, &ci), 0);
+    assert_int_equal(ci.roles, TG_GW_ROLE_OBSERVER);
+    assert_string_equal(ci.node, "n1");
+
+    /* no token on loopback: local roles */
+    assert_true(roundtrip(0, "/traced", NULL, &s));
+    assert_int_equal(tdbl_info(2, &ci), 0);
+    assert_int_equal(ci.auth, TG_GW_AUTH_LOCAL);
+
+    /* a wrong token: refused before the upgrade, the conn just closes */
+    cr.token = "wrong";
+    assert_false(roundtrip(0, "/traced", &cr, &s));
+    assert_int_equal(tdbl_accepted(), 3);
+}
+
+static void test_connection_refused(void **state)
+{
+    (void)state;
+    struct cstate s;
+    int port = g_port;
+    g_port = tg_test_free_tcp_port(); /* nobody listens there */
+    assert_false(roundtrip(0, "/traced", NULL, &s));
+    g_port = port;
+}
+
+static void test_wss(void **state)
+{
+    (void)state;
+    struct cstate s;
+    char ca[300], rogue[300];
+    pki(ca, sizeof ca, "ca.crt");
+    pki(rogue, sizeof rogue, "rogue-ca.crt");
+    struct tg_endpoint_creds cr = {.cacert = ca};
+    assert_true(roundtrip(1, "/traced", &cr, &s));
+    struct tg_gw_client_info ci;
+    assert_int_equal(tdbl_info(0, &ci), 0);
+    assert_int_equal(ci.transport, TG_GW_T_WSS);
+    /* a server certificate the client does not trust */
+    cr.cacert = rogue;
+    assert_false(roundtrip(1, "/traced", &cr, &s));
+    assert_int_equal(tdbl_accepted(), 1);
+    /* reload with good files works, with a missing key fails and keeps the old one */
+    char err[256];
+    assert_int_equal(tg_gw_ws_reload(g_ws, err, sizeof err), 0);
+    char key[300], moved[320];
+    pki(key, sizeof key, "server.key");
+    snprintf(moved, sizeof moved, "%s.moved", key);
+    assert_int_equal(rename(key, moved), 0);
+    assert_int_equal(tg_gw_ws_reload(g_ws, err, sizeof err), -1);
+    assert_non_null(strstr(err, "key"));
+    assert_int_equal(rename(moved, key), 0);
+    cr.cacert = ca;
+    assert_true(roundtrip(1, "/traced", &cr, &s));
+}
+
+static void test_mtls(void **state)
+{
+    (void)state;
+    struct cstate s;
+    char ca[300], cert[300], key[300], rc[300], rk[300];
+    pki(ca, sizeof ca, "ca.crt");
+    pki(cert, sizeof cert, "client.crt");
+    pki(key, sizeof key, "client.key");
+    pki(rc, sizeof rc, "rogue-client.crt");
+    pki(rk, sizeof rk, "rogue-client.key");
+    struct tg_endpoint_creds cr = {.cacert = ca, .cert = cert, .key = key};
+    assert_true(roundtrip(1, "/traced", &cr, &s));
+    struct tg_gw_client_info ci;
+    assert_int_equal(tdbl_info(0, &ci), 0);
+    assert_int_equal(ci.auth, TG_GW_AUTH_CERT);
+    assert_string_equal(ci.principal, "tracegate-client");
+    assert_int_equal(ci.roles, TG_GW_ROLE_RECORDER);
+    /* no client certificate, or one from another CA: refused */
+    struct tg_endpoint_creds none = {.cacert = ca};
+    assert_false(roundtrip(1, "/traced", &none, &s));
+    struct tg_endpoint_creds rogue = {.cacert = ca, .cert = rc, .key = rk};
+    assert_false(roundtrip(1, "/traced", &rogue, &s));
+    assert_int_equal(tdbl_accepted(), 1);
+}
+
+static int make_pki(void **state)
+{
+    (void)state;
+    snprintf(g_pki, sizeof g_pki, "/tmp/tg-ws-pki-XXXXXX");
+    if (!mkdtemp(g_pki))
+        return -1;
+    const char *src = getenv("TG_SRCDIR");
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "bash '%s/certs/make-dev-pki.sh' '%s' >/dev/null", src ? src : TG_SOURCE_DIR, g_pki);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static int remove_pki(void **state)
+{
+    (void)state;
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_pki);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    if (getenv("TG_TEST_FILTER"))
+        cmocka_set_test_filter(getenv("TG_TEST_FILTER"));
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_plain_with_token, setup_plain, teardown),
+        cmocka_unit_test_setup_teardown(test_connection_refused, setup_plain, teardown),
+        cmocka_unit_test_setup_teardown(test_wss, setup_tls, teardown),
+        cmocka_unit_test_setup_teardown(test_mtls, setup_mtls, teardown),
+    };
+    return cmocka_run_group_tests(tests, make_pki, remove_pki);
+}
