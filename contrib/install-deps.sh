@@ -14,7 +14,10 @@ PKGS=(
 )
 # browser tests (issue 4): chromium + node for playwright-core
 if [ "${TRACEGATE_BROWSER_DEPS:-0}" = "1" ]; then
-  PKGS+=(chromium nodejs npm)
+  PKGS+=(chromium curl)
+  # the machine may already carry a newer Node.js (with npm) than Debian's: keep it
+  command -v node >/dev/null 2>&1 || PKGS+=(nodejs)
+  command -v npm >/dev/null 2>&1 || PKGS+=(npm)
 fi
 
 missing=()
