@@ -45,6 +45,8 @@ struct tg_ipc_call {
     tg_ipc_peer *peer;
     uint64_t request_id;
     int drop_reply;
+    const uint8_t *args; /* args_proto, only while the handler runs */
+    size_t args_len;
     tg_ipc_call *prev, *next;
 };
 
@@ -170,6 +172,11 @@ void tg_ipc_call_reject(tg_ipc_call *call)
 tg_ipc_peer *tg_ipc_call_peer(const tg_ipc_call *call) { return call->peer; }
 uint64_t tg_ipc_call_request_id(const tg_ipc_call *call) { return call->request_id; }
 int tg_ipc_call_drop_reply(const tg_ipc_call *call) { return call->drop_reply; }
+const uint8_t *tg_ipc_call_args(const tg_ipc_call *call, size_t *len)
+{
+    *len = call->args_len;
+    return call->args;
+}
 
 /* ------------------------------------------------------------ dispatch */
 
@@ -234,6 +241,8 @@ static void handle_invoke(tg_ipc_peer *p, const struct tg_frame_info *fi)
     call->peer = p;
     call->request_id = fi->request_id;
     call->drop_reply = fi->drop_reply;
+    call->args = fi->payload;
+    call->args_len = fi->payload_len;
     call->next = p->calls;
     if (p->calls)
         p->calls->prev = call;

@@ -84,6 +84,9 @@ void tg_ipc_call_reject(tg_ipc_call *call);
 tg_ipc_peer *tg_ipc_call_peer(const tg_ipc_call *call);
 uint64_t tg_ipc_call_request_id(const tg_ipc_call *call);
 int tg_ipc_call_drop_reply(const tg_ipc_call *call);
+/* The request's raw args_proto bytes; valid only while the method handler
+ * runs (e.g. to keep a config byte for byte, unknown fields and order kept). */
+const uint8_t *tg_ipc_call_args(const tg_ipc_call *call, size_t *len);
 
 /* ---- peers ---- */
 int tg_ipc_peer_is_unix(const tg_ipc_peer *p);

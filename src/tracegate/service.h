@@ -24,7 +24,8 @@ struct tg_service_opts {
     const char *consumer_socks;
     unsigned producer_sock_mode; /* 0 = 0666 (any local app may produce) */
     unsigned consumer_sock_mode; /* 0 = 0600 (traces are private) */
-    const char *machine_name;    /* reported in system info; NULL = uname */
+    const char *machine_name;    /* reported in system info; NULL = $PERFETTO_MACHINE_NAME or uname */
+    int disable_relay_endpoint;  /* 0 = also expose RelayPort (service id 2) on producer sockets */
 };
 
 /* Perfetto's defaults: /run/perfetto/traced-{producer,consumer}.sock when
@@ -41,5 +42,11 @@ void tg_service_free(tg_service *svc);
  * served by the producer (producer_port != 0) or consumer port; -1 on error.
  * The caller owns the returned fd. */
 int tg_service_connect_local(tg_service *svc, int producer_port);
+
+/* Serves an already connected socket (UNIX or TCP) as a producer
+ * (producer_port != 0) or consumer connection; the fd is taken over (closed
+ * on failure). Producers on non-UNIX sockets get shmem emulation. Returns 0
+ * or -1. */
+int tg_service_adopt_fd(tg_service *svc, int fd, int producer_port);
 
 #endif

@@ -1,0 +1,315 @@
+/* read_buffers.c: reading a session out. A tg_svc_reader yields packets in
+ * traced's order (clock snapshots, sync marker, trace config, trace_uuid,
+ * system info, remote machines' system info, lifecycle events, remote clock
+ * sync, triggers, then every buffer's producer packets with the trusted slice
+ * appended, then read_tracing_buffers_completed and trace_stats). The
+ * ReadBuffers stream sends it in batches of ~32 KiB of packet data, each cut
+ * into replies under 128 KiB, has_more on all but the last (§3.3). */
+#include "service/svc.h"
+
+#include "tracegate/log.h"
+#include "tracegate/pbwire.h"
+
+#include <event2/event.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct tg_svc_reader {
+    tg_svc_session *s;
+    int phase; /* 0 prefix, 1 buffers, 2 trailer, 3 done */
+    struct tg_svc_pkt_list pre, trailer;
+    struct tg_svc_pkt *held; /* handed out last; freed on the next call */
+    size_t buf_idx;
+    struct tg_tb_slice one;
+    uint8_t trusted[TG_SVC_TRUSTED_MAX];
+};
+
+static void move_list(struct tg_svc_pkt_list *dst, struct tg_svc_pkt_list *src)
+{
+    if (!src->head)
+        return;
+    *dst->tail = src->head;
+    dst->tail = src->tail;
+    tg_svc_pkt_list_init(src);
+}
+
+static void add(struct tg_svc_pkt_list *l, struct tg_svc_pkt *pk)
+{
+    if (pk)
+        tg_svc_pkt_list_append(l, pk);
+}
+
+struct tg_svc_reader *tg_svc_reader_new(tg_svc_session *s)
+{
+    struct tg_svc_reader *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->s = s;
+    tg_svc_pkt_list_init(&r->pre);
+    tg_svc_pkt_list_init(&r->trailer);
+    const Perfetto__Protos__TraceConfig__BuiltinDataSource *bi = s->cfg ? s->cfg->builtin_data_sources : NULL;
+    move_list(&r->pre, &s->clock_snapshots);
+    if (s->sync_markers_pending) {
+        s->sync_markers_pending = 0;
+        add(&r->pre, tg_svc_build_sync_marker(s->svc));
+    }
+    if (!s->config_emitted) {
+        s->config_emitted = true;
+        if (!(bi && bi->has_disable_trace_config && bi->disable_trace_config))
+            add(&r->pre, tg_svc_build_trace_config(s));
+    }
+    if (!s->uuid_emitted) {
+        s->uuid_emitted = true;
+        add(&r->pre, tg_svc_build_uuid(s));
+    }
+    if (!s->sysinfo_emitted) {
+        s->sysinfo_emitted = true;
+        if (!(bi && bi->has_disable_system_info && bi->disable_system_info))
+            add(&r->pre, tg_svc_build_system_info(s));
+    }
+    struct tg_svc_pkt_list remote_clocks;
+    tg_svc_pkt_list_init(&remote_clocks);
+    if (!s->remote_emitted) {
+        s->remote_emitted = true;
+        tg_svc_build_remote_packets(s, &r->pre, &remote_clocks);
+    }
+    move_list(&r->pre, &s->events);
+    move_list(&r->pre, &remote_clocks);
+    move_list(&r->pre, &s->triggers);
+    return r;
+}
+
+void tg_svc_reader_free(struct tg_svc_reader *r)
+{
+    if (!r)
+        return;
+    free(r->held);
+    tg_svc_pkt_list_clear(&r->pre);
+    tg_svc_pkt_list_clear(&r->trailer);
+    free(r);
+}
+
+static int emit_service(struct tg_svc_reader *r, struct tg_svc_pkt_list *l, struct tg_svc_reader_pkt *out)
+{
+    struct tg_svc_pkt *pk = l->head;
+    if (!pk)
+        return 0;
+    l->head = pk->next;
+    if (!l->head)
+        l->tail = &l->head;
+    r->held = pk;
+    r->one.data = pk->data;
+    r->one.len = pk->len;
+    out->slices = &r->one;
+    out->n = 1;
+    out->trusted = NULL;
+    out->trusted_len = 0;
+    out->payload = 0;
+    return 1;
+}
+
+int tg_svc_reader_next(struct tg_svc_reader *r, struct tg_svc_reader_pkt *out)
+{
+    free(r->held);
+    r->held = NULL;
+    tg_svc_session *s = r->s;
+    for (;;) {
+        switch (r->phase) {
+        case 0:
+            if (emit_service(r, &r->pre, out))
+                return 1;
+            r->phase = 1;
+            break;
+        case 1: {
+            if (r->buf_idx >= s->n_buffers) {
+                r->phase = 2;
+                const Perfetto__Protos__TraceConfig__BuiltinDataSource *bi =
+                    s->cfg ? s->cfg->builtin_data_sources : NULL;
+                if (s->state == TG_SESS_DISABLED && !s->read_completed_emitted &&
+                    !(bi && bi->has_disable_service_events && bi->disable_service_events)) {
+                    s->read_completed_emitted = true;
+                    add(&r->trailer, tg_svc_build_event(s->svc, TG_EV_READ_TRACING_BUFFERS_COMPLETED));
+                }
+                if (s->stats_pending) {
+                    s->stats_pending = false;
+                    add(&r->trailer, tg_svc_build_trace_stats(s));
+                }
+                break;
+            }
+            struct tg_tb_packet pkt;
+            struct tg_tb_seq_info info;
+            if (!tg_trace_buffer_read_packet(s->buffers[r->buf_idx]->tb, &pkt, &info)) {
+                r->buf_idx++;
+                break;
+            }
+            if (!tg_svc_packet_is_valid(&pkt)) {
+                s->svc->invalid_packets++;
+                break;
+            }
+            uint32_t seq = tg_svc_session_seq_id(s, info.producer_id, info.writer_id);
+            out->slices = pkt.slices;
+            out->n = pkt.num_slices;
+            out->trusted_len = tg_svc_trusted_slice(r->trusted, &info, seq);
+            out->trusted = r->trusted;
+            out->payload = pkt.size;
+            return 1;
+        }
+        case 2:
+            if (emit_service(r, &r->trailer, out))
+                return 1;
+            r->phase = 3;
+            break;
+        default:
+            return 0;
+        }
+    }
+}
+
+/* ------------------------------------------------------------ ReadBuffers stream */
+
+struct tg_svc_read {
+    tg_svc_consumer *c;
+    tg_svc_session *s;
+    tg_ipc_call *call;
+    struct tg_svc_reader *r;
+    struct event *ev;
+    uint8_t *buf;
+    size_t len, cap;
+};
+
+#define SLICE_OVERHEAD 16u /* tags and varints around one slice */
+#define MAX_SLICE_DATA (TG_SVC_MAX_READ_REPLY - 2 * SLICE_OVERHEAD)
+#define OUTPUT_BACKLOG (4u << 20)
+
+static void read_free(struct tg_svc_read *rd)
+{
+    if (rd->c)
+        rd->c->read = NULL;
+    if (rd->ev)
+        event_free(rd->ev);
+    tg_svc_reader_free(rd->r);
+    free(rd->buf);
+    free(rd);
+}
+
+static void send_reply(struct tg_svc_read *rd, int has_more)
+{
+    tg_ipc_call *call = rd->call;
+    if (!has_more)
+        rd->call = NULL;
+    tg_ipc_call_reply_bytes(call, rd->buf, rd->len, has_more, -1);
+    rd->len = 0;
+}
+
+static int reserve(struct tg_svc_read *rd, size_t more)
+{
+    if (rd->len + more <= rd->cap)
+        return 0;
+    size_t ncap = rd->cap ? rd->cap : 65536;
+    while (ncap < rd->len + more)
+        ncap *= 2;
+    uint8_t *n = realloc(rd->buf, ncap);
+    if (!n)
+        return -1;
+    rd->buf = n;
+    rd->cap = ncap;
+    return 0;
+}
+
+/* Appends one ReadBuffersResponse.Slice, cutting it when it would not fit. */
+static void append_slice(struct tg_svc_read *rd, const uint8_t *data, size_t len, bool last)
+{
+    do {
+        size_t piece = len > MAX_SLICE_DATA ? MAX_SLICE_DATA : len;
+        bool piece_last = last && piece == len;
+        size_t inner = 1 + tg_pb_varint_size(piece) + piece + 2;
+        size_t enc = 1 + tg_pb_varint_size(inner) + inner;
+        if (rd->len + enc > TG_SVC_MAX_READ_REPLY && rd->len > 0)
+            send_reply(rd, 1);
+        if (reserve(rd, enc) != 0)
+            return;
+        uint8_t *o = rd->buf + rd->len;
+        o += tg_pb_put_tag(o, 2, TG_PB_LEN);
+        o += tg_pb_put_varint(o, inner);
+        o += tg_pb_put_tag(o, 1, TG_PB_LEN);
+        o += tg_pb_put_varint(o, piece);
+        memcpy(o, data, piece);
+        o += piece;
+        o += tg_pb_put_tag(o, 2, TG_PB_VARINT);
+        *o++ = piece_last ? 1 : 0;
+        rd->len = (size_t)(o - rd->buf);
+        data += piece;
+        len -= piece;
+    } while (len > 0);
+}
+
+static void on_batch(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct tg_svc_read *rd = arg;
+    if (tg_ipc_peer_output_len(tg_ipc_call_peer(rd->call)) > OUTPUT_BACKLOG) {
+        struct timeval tv = {0, 5000};
+        evtimer_add(rd->ev, &tv); /* let the consumer drain first */
+        return;
+    }
+    size_t bytes = 0;
+    bool done = false;
+    while (bytes < TG_SVC_READ_BATCH_BYTES) {
+        struct tg_svc_reader_pkt pk;
+        if (!tg_svc_reader_next(rd->r, &pk)) {
+            done = true;
+            break;
+        }
+        for (size_t i = 0; i < pk.n; i++)
+            append_slice(rd, pk.slices[i].data, pk.slices[i].len, i + 1 == pk.n && !pk.trusted_len);
+        if (pk.trusted_len)
+            append_slice(rd, pk.trusted, pk.trusted_len, true);
+        /* like traced: whole packet sizes, trusted fields included, count */
+        for (size_t i = 0; i < pk.n; i++)
+            bytes += pk.slices[i].len;
+        bytes += pk.trusted_len;
+    }
+    if (done) {
+        send_reply(rd, 0);
+        read_free(rd);
+        return;
+    }
+    send_reply(rd, 1);
+    struct timeval tv = {0, 0};
+    evtimer_add(rd->ev, &tv);
+}
+
+void tg_svc_read_buffers_start(tg_svc_consumer *c, tg_svc_session *s, tg_ipc_call *call)
+{
+    struct tg_svc_read *rd = calloc(1, sizeof *rd);
+    if (rd) {
+        rd->c = c;
+        rd->s = s;
+        rd->call = call;
+        rd->r = tg_svc_reader_new(s);
+        rd->ev = evtimer_new(c->svc->base, on_batch, rd);
+    }
+    if (!rd || !rd->r || !rd->ev) {
+        if (rd) {
+            rd->call = NULL;
+            read_free(rd);
+        }
+        tg_ipc_call_reject(call);
+        return;
+    }
+    c->read = rd;
+    on_batch(-1, 0, rd);
+}
+
+void tg_svc_read_buffers_cancel(tg_svc_consumer *c)
+{
+    struct tg_svc_read *rd = c->read;
+    if (!rd)
+        return;
+    if (rd->call) {
+        rd->len = 0;
+        send_reply(rd, 0);
+    }
+    read_free(rd);
+}

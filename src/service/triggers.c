@@ -1,0 +1,50 @@
+/* triggers.c: trigger activation (ActivateTriggers from producers,
+ * TraceConfig.activate_triggers from consumers): matching against each
+ * session's trigger_config (name, producer_name_regex), the trigger packets,
+ * START_TRACING (start the waiting session) and STOP_TRACING (flush and stop
+ * after stop_delay_ms). */
+#include "service/svc.h"
+
+#include "tracegate/log.h"
+
+#include <event2/event.h>
+#include <string.h>
+
+void tg_svc_activate_triggers(tg_service *svc, char **names, size_t n, const char *producer_name, int32_t uid)
+{
+    for (tg_svc_session *s = svc->sessions; s; s = s->next) {
+        const Perfetto__Protos__TraceConfig__TriggerConfig *tc = s->cfg ? s->cfg->trigger_config : NULL;
+        if (s->read_only || !tc || !tc->has_trigger_mode ||
+            (s->state != TG_SESS_CONFIGURED && s->state != TG_SESS_STARTED))
+            continue;
+        for (size_t i = 0; i < n; i++) {
+            if (!names[i])
+                continue;
+            for (size_t t = 0; t < tc->n_triggers; t++) {
+                const Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *tr = tc->triggers[t];
+                if (!tr->name || strcmp(tr->name, names[i]) != 0)
+                    continue;
+                if (tr->producer_name_regex && *tr->producer_name_regex &&
+                    !tg_svc_regex_full_match(tr->producer_name_regex, producer_name ? producer_name : ""))
+                    continue;
+                uint32_t delay = tr->has_stop_delay_ms ? tr->stop_delay_ms : 0;
+                struct tg_svc_pkt *pk = tg_svc_build_trigger(svc, tr->name, producer_name, uid, delay);
+                if (pk)
+                    tg_svc_pkt_list_append(&s->triggers, pk);
+                tg_info(TG_SVC_LOG, "session %llu: trigger %s from %s", (unsigned long long)s->id, tr->name,
+                        producer_name && *producer_name ? producer_name : "a consumer");
+                if (tc->trigger_mode == PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__START_TRACING &&
+                    s->waiting_start_trigger) {
+                    tg_svc_session_start(s);
+                } else if (tc->trigger_mode ==
+                               PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__STOP_TRACING &&
+                           s->state == TG_SESS_STARTED && !evtimer_pending(s->ev_stop_delay, NULL) &&
+                           !s->stop_pending) {
+                    evtimer_del(s->ev_trigger_timeout);
+                    tg_svc_timer_set(s->ev_stop_delay, delay);
+                }
+                break;
+            }
+        }
+    }
+}
