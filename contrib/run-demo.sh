@@ -1,14 +1,41 @@
 #!/usr/bin/env bash
-# run-demo.sh: the main job on a fresh Debian 12 machine: install dependencies, build, and run
-# tracegated (service + gateway) with the demo producer, recording a sample trace.
+# run-demo.sh: the main job on a fresh Debian 12 machine: install dependencies, build, then run
+# tracegated (tracing service + gateway on 127.0.0.1:8037) with the demo producer, record a sample
+# trace with tracectl, and keep serving until Ctrl-C so a browser can connect.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash contrib/install-deps.sh
-if [ ! -x gateway/tracegated ] || [ ! -x gateway/tracectl ]; then
+if [ ! -x gateway/tracegated ] || [ ! -x gateway/tracectl ] || [ ! -x gateway/tracegate-demo ]; then
   [ -x configure ] || autoreconf -fi
   [ -f Makefile ] || ./configure
   make -j"$(nproc)"
 fi
 
-exec ./gateway/tracegated "$@"
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT INT TERM
+
+./gateway/tracegated --web-root web "$@" &
+pids+=($!)
+sleep 1
+kill -0 "${pids[0]}" 2>/dev/null || { echo "tracegated did not start" >&2; exit 1; }
+
+./gateway/tracegate-demo &
+pids+=($!)
+sleep 1
+
+./gateway/tracectl query || true
+echo
+./gateway/tracectl record --duration 5s -o demo.pftrace
+echo
+cat <<MSG
+tracegate is running.
+  - a sample trace was written to $(pwd)/demo.pftrace (open it at https://ui.perfetto.dev)
+  - record live from a browser: open https://ui.perfetto.dev, "Record new trace",
+    target "Linux" via websocket ws://127.0.0.1:8037/traced (tracegate serves it)
+  - tracegate's own page: http://127.0.0.1:8037/   metrics: http://127.0.0.1:8037/metrics
+  - from a shell: ./gateway/tracectl record --duration 10s -o t.pftrace
+Press Ctrl-C to stop.
+MSG
+wait "${pids[0]}"
