@@ -52,6 +52,11 @@ struct tg_gw_client_info {
  * logged reason). info is copied. */
 void tg_gw_accept(struct tg_gw *gw, tg_conn *down, const struct tg_gw_client_info *info);
 
+/* The tg_conn options transports must create client connections with (max
+ * frame, output watermarks, hard limit) so every transport gets the same
+ * limits. */
+void tg_gw_client_conn_opts(struct tg_gw *gw, struct tg_conn_opts *opts);
+
 /* Role helpers. */
 const char *tg_gw_role_name(unsigned role_bit);
 /* Parses "observer", "recorder", "producer", "admin" (comma lists allowed);

@@ -1,137 +1,379 @@
-/* tracegated.c: the tracegate daemon: the embedded tracing service plus the gateway listeners. */
+/* tracegated.c: the tracegate daemon: the embedded tracing service (or a bridge to a running
+ * traced) plus the gateway: UNIX/TCP/TLS listeners and the HTTP/WebSocket front end; signals
+ * (SIGTERM/SIGINT drain, SIGHUP reload) and start-up reporting. */
 #include <errno.h>
 #include <event2/event.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "config.h"
+#include "gw_auth.h"
+#include "gw_config.h"
+#include "gw_core.h"
+#include "gw_listener.h"
+#include "gw_ws.h"
+#include "tracegate/addr.h"
 #include "tracegate/log.h"
 #include "tracegate/service.h"
 
 #define LOG "tracegated"
 
-struct daemon_opts {
-    const char *producer_socks;
-    const char *consumer_socks;
-    unsigned producer_mode, consumer_mode;
+struct daemon {
+    struct event_base *base;
+    int argc;
+    char **argv;
+    struct tg_gw_config cfg;
+    struct tg_gw *gw;
+    struct tg_service *svc;
+    struct tg_gw_ws *ws;
+    struct event *sigterm, *sigint, *sighup, *drain_timer, *exit_timer;
+    int draining, exit_code;
+    int auto_bridge; /* bridging to a service found on the default sockets */
 };
 
-static void usage(FILE *out)
+static void apply_logging(const struct tg_gw_config *c)
 {
-    fprintf(out,
-            "usage: tracegated [options]\n\n"
-            "Runs a traced-compatible tracing service on Perfetto's producer and consumer sockets.\n\n"
-            "options:\n"
-            "  --producer-socket ADDRS  producer socket(s), comma-separated (default: Perfetto's,\n"
-            "                           or $PERFETTO_PRODUCER_SOCK_NAME); host:port = TCP\n"
-            "  --consumer-socket ADDRS  consumer socket(s) (default: Perfetto's or $PERFETTO_CONSUMER_SOCK_NAME)\n"
-            "  --producer-socket-mode OCTAL   permissions of UNIX producer sockets (default 0666)\n"
-            "  --consumer-socket-mode OCTAL   permissions of UNIX consumer sockets (default 0600)\n"
-            "  --log-level LEVEL        debug, info, warn or error (default info)\n"
-            "  --log-format FORMAT      text or json (default text)\n"
-            "  --syslog                 log to syslog instead of stderr\n"
-            "  -h, --help               this help\n"
-            "  --version                print the version\n");
+    tg_log_set_level((enum tg_log_level)c->log_level);
+    tg_log_set_format((enum tg_log_format)c->log_format);
+    if (c->syslog)
+        tg_log_use_syslog("tracegated");
 }
 
-static void on_signal(evutil_socket_t sig, short what, void *arg)
+static int hash_token(void)
 {
+    char buf[TG_GW_TOKEN_MAX + 2];
+    size_t n = fread(buf, 1, sizeof buf, stdin);
+    if (n > TG_GW_TOKEN_MAX) {
+        fprintf(stderr, "tracegated: token too long (at most %d bytes)\n", TG_GW_TOKEN_MAX);
+        return 1;
+    }
+    if (n && buf[n - 1] == '\n')
+        n--;
+    if (n && buf[n - 1] == '\r')
+        n--;
+    if (!n) {
+        fprintf(stderr, "tracegated: no token on stdin (e.g. `head -c 32 /dev/urandom | base64 | tee token | "
+                        "tracegated --hash-token`)\n");
+        return 1;
+    }
+    char hex[65];
+    tg_gw_sha256_hex(buf, n, hex);
+    memset(buf, 0, sizeof buf);
+    printf("%s\n", hex);
+    return 0;
+}
+
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+/* ------------------------------------------------------------ HTTP/WebSocket */
+
+static int split_host_port(const char *s, char *host, size_t hlen, int *port)
+{
+    const char *colon = strrchr(s, ':');
+    if (!colon || colon == s)
+        return -1;
+    size_t n = (size_t)(colon - s);
+    if (s[0] == '[' && n >= 2 && s[n - 1] == ']') {
+        s++;
+        n -= 2;
+    }
+    if (n >= hlen)
+        return -1;
+    memcpy(host, s, n);
+    host[n] = '\0';
+    *port = atoi(colon + 1);
+    return *port > 0 && *port < 65536 ? 0 : -1;
+}
+
+static int start_http(struct daemon *d)
+{
+    const struct tg_gw_config *c = &d->cfg;
+    if (c->no_http)
+        return 0;
+    const char *http = c->http ? c->http : "127.0.0.1:8037";
+    char host[256];
+    struct tg_gw_ws_config wc;
+    memset(&wc, 0, sizeof wc);
+    if (split_host_port(http, host, sizeof host, &wc.port) != 0) {
+        tg_error(LOG, "http: '%s' is not HOST:PORT", http);
+        return -1;
+    }
+    wc.bind_host = host;
+    wc.tls = c->http_tls;
+    wc.cert_file = c->tls_cert;
+    wc.key_file = c->tls_key;
+    wc.ca_file = c->tls_ca;
+    wc.require_client_cert = c->tls_require_client_cert;
+    wc.web_root = c->web_root;
+    wc.require_token = !c->insecure || c->token_file != NULL;
+    wc.local_roles = c->local_roles;
+    wc.max_message = c->ws_max_message;
+    wc.cert_roles = c->cert_roles;
+    char err[512];
+    d->ws = tg_gw_ws_start(d->gw, d->base, &wc, err, sizeof err);
+    if (!d->ws) {
+        if (c->http) {
+            tg_error(LOG, "cannot start the HTTP/WebSocket front end on %s: %s", http, err);
+            return -1;
+        }
+        tg_warn(LOG, "cannot start the HTTP/WebSocket front end on %s: %s (continuing without it)", http, err);
+        return 0;
+    }
+    const char *scheme = c->http_tls ? "https" : "http", *ws = c->http_tls ? "wss" : "ws";
+    tg_info(LOG, "listening: %s://%s (%s://%s/traced for the Perfetto UI, /metrics, /healthz)", scheme, http, ws,
+            http);
+    return 0;
+}
+
+/* ------------------------------------------------------------ signals */
+
+static void on_drained(void *arg)
+{
+    struct daemon *d = arg;
+    tg_info(LOG, "all sessions finished");
+    event_base_loopexit(d->base, NULL);
+}
+
+static void on_exit_timer(evutil_socket_t fd, short what, void *arg)
+{
+    struct daemon *d = arg;
+    (void)fd;
     (void)what;
-    tg_info(LOG, "received %s, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    event_base_loopexit(arg, NULL);
+    tg_warn(LOG, "sessions did not close in time; exiting");
+    event_base_loopexit(d->base, NULL);
+}
+
+static void on_drain_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    struct daemon *d = arg;
+    (void)fd;
+    (void)what;
+    tg_warn(LOG, "drain timeout: closing %zu remaining session(s)", tg_gw_session_count(d->gw));
+    tg_gw_close_all(d->gw, "the gateway is shutting down");
+    struct timeval tv = {2, 0};
+    d->exit_timer = evtimer_new(d->base, on_exit_timer, d);
+    if (d->exit_timer)
+        event_add(d->exit_timer, &tv);
+}
+
+static void on_terminate(evutil_socket_t sig, short what, void *arg)
+{
+    struct daemon *d = arg;
+    (void)what;
+    const char *name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+    if (d->draining) {
+        tg_warn(LOG, "received %s again: exiting now", name);
+        event_base_loopexit(d->base, NULL);
+        return;
+    }
+    d->draining = 1;
+    uint32_t ms = d->cfg.limits.drain_timeout_ms;
+    tg_info(LOG, "received %s: draining (up to %u ms; send it again to exit at once)", name, ms);
+    d->drain_timer = evtimer_new(d->base, on_drain_timeout, d);
+    if (d->drain_timer) {
+        struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+        event_add(d->drain_timer, &tv);
+    }
+    tg_gw_drain(d->gw, on_drained, d);
+}
+
+static int str_differs(const char *a, const char *b)
+{
+    return (a == NULL) != (b == NULL) || (a && strcmp(a, b) != 0);
+}
+
+static void on_reload(evutil_socket_t sig, short what, void *arg)
+{
+    struct daemon *d = arg;
+    (void)sig;
+    (void)what;
+    tg_info(LOG, "received SIGHUP: reloading tokens, allowed origins and certificates");
+    struct tg_gw_config nc;
+    struct tg_gw_cli cli;
+    char err[1024];
+    tg_gw_config_init(&nc);
+    if (tg_gw_config_parse_args(&nc, d->argc, d->argv, &cli, err, sizeof err) != 0 ||
+        tg_gw_config_validate(&nc, err, sizeof err) != 0 || tg_gw_reload(d->gw, &nc, err, sizeof err) != 0) {
+        tg_error(LOG, "reload failed, keeping the running configuration: %s", err);
+        tg_gw_config_free(&nc);
+        return;
+    }
+    if (d->ws && tg_gw_ws_reload(d->ws, err, sizeof err) != 0)
+        tg_error(LOG, "reloading the HTTP/WebSocket certificates failed: %s", err);
+    apply_logging(&nc);
+    int upstream_changed = !d->auto_bridge && (str_differs(nc.upstream_consumer, d->cfg.upstream_consumer) ||
+                                               str_differs(nc.upstream_producer, d->cfg.upstream_producer));
+    int restart = nc.n_listen != d->cfg.n_listen || upstream_changed ||
+                  str_differs(nc.http, d->cfg.http) || nc.no_http != d->cfg.no_http ||
+                  memcmp(&nc.limits, &d->cfg.limits, sizeof nc.limits) != 0;
+    for (size_t i = 0; !restart && i < nc.n_listen; i++)
+        restart = strcmp(nc.listen[i].text, d->cfg.listen[i].text) != 0;
+    if (restart)
+        tg_warn(LOG, "listener, upstream, HTTP and limit changes take effect after a restart");
+    tg_gw_config_free(&nc);
+}
+
+/* ------------------------------------------------------------ main */
+
+static int choose_upstream(struct daemon *d, char *err, size_t errlen)
+{
+    struct tg_gw_config *c = &d->cfg;
+    if (c->upstream_consumer || c->upstream_producer) {
+        tg_info(LOG, "bridging to an external tracing service: consumer %s, producer %s",
+                c->upstream_consumer ? c->upstream_consumer : "(not served)",
+                c->upstream_producer ? c->upstream_producer : "(not served)");
+        return 0;
+    }
+    char def_prod[512], def_cons[512];
+    tg_service_default_sockets(def_prod, sizeof def_prod, def_cons, sizeof def_cons);
+    if (!c->consumer_socks) {
+        struct tg_addr a;
+        char e2[256];
+        if (tg_addr_parse(def_cons, &a, e2, sizeof e2) == 0 && tg_addr_is_live(&a)) {
+            tg_info(LOG, "a tracing service already owns %s: running as a bridge to it", def_cons);
+            c->upstream_consumer = strdup(def_cons);
+            c->upstream_producer = strdup(def_prod);
+            d->auto_bridge = 1;
+            if (!c->upstream_consumer || !c->upstream_producer) {
+                snprintf(err, errlen, "out of memory");
+                return -1;
+            }
+            return 0;
+        }
+    }
+    struct tg_service_opts so = {
+        .producer_socks = c->producer_socks ? c->producer_socks : def_prod,
+        .consumer_socks = c->consumer_socks ? c->consumer_socks : def_cons,
+        .producer_sock_mode = c->producer_mode,
+        .consumer_sock_mode = c->consumer_mode,
+    };
+    d->svc = tg_service_new(d->base, &so, err, errlen);
+    if (!d->svc)
+        return -1;
+    tg_info(LOG, "embedded tracing service: producer socket %s, consumer socket %s",
+            *so.producer_socks ? so.producer_socks : "(none)", *so.consumer_socks ? so.consumer_socks : "(none)");
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"producer-socket", required_argument, NULL, 'p'},
-        {"consumer-socket", required_argument, NULL, 'c'},
-        {"producer-socket-mode", required_argument, NULL, 'P'},
-        {"consumer-socket-mode", required_argument, NULL, 'M'},
-        {"log-level", required_argument, NULL, 'l'},
-        {"log-format", required_argument, NULL, 'f'},
-        {"syslog", no_argument, NULL, 's'},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},
-        {NULL, 0, NULL, 0},
-    };
-    struct daemon_opts o;
-    memset(&o, 0, sizeof o);
-    int c;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'p': o.producer_socks = optarg; break;
-        case 'c': o.consumer_socks = optarg; break;
-        case 'P': o.producer_mode = (unsigned)strtoul(optarg, NULL, 8); break;
-        case 'M': o.consumer_mode = (unsigned)strtoul(optarg, NULL, 8); break;
-        case 'l': {
-            int lv = tg_log_level_from_string(optarg);
-            if (lv < 0) {
-                fprintf(stderr, "tracegated: unknown log level '%s'\n", optarg);
-                return 2;
-            }
-            tg_log_set_level((enum tg_log_level)lv);
-            break;
-        }
-        case 'f':
-            if (strcmp(optarg, "json") == 0)
-                tg_log_set_format(TG_LOG_JSON);
-            else if (strcmp(optarg, "text") == 0)
-                tg_log_set_format(TG_LOG_TEXT);
-            else {
-                fprintf(stderr, "tracegated: unknown log format '%s'\n", optarg);
-                return 2;
-            }
-            break;
-        case 's': tg_log_use_syslog("tracegated"); break;
-        case 'h': usage(stdout); return 0;
-        case 'V': printf("tracegated %s\n", PACKAGE_VERSION); return 0;
-        default: usage(stderr); return 2;
-        }
+    struct daemon d;
+    memset(&d, 0, sizeof d);
+    d.argc = argc;
+    d.argv = argv;
+    tg_gw_config_init(&d.cfg);
+    struct tg_gw_cli cli;
+    char err[1024];
+    if (tg_gw_config_parse_args(&d.cfg, argc, argv, &cli, err, sizeof err) != 0) {
+        int check = 0;
+        for (int i = 1; i < argc; i++)
+            check |= strcmp(argv[i], "--check-config") == 0;
+        fprintf(stderr, "tracegated: %s\n", err);
+        if (!check)
+            fprintf(stderr, "Try 'tracegated --help'.\n");
+        tg_gw_config_free(&d.cfg);
+        return check ? 1 : 2;
     }
-    if (optind < argc) {
-        fprintf(stderr, "tracegated: unexpected argument '%s'\n", argv[optind]);
-        usage(stderr);
-        return 2;
+    if (cli.help) {
+        tg_gw_config_usage(stdout);
+        tg_gw_config_free(&d.cfg);
+        return 0;
     }
+    if (cli.version) {
+        printf("tracegated %s\n", PACKAGE_VERSION);
+        tg_gw_config_free(&d.cfg);
+        return 0;
+    }
+    if (cli.hash_token) {
+        tg_gw_config_free(&d.cfg);
+        return hash_token();
+    }
+    if (tg_gw_config_validate(&d.cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "tracegated: %s\n", err);
+        tg_gw_config_free(&d.cfg);
+        return 1;
+    }
+    if (cli.check_config) {
+        printf("tracegated: configuration OK (%zu listener(s)%s%s)\n", d.cfg.n_listen,
+               d.cfg.config_file ? ", " : "", d.cfg.config_file ? d.cfg.config_file : "");
+        tg_gw_config_free(&d.cfg);
+        return 0;
+    }
+    apply_logging(&d.cfg);
     signal(SIGPIPE, SIG_IGN);
+    raise_fd_limit();
+    if (d.cfg.insecure)
+        tg_warn(LOG, "--insecure: non-loopback listeners may run without TLS or authentication");
 
-    struct event_base *base = event_base_new();
-    if (!base) {
+    d.base = event_base_new();
+    if (!d.base) {
         fprintf(stderr, "tracegated: cannot create the event loop\n");
+        tg_gw_config_free(&d.cfg);
         return 1;
     }
-    char def_prod[512], def_cons[512];
-    tg_service_default_sockets(def_prod, sizeof def_prod, def_cons, sizeof def_cons);
-    struct tg_service_opts so = {
-        .producer_socks = o.producer_socks ? o.producer_socks : def_prod,
-        .consumer_socks = o.consumer_socks ? o.consumer_socks : def_cons,
-        .producer_sock_mode = o.producer_mode,
-        .consumer_sock_mode = o.consumer_mode,
-    };
-    char err[512];
-    tg_service *svc = tg_service_new(base, &so, err, sizeof err);
-    if (!svc) {
-        tg_error(LOG, "cannot start the tracing service: %s", err);
-        event_base_free(base);
-        return 1;
+    int rc = 1;
+    if (choose_upstream(&d, err, sizeof err) != 0) {
+        tg_error(LOG, "cannot start: %s", err);
+        goto out;
     }
-    tg_info(LOG, "tracegate %s: producer socket %s, consumer socket %s", PACKAGE_VERSION, so.producer_socks,
-            so.consumer_socks);
+    d.gw = tg_gw_new(d.base, &d.cfg, d.svc, err, sizeof err);
+    if (!d.gw) {
+        tg_error(LOG, "cannot start the gateway: %s", err);
+        goto out;
+    }
+    if (tg_gw_start_listeners(d.gw, &d.cfg, err, sizeof err) != 0) {
+        tg_error(LOG, "cannot start: %s", err);
+        goto out;
+    }
+    for (size_t i = 0; i < tg_gw_listener_count(d.gw); i++)
+        tg_info(LOG, "listening: %s", tg_gw_listener_describe(tg_gw_listener_at(d.gw, i)));
+    if (start_http(&d) != 0)
+        goto out;
 
-    struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, base);
-    struct event *sigint = evsignal_new(base, SIGINT, on_signal, base);
-    event_add(sigterm, NULL);
-    event_add(sigint, NULL);
-    event_base_dispatch(base);
+    d.sigterm = evsignal_new(d.base, SIGTERM, on_terminate, &d);
+    d.sigint = evsignal_new(d.base, SIGINT, on_terminate, &d);
+    d.sighup = evsignal_new(d.base, SIGHUP, on_reload, &d);
+    if (!d.sigterm || !d.sigint || !d.sighup) {
+        tg_error(LOG, "cannot install signal handlers");
+        goto out;
+    }
+    event_add(d.sigterm, NULL);
+    event_add(d.sigint, NULL);
+    event_add(d.sighup, NULL);
+    tg_info(LOG, "tracegated %s ready", PACKAGE_VERSION);
+    event_base_dispatch(d.base);
+    rc = 0;
 
-    event_free(sigterm);
-    event_free(sigint);
-    tg_service_free(svc);
-    event_base_free(base);
-    tg_info(LOG, "stopped");
-    return 0;
+out:
+    if (d.ws)
+        tg_gw_ws_stop(d.ws);
+    tg_gw_free(d.gw);
+    if (d.svc)
+        tg_service_free(d.svc);
+    if (d.sigterm)
+        event_free(d.sigterm);
+    if (d.sigint)
+        event_free(d.sigint);
+    if (d.sighup)
+        event_free(d.sighup);
+    if (d.drain_timer)
+        event_free(d.drain_timer);
+    if (d.exit_timer)
+        event_free(d.exit_timer);
+    event_base_free(d.base);
+    tg_gw_config_free(&d.cfg);
+    if (rc == 0)
+        tg_info(LOG, "stopped");
+    return rc;
 }

@@ -1,0 +1,403 @@
+/* gw.c: the gateway core: struct tg_gw (limits, auth tables, metrics, upstreams, listeners and
+ * the live bridge sessions), the accept path every transport uses, the thread-safe queries the
+ * WebSocket thread calls, periodic sweeps, reload, drain and teardown (see gw.h, gw_core.h). */
+#include "gw_core.h"
+
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "gw_auth.h"
+#include "gw_listener.h"
+#include "gw_metrics.h"
+#include "gw_upstream.h"
+#include "tracegate/frame.h"
+#include "tracegate/log.h"
+
+#define LOG "gateway"
+#define SWEEP_MS 250
+
+int tg_gw_bridge_init(struct tg_gw *gw); /* gw_bridge.c */
+
+/* ------------------------------------------------------------ bookkeeping */
+
+void tg_gw_session_linked(struct tg_gw *gw)
+{
+    gw->n_sessions++;
+    tg_gw_metrics_session_delta(gw->metrics, 1);
+}
+
+void tg_gw_session_unlinked(struct tg_gw *gw)
+{
+    gw->n_sessions--;
+    tg_gw_metrics_session_delta(gw->metrics, -1);
+    if (gw->draining && gw->n_sessions == 0 && gw->drained_ev)
+        event_active(gw->drained_ev, EV_TIMEOUT, 0);
+}
+
+void tg_gw_client_gone(struct tg_gw *gw, const struct tg_gw_client_info *info, struct tg_gw_listener *l)
+{
+    gw->n_clients--;
+    tg_gw_metrics_conn_close(gw->metrics, info->transport);
+    if (!info->loopback)
+        tg_gw_sources_release(gw->sources, info->source);
+    if (l)
+        tg_gw_listener_conn_closed(l);
+}
+
+size_t tg_gw_session_count(const struct tg_gw *gw) { return gw->n_sessions; }
+size_t tg_gw_listener_count(const struct tg_gw *gw) { return gw->n_listeners; }
+struct tg_gw_listener *tg_gw_listener_at(const struct tg_gw *gw, size_t i)
+{
+    return i < gw->n_listeners ? gw->listeners[i] : NULL;
+}
+
+struct tg_gw_upstream *tg_gw_upstream_for(struct tg_gw *gw, enum tg_gw_port port)
+{
+    return gw->upstream[port == TG_GW_PORT_PRODUCER ? 1 : 0];
+}
+
+void tg_gw_client_conn_opts(struct tg_gw *gw, struct tg_conn_opts *o)
+{
+    tg_conn_opts_default(o);
+    o->max_frame = gw->limits.max_frame;
+    o->out_high = gw->limits.out_high;
+    o->out_low = gw->limits.out_low;
+    /* the bridge enforces out_hard itself (and counts it); this is the backstop */
+    o->out_hard_limit = gw->limits.out_hard + 2 * TG_FRAME_MAX_DEFAULT;
+}
+
+/* ------------------------------------------------------------ accept */
+
+static const struct tg_conn_cbs k_null_cbs = {NULL, NULL, NULL};
+
+static void refuse(struct tg_gw *gw, tg_conn *down, const struct tg_gw_client_info *info, struct tg_gw_listener *l,
+                   const char *label, const char *why)
+{
+    tg_gw_metrics_conn_rejected(gw->metrics, label);
+    tg_warn(LOG, "refused %s client %s: %s", tg_gw_transport_name(info->transport), info->peer, why);
+    tg_conn_set_cbs(down, &k_null_cbs, NULL);
+    tg_conn_close(down, why);
+    if (l)
+        tg_gw_listener_conn_closed(l);
+}
+
+void tg_gw_accept_from(struct tg_gw *gw, tg_conn *down, const struct tg_gw_client_info *info,
+                       struct tg_gw_listener *l)
+{
+    if (!down)
+        return;
+    if (gw->draining) {
+        refuse(gw, down, info, l, "draining", "the gateway is shutting down");
+        return;
+    }
+    if (!tg_gw_upstream_for(gw, info->port)) {
+        refuse(gw, down, info, l, "port_not_served",
+               info->port == TG_GW_PORT_PRODUCER ? "the producer port is not served" : "the consumer port is not served");
+        return;
+    }
+    if (gw->limits.max_conns && gw->n_clients >= gw->limits.max_conns) {
+        refuse(gw, down, info, l, "max_connections", "too many connections");
+        return;
+    }
+    if (!info->loopback && !tg_gw_sources_acquire(gw->sources, info->source, gw->limits.max_conns_per_source)) {
+        refuse(gw, down, info, l, "max_connections_per_source", "too many connections from this address");
+        return;
+    }
+    gw->n_clients++;
+    tg_gw_metrics_conn_open(gw->metrics, info->transport);
+    if (!tg_gw_session_new(gw, down, info, l)) {
+        gw->n_clients--;
+        tg_gw_metrics_conn_close(gw->metrics, info->transport);
+        if (!info->loopback)
+            tg_gw_sources_release(gw->sources, info->source);
+        refuse(gw, down, info, l, "out_of_memory", "out of memory");
+    }
+}
+
+void tg_gw_accept(struct tg_gw *gw, tg_conn *down, const struct tg_gw_client_info *info)
+{
+    tg_gw_accept_from(gw, down, info, NULL);
+}
+
+/* ------------------------------------------------------------ any thread */
+
+unsigned tg_gw_auth_token_roles(struct tg_gw *gw, const char *token, char *principal, size_t plen)
+{
+    if (!token)
+        return 0;
+    return tg_gw_auth_lookup(gw->auth, token, strnlen(token, TG_GW_TOKEN_MAX + 1), principal, plen);
+}
+
+int tg_gw_origin_allowed(struct tg_gw *gw, const char *origin) { return tg_gw_auth_origin_allowed(gw->auth, origin); }
+
+int tg_gw_upstream_healthy(struct tg_gw *gw)
+{
+    int any = 0;
+    for (int i = 0; i < 2; i++) {
+        if (!gw->upstream[i])
+            continue;
+        any = 1;
+        if (!tg_gw_upstream_is_healthy(gw->upstream[i]))
+            return 0;
+    }
+    return any;
+}
+
+char *tg_gw_metrics_text(struct tg_gw *gw)
+{
+    tg_gw_metrics_set_upstream_healthy(gw->metrics, tg_gw_upstream_healthy(gw));
+    return tg_gw_metrics_render(gw->metrics);
+}
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+char *tg_gw_status_json(struct tg_gw *gw)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    fprintf(f, "{\"version\":\"%s\",\"uptime_s\":%lld,", PACKAGE_VERSION, (long long)(time(NULL) - gw->started));
+    fprintf(f, "\"upstream\":{\"healthy\":%s", tg_gw_upstream_healthy(gw) ? "true" : "false");
+    static const char *const names[2] = {"consumer", "producer"};
+    for (int i = 0; i < 2; i++) {
+        if (!gw->upstream[i])
+            continue;
+        fprintf(f, ",\"%s\":{\"target\":", names[i]);
+        json_str(f, tg_gw_upstream_describe(gw->upstream[i]));
+        fprintf(f, ",\"external\":%s,\"healthy\":%s}", tg_gw_upstream_is_external(gw->upstream[i]) ? "true" : "false",
+                tg_gw_upstream_is_healthy(gw->upstream[i]) ? "true" : "false");
+    }
+    fprintf(f, "},\"connections\":{");
+    for (int t = 0; t < TG_GW_T_COUNT; t++)
+        fprintf(f, "%s\"%s\":%llu", t ? "," : "", tg_gw_transport_name((enum tg_gw_transport)t),
+                (unsigned long long)tg_gw_metrics_conn_current(gw->metrics, (enum tg_gw_transport)t));
+    fprintf(f, "},\"sessions\":%llu,\"listeners\":", (unsigned long long)tg_gw_metrics_session_current(gw->metrics));
+    pthread_mutex_lock(&gw->status_mu);
+    fputs(gw->status_listeners ? gw->status_listeners : "[]", f);
+    pthread_mutex_unlock(&gw->status_mu);
+    fputs("}", f);
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+void tg_gw_count_auth_failure(struct tg_gw *gw, enum tg_gw_transport t, const char *reason)
+{
+    tg_gw_metrics_auth_failure(gw->metrics, t, reason);
+}
+
+void tg_gw_count_rejected(struct tg_gw *gw, const char *reason) { tg_gw_metrics_conn_rejected(gw->metrics, reason); }
+
+/* ------------------------------------------------------------ periodic */
+
+static void sweep_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct tg_gw *gw = arg;
+    (void)fd;
+    (void)what;
+    uint64_t now = tg_gw_now_us(), to_clients = 0, to_service = 0;
+    for (struct tg_gw_session *s = gw->sessions; s; s = tg_gw_session_next(s))
+        tg_gw_session_sweep(s, now, &to_clients, &to_service);
+    tg_gw_metrics_set_queue_bytes(gw->metrics, to_clients, to_service);
+    tg_gw_metrics_set_upstream_healthy(gw->metrics, tg_gw_upstream_healthy(gw));
+}
+
+static void drained_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct tg_gw *gw = arg;
+    (void)fd;
+    (void)what;
+    if (gw->n_sessions == 0 && gw->on_drained) {
+        void (*done)(void *) = gw->on_drained;
+        gw->on_drained = NULL;
+        done(gw->drained_arg);
+    }
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+struct tg_gw *tg_gw_new(struct event_base *base, const struct tg_gw_config *cfg, struct tg_service *svc, char *err,
+                        size_t errlen)
+{
+    struct tg_gw *gw = calloc(1, sizeof *gw);
+    if (!gw) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    gw->base = base;
+    gw->limits = cfg->limits;
+    gw->local_roles = cfg->local_roles;
+    gw->cert_roles = cfg->cert_roles;
+    gw->insecure = cfg->insecure;
+    gw->started = time(NULL);
+    pthread_mutex_init(&gw->status_mu, NULL);
+    gw->auth = tg_gw_auth_new();
+    gw->metrics = tg_gw_metrics_new();
+    gw->sources = tg_gw_sources_new();
+    gw->sweep_ev = event_new(base, -1, EV_PERSIST, sweep_cb, gw);
+    gw->drained_ev = event_new(base, -1, 0, drained_cb, gw);
+    if (!gw->auth || !gw->metrics || !gw->sources || !gw->sweep_ev || !gw->drained_ev ||
+        tg_gw_bridge_init(gw) != 0) {
+        snprintf(err, errlen, "out of memory");
+        tg_gw_free(gw);
+        return NULL;
+    }
+    if (cfg->token_file) {
+        struct tg_gw_tokens *t = NULL;
+        if (tg_gw_tokens_load(cfg->token_file, &t, err, errlen) != 0) {
+            tg_gw_free(gw);
+            return NULL;
+        }
+        tg_gw_auth_set_tokens(gw->auth, t);
+    }
+    if (tg_gw_auth_set_origins(gw->auth, (const char *const *)cfg->allow_origins, cfg->n_allow_origins) != 0) {
+        snprintf(err, errlen, "out of memory");
+        tg_gw_free(gw);
+        return NULL;
+    }
+    const char *ext[2] = {cfg->upstream_consumer, cfg->upstream_producer};
+    for (int i = 0; i < 2; i++) {
+        enum tg_gw_port p = i ? TG_GW_PORT_PRODUCER : TG_GW_PORT_CONSUMER;
+        if (ext[i]) {
+            char e2[300];
+            gw->upstream[i] = tg_gw_upstream_new_external(base, ext[i], p, cfg->probe_interval_ms, e2, sizeof e2);
+            if (!gw->upstream[i]) {
+                snprintf(err, errlen, "upstream-%s: %s", i ? "producer" : "consumer", e2);
+                tg_gw_free(gw);
+                return NULL;
+            }
+        } else if (svc) {
+            gw->upstream[i] = tg_gw_upstream_new_embedded(base, svc, p);
+        }
+    }
+    struct timeval tv = {.tv_sec = 0, .tv_usec = SWEEP_MS * 1000};
+    event_add(gw->sweep_ev, &tv);
+    return gw;
+}
+
+static void rebuild_status(struct tg_gw *gw)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return;
+    fputc('[', f);
+    for (size_t i = 0; i < gw->n_listeners; i++) {
+        if (i)
+            fputc(',', f);
+        json_str(f, tg_gw_listener_describe(gw->listeners[i]));
+    }
+    fputc(']', f);
+    if (fclose(f) != 0) {
+        free(buf);
+        return;
+    }
+    pthread_mutex_lock(&gw->status_mu);
+    free(gw->status_listeners);
+    gw->status_listeners = buf;
+    pthread_mutex_unlock(&gw->status_mu);
+}
+
+int tg_gw_start_listeners(struct tg_gw *gw, const struct tg_gw_config *cfg, char *err, size_t errlen)
+{
+    if (cfg->n_listen) {
+        gw->listeners = calloc(cfg->n_listen, sizeof *gw->listeners);
+        if (!gw->listeners) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+    }
+    for (size_t i = 0; i < cfg->n_listen; i++) {
+        struct tg_gw_listener *l = tg_gw_listener_new(gw, &cfg->listen[i], cfg, err, errlen);
+        if (!l)
+            return -1;
+        gw->listeners[gw->n_listeners++] = l;
+    }
+    rebuild_status(gw);
+    return 0;
+}
+
+int tg_gw_reload(struct tg_gw *gw, const struct tg_gw_config *cfg, char *err, size_t errlen)
+{
+    struct tg_gw_tokens *t = NULL;
+    if (cfg->token_file && tg_gw_tokens_load(cfg->token_file, &t, err, errlen) != 0)
+        return -1;
+    for (size_t i = 0; i < gw->n_listeners; i++) {
+        if (tg_gw_listener_reload(gw->listeners[i], err, errlen) != 0) {
+            tg_gw_tokens_free(t);
+            return -1;
+        }
+    }
+    size_t n_tokens = tg_gw_tokens_count(t);
+    tg_gw_auth_set_tokens(gw->auth, t);
+    if (tg_gw_auth_set_origins(gw->auth, (const char *const *)cfg->allow_origins, cfg->n_allow_origins) != 0) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    gw->local_roles = cfg->local_roles;
+    gw->cert_roles = cfg->cert_roles;
+    tg_info(LOG, "reloaded: %zu token(s), %zu extra allowed origin(s)", n_tokens, cfg->n_allow_origins);
+    return 0;
+}
+
+void tg_gw_drain(struct tg_gw *gw, void (*done)(void *arg), void *arg)
+{
+    gw->draining = 1;
+    gw->on_drained = done;
+    gw->drained_arg = arg;
+    for (size_t i = 0; i < gw->n_listeners; i++)
+        tg_gw_listener_stop(gw->listeners[i]);
+    tg_info(LOG, "draining: no new clients; waiting for %zu session(s)", gw->n_sessions);
+    if (gw->n_sessions == 0)
+        event_active(gw->drained_ev, EV_TIMEOUT, 0);
+}
+
+void tg_gw_close_all(struct tg_gw *gw, const char *reason)
+{
+    for (struct tg_gw_session *s = gw->sessions; s; s = tg_gw_session_next(s))
+        tg_gw_session_close(s, reason, 0);
+}
+
+void tg_gw_free(struct tg_gw *gw)
+{
+    if (!gw)
+        return;
+    if (gw->sweep_ev)
+        event_free(gw->sweep_ev);
+    while (gw->sessions)
+        tg_gw_session_destroy(gw->sessions);
+    if (gw->drained_ev)
+        event_free(gw->drained_ev);
+    for (size_t i = 0; i < gw->n_listeners; i++)
+        tg_gw_listener_free(gw->listeners[i]);
+    free(gw->listeners);
+    for (int i = 0; i < 2; i++)
+        tg_gw_upstream_free(gw->upstream[i]);
+    tg_gw_auth_free(gw->auth);
+    tg_gw_sources_free(gw->sources);
+    tg_gw_metrics_free(gw->metrics);
+    free(gw->status_listeners);
+    pthread_mutex_destroy(&gw->status_mu);
+    free(gw);
+}

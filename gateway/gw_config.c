@@ -1,0 +1,776 @@
+/* gw_config.c: tracegated's option table, command line and config file parsing, and validation
+ * (see gw_config.h and docs/config.md). */
+#include "gw_config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gw_auth.h"
+#include "gw_listener.h"
+#include "tracegate/log.h"
+
+enum opt_id {
+    O_CONFIG = 1, O_CHECK_CONFIG, O_HASH_TOKEN, O_HELP, O_VERSION,
+    O_PRODUCER_SOCKET, O_CONSUMER_SOCKET, O_PRODUCER_MODE, O_CONSUMER_MODE,
+    O_UPSTREAM_CONSUMER, O_UPSTREAM_PRODUCER, O_PROBE_INTERVAL,
+    O_LISTEN, O_HTTP, O_NO_HTTP, O_HTTP_TLS, O_WEB_ROOT, O_WS_MAX_MESSAGE, O_ALLOW_ORIGIN,
+    O_TOKEN_FILE, O_LOCAL_ROLES, O_CERT_ROLES, O_INSECURE,
+    O_TLS_CERT, O_TLS_KEY, O_TLS_CA, O_TLS_REQUIRE_CLIENT_CERT,
+    O_MAX_FRAME, O_OUT_HIGH, O_OUT_LOW, O_OUT_SOFT, O_OUT_SOFT_GRACE, O_OUT_HARD, O_RATE, O_BURST,
+    O_MAX_CONNS, O_MAX_CONNS_PER_SOURCE, O_HANDSHAKE_TIMEOUT, O_IDLE_TIMEOUT, O_DRAIN_TIMEOUT,
+    O_LOG_LEVEL, O_LOG_FORMAT, O_SYSLOG,
+};
+
+struct opt_def {
+    enum opt_id id;
+    const char *name;
+    const char *arg; /* metavar; NULL for flags */
+    int cli_only;
+    const char *help;
+};
+
+static const struct opt_def k_opts[] = {
+    {O_CONFIG, "config", "FILE", 1, "read options from FILE (`name = value` lines); flags override it"},
+    {O_CHECK_CONFIG, "check-config", NULL, 1, "validate the configuration, print the problem, exit 0 or 1"},
+    {O_HASH_TOKEN, "hash-token", NULL, 1, "read a token on stdin, print its SHA-256 for the token file"},
+    {O_HELP, "help", NULL, 1, "this help"},
+    {O_VERSION, "version", NULL, 1, "print the version"},
+
+    {O_PRODUCER_SOCKET, "producer-socket", "ADDRS",
+     0, "embedded service: producer socket(s), comma-separated (default: Perfetto's)"},
+    {O_CONSUMER_SOCKET, "consumer-socket", "ADDRS", 0, "embedded service: consumer socket(s) (default: Perfetto's)"},
+    {O_PRODUCER_MODE, "producer-socket-mode", "OCTAL", 0, "permissions of UNIX producer sockets (default 0666)"},
+    {O_CONSUMER_MODE, "consumer-socket-mode", "OCTAL", 0, "permissions of UNIX consumer sockets (default 0600)"},
+    {O_UPSTREAM_CONSUMER, "upstream-consumer", "ADDR",
+     0, "bridge to this consumer socket (PATH, @name or host:port) instead of the embedded service"},
+    {O_UPSTREAM_PRODUCER, "upstream-producer", "ADDR", 0, "bridge to this producer socket"},
+    {O_PROBE_INTERVAL, "upstream-probe-interval", "DURATION", 0, "health probe of an external upstream (default 5s)"},
+
+    {O_LISTEN, "listen", "PORT=URL[?OPTS]",
+     0, "add a listener, e.g. consumer=tcp://127.0.0.1:7001, producer=unix:/run/x.sock, "
+        "consumer=tls://0.0.0.0:7443?auth=token (repeatable; see docs/config.md)"},
+    {O_HTTP, "http", "HOST:PORT", 0, "HTTP/WebSocket front end (/traced, /metrics; default 127.0.0.1:8037)"},
+    {O_NO_HTTP, "no-http", NULL, 0, "do not start the HTTP/WebSocket front end"},
+    {O_HTTP_TLS, "http-tls", NULL, 0, "serve https/wss with --tls-cert/--tls-key"},
+    {O_WEB_ROOT, "web-root", "DIR", 0, "static files served at / (default: built-in page)"},
+    {O_WS_MAX_MESSAGE, "ws-max-message", "SIZE", 0, "largest inbound WebSocket message (default 1m)"},
+    {O_ALLOW_ORIGIN, "allow-origin", "ORIGIN",
+     0, "allow WebSocket clients from ORIGIN (repeatable; ui.perfetto.dev is always allowed)"},
+
+    {O_TOKEN_FILE, "token-file", "FILE", 0, "bearer tokens: `name role[,role] sha256hex` lines (reloaded on SIGHUP)"},
+    {O_LOCAL_ROLES, "local-roles", "ROLES", 0, "roles of UNIX and loopback clients (default admin)"},
+    {O_CERT_ROLES, "cert-roles", "ROLES", 0, "roles of clients with a verified certificate (default recorder)"},
+    {O_INSECURE, "insecure", NULL, 0, "allow non-loopback listeners without TLS and authentication (logged)"},
+    {O_TLS_CERT, "tls-cert", "FILE", 0, "server certificate chain (PEM) for tls:// listeners and --http-tls"},
+    {O_TLS_KEY, "tls-key", "FILE", 0, "server private key (PEM)"},
+    {O_TLS_CA, "tls-ca", "FILE", 0, "CA bundle verifying client certificates (enables mTLS)"},
+    {O_TLS_REQUIRE_CLIENT_CERT, "tls-require-client-cert", NULL, 0, "refuse TLS clients without a valid certificate"},
+
+    {O_MAX_FRAME, "max-frame", "SIZE", 0, "largest IPC frame, header included (default and maximum 128k)"},
+    {O_OUT_HIGH, "out-high", "SIZE", 0, "output high watermark: pause the other side (default 1m)"},
+    {O_OUT_LOW, "out-low", "SIZE", 0, "output low watermark: resume (default 256k)"},
+    {O_OUT_SOFT, "out-soft-limit", "SIZE", 0, "slow client soft limit (default 1m)"},
+    {O_OUT_SOFT_GRACE, "out-soft-grace", "DURATION", 0, "time a client may stay over the soft limit (default 30s)"},
+    {O_OUT_HARD, "out-hard-limit", "SIZE", 0, "slow client hard limit: cut at once (default 8m)"},
+    {O_RATE, "rate", "MSGS", 0, "messages per second a client may send, 0 = unlimited (default 10000)"},
+    {O_BURST, "burst", "MSGS", 0, "message bucket size (default 20000)"},
+    {O_MAX_CONNS, "max-connections", "N", 0, "client connections in total (default 1000)"},
+    {O_MAX_CONNS_PER_SOURCE, "max-connections-per-source", "N",
+     0, "connections per non-loopback source address (default 64)"},
+    {O_HANDSHAKE_TIMEOUT, "handshake-timeout", "DURATION", 0, "time to authenticate in-band (default 10s)"},
+    {O_IDLE_TIMEOUT, "idle-timeout", "DURATION", 0, "close clients idle that long with no call pending (default off)"},
+    {O_DRAIN_TIMEOUT, "drain-timeout", "DURATION", 0, "on SIGTERM, how long sessions may finish (default 30s)"},
+
+    {O_LOG_LEVEL, "log-level", "LEVEL", 0, "debug, info, warn or error (default info)"},
+    {O_LOG_FORMAT, "log-format", "FORMAT", 0, "text or json (default text)"},
+    {O_SYSLOG, "syslog", NULL, 0, "log to syslog instead of stderr"},
+};
+#define N_OPTS (sizeof k_opts / sizeof k_opts[0])
+
+static int set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+void tg_gw_config_init(struct tg_gw_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->probe_interval_ms = 5000;
+    c->local_roles = TG_GW_ROLE_ADMIN;
+    c->cert_roles = TG_GW_ROLE_RECORDER;
+    c->ws_max_message = 1u << 20;
+    c->log_level = TG_LOG_INFO;
+    c->log_format = TG_LOG_TEXT;
+    tg_gw_limits_default(&c->limits);
+}
+
+static void free_list(char **l, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(l[i]);
+    free(l);
+}
+
+void tg_gw_config_free(struct tg_gw_config *c)
+{
+    free(c->config_file);
+    free(c->producer_socks);
+    free(c->consumer_socks);
+    free(c->upstream_consumer);
+    free(c->upstream_producer);
+    free(c->listen);
+    free(c->http);
+    free(c->web_root);
+    free_list(c->allow_origins, c->n_allow_origins);
+    free(c->token_file);
+    free(c->tls_cert);
+    free(c->tls_key);
+    free(c->tls_ca);
+    memset(c, 0, sizeof *c);
+}
+
+static const struct opt_def *find_opt(const char *name)
+{
+    for (size_t i = 0; i < N_OPTS; i++)
+        if (strcmp(k_opts[i].name, name) == 0)
+            return &k_opts[i];
+    return NULL;
+}
+
+static int set_str(char **dst, const char *v, const char *name, char *err, size_t errlen)
+{
+    char *d = strdup(v);
+    if (!d)
+        return set_err(err, errlen, "%s: out of memory", name);
+    free(*dst);
+    *dst = d;
+    return 0;
+}
+
+static int parse_bool(const char *v, int *out)
+{
+    if (!v || !strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on") || !strcmp(v, "1")) {
+        *out = 1;
+        return 0;
+    }
+    if (!strcasecmp(v, "false") || !strcasecmp(v, "no") || !strcasecmp(v, "off") || !strcmp(v, "0")) {
+        *out = 0;
+        return 0;
+    }
+    return -1;
+}
+
+static int parse_uint(const char *v, unsigned long max, unsigned long *out)
+{
+    if (!v || !isdigit((unsigned char)*v))
+        return -1;
+    errno = 0;
+    char *end;
+    unsigned long x = strtoul(v, &end, 10);
+    if (errno || *end || x > max)
+        return -1;
+    *out = x;
+    return 0;
+}
+
+static int parse_mode(const char *v, unsigned *out)
+{
+    if (!v || !*v)
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long m = strtoul(v, &end, 8);
+    if (errno || *end || m > 07777)
+        return -1;
+    *out = (unsigned)m;
+    return 0;
+}
+
+static int push_str(char ***list, size_t *n, const char *v)
+{
+    char **nl = realloc(*list, (*n + 1) * sizeof *nl);
+    if (!nl)
+        return -1;
+    *list = nl;
+    nl[*n] = strdup(v);
+    if (!nl[*n])
+        return -1;
+    (*n)++;
+    return 0;
+}
+
+int tg_gw_config_set(struct tg_gw_config *c, const char *name, const char *value, char *err, size_t errlen)
+{
+    const struct opt_def *o = find_opt(name);
+    if (!o || o->cli_only)
+        return set_err(err, errlen, "unknown option '%s'", name);
+    if (o->arg && !value)
+        return set_err(err, errlen, "option '%s' needs a value (%s)", name, o->arg);
+    int b;
+    unsigned long u;
+    size_t sz;
+    uint32_t ms;
+    switch (o->id) {
+    case O_PRODUCER_SOCKET: return set_str(&c->producer_socks, value, name, err, errlen);
+    case O_CONSUMER_SOCKET: return set_str(&c->consumer_socks, value, name, err, errlen);
+    case O_PRODUCER_MODE:
+    case O_CONSUMER_MODE: {
+        unsigned m;
+        if (parse_mode(value, &m) != 0)
+            return set_err(err, errlen, "%s: '%s' is not an octal mode", name, value);
+        *(o->id == O_PRODUCER_MODE ? &c->producer_mode : &c->consumer_mode) = m;
+        return 0;
+    }
+    case O_UPSTREAM_CONSUMER: return set_str(&c->upstream_consumer, value, name, err, errlen);
+    case O_UPSTREAM_PRODUCER: return set_str(&c->upstream_producer, value, name, err, errlen);
+    case O_LISTEN: {
+        struct tg_gw_listen_spec spec;
+        if (tg_gw_listen_parse(value, &spec, err, errlen) != 0)
+            return -1;
+        struct tg_gw_listen_spec *nl = realloc(c->listen, (c->n_listen + 1) * sizeof *nl);
+        if (!nl)
+            return set_err(err, errlen, "out of memory");
+        c->listen = nl;
+        c->listen[c->n_listen++] = spec;
+        return 0;
+    }
+    case O_HTTP: return set_str(&c->http, value, name, err, errlen);
+    case O_WEB_ROOT: return set_str(&c->web_root, value, name, err, errlen);
+    case O_ALLOW_ORIGIN:
+        if (!*value || strchr(value, ' '))
+            return set_err(err, errlen, "allow-origin: '%s' is not an origin (scheme://host[:port])", value);
+        if (push_str(&c->allow_origins, &c->n_allow_origins, value) != 0)
+            return set_err(err, errlen, "out of memory");
+        return 0;
+    case O_TOKEN_FILE: return set_str(&c->token_file, value, name, err, errlen);
+    case O_LOCAL_ROLES:
+    case O_CERT_ROLES: {
+        unsigned r = tg_gw_roles_parse(value);
+        if (!r)
+            return set_err(err, errlen, "%s: '%s' is not a role list (observer, recorder, producer, admin)", name,
+                           value);
+        *(o->id == O_LOCAL_ROLES ? &c->local_roles : &c->cert_roles) = r;
+        return 0;
+    }
+    case O_TLS_CERT: return set_str(&c->tls_cert, value, name, err, errlen);
+    case O_TLS_KEY: return set_str(&c->tls_key, value, name, err, errlen);
+    case O_TLS_CA: return set_str(&c->tls_ca, value, name, err, errlen);
+    case O_NO_HTTP:
+    case O_HTTP_TLS:
+    case O_INSECURE:
+    case O_TLS_REQUIRE_CLIENT_CERT:
+    case O_SYSLOG: {
+        if (parse_bool(value, &b) != 0)
+            return set_err(err, errlen, "%s: '%s' is not a boolean (true/false)", name, value);
+        int *dst = o->id == O_NO_HTTP      ? &c->no_http
+                   : o->id == O_HTTP_TLS   ? &c->http_tls
+                   : o->id == O_INSECURE   ? &c->insecure
+                   : o->id == O_SYSLOG     ? &c->syslog
+                                           : &c->tls_require_client_cert;
+        *dst = b;
+        return 0;
+    }
+    case O_WS_MAX_MESSAGE:
+    case O_MAX_FRAME:
+    case O_OUT_HIGH:
+    case O_OUT_LOW:
+    case O_OUT_SOFT:
+    case O_OUT_HARD: {
+        if (tg_gw_parse_size(value, &sz) != 0)
+            return set_err(err, errlen, "%s: '%s' is not a size (e.g. 65536, 64k, 1m)", name, value);
+        size_t *dst = o->id == O_WS_MAX_MESSAGE ? &c->ws_max_message
+                      : o->id == O_MAX_FRAME    ? &c->limits.max_frame
+                      : o->id == O_OUT_HIGH     ? &c->limits.out_high
+                      : o->id == O_OUT_LOW      ? &c->limits.out_low
+                      : o->id == O_OUT_SOFT     ? &c->limits.out_soft
+                                                : &c->limits.out_hard;
+        *dst = sz;
+        return 0;
+    }
+    case O_PROBE_INTERVAL:
+    case O_OUT_SOFT_GRACE:
+    case O_HANDSHAKE_TIMEOUT:
+    case O_IDLE_TIMEOUT:
+    case O_DRAIN_TIMEOUT: {
+        if (tg_gw_parse_duration_ms(value, &ms) != 0)
+            return set_err(err, errlen, "%s: '%s' is not a duration (e.g. 10, 10s, 500ms, 5m)", name, value);
+        uint32_t *dst = o->id == O_PROBE_INTERVAL      ? &c->probe_interval_ms
+                        : o->id == O_OUT_SOFT_GRACE    ? &c->limits.soft_grace_ms
+                        : o->id == O_HANDSHAKE_TIMEOUT ? &c->limits.handshake_timeout_ms
+                        : o->id == O_IDLE_TIMEOUT      ? &c->limits.idle_timeout_ms
+                                                       : &c->limits.drain_timeout_ms;
+        *dst = ms;
+        return 0;
+    }
+    case O_RATE: {
+        char *end;
+        errno = 0;
+        double r = strtod(value, &end);
+        if (errno || *end || r < 0 || r > 1e9)
+            return set_err(err, errlen, "rate: '%s' is not a number of messages per second", value);
+        c->limits.rate = r;
+        return 0;
+    }
+    case O_BURST:
+    case O_MAX_CONNS:
+    case O_MAX_CONNS_PER_SOURCE:
+        if (parse_uint(value, 100000000ul, &u) != 0)
+            return set_err(err, errlen, "%s: '%s' is not a count", name, value);
+        *(o->id == O_BURST       ? &c->limits.burst
+          : o->id == O_MAX_CONNS ? &c->limits.max_conns
+                                 : &c->limits.max_conns_per_source) = (uint32_t)u;
+        return 0;
+    case O_LOG_LEVEL: {
+        int lv = tg_log_level_from_string(value);
+        if (lv < 0)
+            return set_err(err, errlen, "log-level: '%s' is not debug, info, warn or error", value);
+        c->log_level = lv;
+        return 0;
+    }
+    case O_LOG_FORMAT:
+        if (strcmp(value, "text") == 0)
+            c->log_format = TG_LOG_TEXT;
+        else if (strcmp(value, "json") == 0)
+            c->log_format = TG_LOG_JSON;
+        else
+            return set_err(err, errlen, "log-format: '%s' is not text or json", value);
+        return 0;
+    default: break;
+    }
+    return set_err(err, errlen, "unknown option '%s'", name);
+}
+
+/* ------------------------------------------------------------ config file */
+
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    char *e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1]))
+        *--e = '\0';
+    return s;
+}
+
+int tg_gw_config_parse_text(struct tg_gw_config *c, const char *text, size_t len, const char *name, char *err,
+                            size_t errlen)
+{
+    const char *p = text, *end = text + len;
+    int lineno = 0;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *ls = p, *le = nl ? nl : end;
+        lineno++;
+        char line[2048];
+        size_t ll = (size_t)(le - ls);
+        p = nl ? nl + 1 : end;
+        if (ll >= sizeof line)
+            return set_err(err, errlen, "%s:%d: line too long", name, lineno);
+        memcpy(line, ls, ll);
+        line[ll] = '\0';
+        char *s = trim(line);
+        if (!*s || *s == '#')
+            continue;
+        /* key [=] value; the value may be "quoted"; a '#' after whitespace starts a comment */
+        char *k = s;
+        while (*s && !isspace((unsigned char)*s) && *s != '=')
+            s++;
+        char kc = *s;
+        *s = '\0';
+        char key[128];
+        snprintf(key, sizeof key, "%s", k);
+        if (kc)
+            s++;
+        s = trim(s);
+        if (kc != '=' && *s == '=')
+            s = trim(s + 1);
+        char *value = s;
+        if (*value == '"') {
+            char *q = strchr(value + 1, '"');
+            if (!q)
+                return set_err(err, errlen, "%s:%d: unterminated quote", name, lineno);
+            *q = '\0';
+            char *rest = trim(q + 1);
+            if (*rest && *rest != '#')
+                return set_err(err, errlen, "%s:%d: unexpected text after the quoted value", name, lineno);
+            value++;
+        } else {
+            for (char *h = value; *h; h++)
+                if (*h == '#' && (h == value || isspace((unsigned char)h[-1]))) {
+                    *h = '\0';
+                    break;
+                }
+            value = trim(value);
+        }
+        const struct opt_def *o = find_opt(key);
+        if (!o || o->cli_only)
+            return set_err(err, errlen, "%s:%d: unknown option '%s'", name, lineno, key);
+        if (o->arg && !*value)
+            return set_err(err, errlen, "%s:%d: '%s' needs a value (%s)", name, lineno, key, o->arg);
+        char e2[400];
+        if (tg_gw_config_set(c, key, *value ? value : NULL, e2, sizeof e2) != 0)
+            return set_err(err, errlen, "%s:%d: %s", name, lineno, e2);
+    }
+    return 0;
+}
+
+int tg_gw_config_load_file(struct tg_gw_config *c, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return set_err(err, errlen, "cannot open config file %s: %s", path, strerror(errno));
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m) {
+        fclose(f);
+        return set_err(err, errlen, "out of memory");
+    }
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        fwrite(chunk, 1, n, m);
+    int rerr = ferror(f);
+    fclose(f);
+    fclose(m);
+    if (rerr) {
+        free(buf);
+        return set_err(err, errlen, "cannot read config file %s", path);
+    }
+    int rc = tg_gw_config_parse_text(c, buf, len, path, err, errlen);
+    free(buf);
+    if (rc == 0)
+        rc = set_str(&c->config_file, path, "config", err, errlen);
+    return rc;
+}
+
+/* ------------------------------------------------------------ command line */
+
+int tg_gw_config_parse_args(struct tg_gw_config *c, int argc, char **argv, struct tg_gw_cli *cli, char *err,
+                            size_t errlen)
+{
+    struct option lo[N_OPTS + 1];
+    for (size_t i = 0; i < N_OPTS; i++) {
+        lo[i].name = k_opts[i].name;
+        lo[i].has_arg = k_opts[i].arg ? required_argument : no_argument;
+        lo[i].flag = NULL;
+        lo[i].val = 256 + (int)i;
+    }
+    memset(&lo[N_OPTS], 0, sizeof lo[N_OPTS]);
+    memset(cli, 0, sizeof *cli);
+
+    /* Pass 1: only --config, so that flags override the file whatever their order. */
+    const char *config = NULL;
+    int saved_opterr = opterr;
+    opterr = 0;
+    optind = 0;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1)
+        if (ch >= 256 && k_opts[ch - 256].id == O_CONFIG)
+            config = optarg;
+    opterr = saved_opterr;
+    if (config && tg_gw_config_load_file(c, config, err, errlen) != 0)
+        return -1;
+
+    /* Pass 2: everything else, in order. */
+    optind = 0;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        if (ch == 'h') {
+            cli->help = 1;
+            continue;
+        }
+        if (ch == '?' || ch == ':') {
+            opterr = saved_opterr;
+            if (optopt >= 256)
+                return set_err(err, errlen, "option --%s needs a value", k_opts[optopt - 256].name);
+            return set_err(err, errlen, "unknown option '%s'", argv[optind - 1]);
+        }
+        const struct opt_def *o = &k_opts[ch - 256];
+        switch (o->id) {
+        case O_CONFIG: break;
+        case O_CHECK_CONFIG: cli->check_config = 1; break;
+        case O_HASH_TOKEN: cli->hash_token = 1; break;
+        case O_HELP: cli->help = 1; break;
+        case O_VERSION: cli->version = 1; break;
+        default:
+            if (tg_gw_config_set(c, o->name, optarg, err, errlen) != 0) {
+                opterr = saved_opterr;
+                return -1;
+            }
+        }
+    }
+    opterr = saved_opterr;
+    if (optind < argc)
+        return set_err(err, errlen, "unexpected argument '%s'", argv[optind]);
+    return 0;
+}
+
+/* ------------------------------------------------------------ listeners */
+
+const char *tg_gw_listen_kind_name(enum tg_gw_listen_kind k)
+{
+    return k == TG_GW_L_UNIX ? "unix" : k == TG_GW_L_TCP ? "tcp" : "tls";
+}
+
+static int copy_field(char *dst, size_t cap, const char *v, size_t n)
+{
+    if (n >= cap)
+        return -1;
+    memcpy(dst, v, n);
+    dst[n] = '\0';
+    return 0;
+}
+
+static int listen_option(struct tg_gw_listen_spec *o, const char *k, size_t kl, const char *v, size_t vl, char *err,
+                         size_t errlen)
+{
+    char val[256];
+    if (copy_field(val, sizeof val, v, vl) != 0)
+        return set_err(err, errlen, "listener option value too long");
+#define KEY(s) (kl == strlen(s) && strncmp(k, s, kl) == 0)
+    if (KEY("auth")) {
+        if (!strcmp(val, "local"))
+            o->auth = TG_GW_LAUTH_LOCAL;
+        else if (!strcmp(val, "token"))
+            o->auth = TG_GW_LAUTH_TOKEN;
+        else if (!strcmp(val, "none"))
+            o->auth = TG_GW_LAUTH_NONE;
+        else
+            return set_err(err, errlen, "listener auth= must be local, token or none, not '%s'", val);
+    } else if (KEY("roles")) {
+        o->roles = tg_gw_roles_parse(val);
+        if (!o->roles)
+            return set_err(err, errlen, "listener roles= '%s' is not a role list", val);
+    } else if (KEY("max-connections")) {
+        unsigned long u;
+        if (parse_uint(val, 100000000ul, &u) != 0)
+            return set_err(err, errlen, "listener max-connections= '%s' is not a count", val);
+        o->max_conns = (unsigned)u;
+    } else if (KEY("mode")) {
+        if (parse_mode(val, &o->mode) != 0)
+            return set_err(err, errlen, "listener mode= '%s' is not an octal mode", val);
+    } else if (KEY("cert") || KEY("key") || KEY("ca")) {
+        char *dst = KEY("cert") ? o->cert : KEY("key") ? o->key : o->ca;
+        snprintf(dst, 256, "%s", val);
+    } else {
+        char kk[64];
+        snprintf(kk, sizeof kk, "%.*s", (int)(kl < 60 ? kl : 60), k);
+        return set_err(err, errlen, "unknown listener option '%s' (auth, roles, max-connections, mode, cert, key, ca)",
+                       kk);
+    }
+#undef KEY
+    return 0;
+}
+
+int tg_gw_listen_parse(const char *s, struct tg_gw_listen_spec *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (!s || strlen(s) >= sizeof out->text)
+        return set_err(err, errlen, "listener spec too long");
+    snprintf(out->text, sizeof out->text, "%s", s);
+    const char *eq = strchr(s, '=');
+    if (!eq)
+        return set_err(err, errlen, "listener '%s': expected PORT=URL (consumer=tcp://127.0.0.1:7001)", s);
+    size_t pl = (size_t)(eq - s);
+    if (pl == 8 && strncmp(s, "consumer", 8) == 0)
+        out->port = TG_GW_PORT_CONSUMER;
+    else if (pl == 8 && strncmp(s, "producer", 8) == 0)
+        out->port = TG_GW_PORT_PRODUCER;
+    else
+        return set_err(err, errlen, "listener '%s': the port must be consumer= or producer=", s);
+    const char *url = eq + 1;
+    const char *q = strchr(url, '?');
+    size_t ul = q ? (size_t)(q - url) : strlen(url);
+    char u[512];
+    if (copy_field(u, sizeof u, url, ul) != 0 || !*u)
+        return set_err(err, errlen, "listener '%s': missing or too long address", s);
+    const char *addr;
+    if (strncmp(u, "unix:", 5) == 0) {
+        out->kind = TG_GW_L_UNIX;
+        addr = u; /* tg_addr_parse understands unix:PATH and unix:@name */
+    } else if (strncmp(u, "tcp://", 6) == 0) {
+        out->kind = TG_GW_L_TCP;
+        addr = u + 6;
+    } else if (strncmp(u, "tls://", 6) == 0) {
+        out->kind = TG_GW_L_TLS;
+        addr = u + 6;
+    } else if (u[0] == '/' || u[0] == '@' || u[0] == '.') {
+        out->kind = TG_GW_L_UNIX;
+        addr = u;
+    } else if (strstr(u, "://")) {
+        return set_err(err, errlen, "listener '%s': unknown scheme (use unix:, tcp:// or tls://)", s);
+    } else {
+        out->kind = TG_GW_L_TCP;
+        addr = u;
+    }
+    if (out->kind != TG_GW_L_UNIX) {
+        const char *colon = strrchr(addr, ':');
+        if (!colon || !colon[1] || strspn(colon + 1, "0123456789") != strlen(colon + 1))
+            return set_err(err, errlen, "listener '%s': %s needs HOST:PORT", s, tg_gw_listen_kind_name(out->kind));
+    }
+    snprintf(out->address, sizeof out->address, "%s", addr);
+    if (q) {
+        const char *o = q + 1;
+        while (*o) {
+            const char *amp = strchr(o, '&');
+            size_t len = amp ? (size_t)(amp - o) : strlen(o);
+            const char *oeq = memchr(o, '=', len);
+            if (!oeq)
+                return set_err(err, errlen, "listener '%s': options are key=value pairs joined by '&'", s);
+            char e2[256];
+            if (listen_option(out, o, (size_t)(oeq - o), oeq + 1, len - (size_t)(oeq - o) - 1, e2, sizeof e2) != 0)
+                return set_err(err, errlen, "listener '%s': %s", s, e2);
+            o += len + (amp ? 1 : 0);
+        }
+    }
+    if (out->kind != TG_GW_L_TLS && (out->cert[0] || out->key[0] || out->ca[0]))
+        return set_err(err, errlen, "listener '%s': cert=, key= and ca= only apply to tls://", s);
+    return 0;
+}
+
+/* ------------------------------------------------------------ validation */
+
+static int readable(const char *path, char *err, size_t errlen, const char *what)
+{
+    if (access(path, R_OK) != 0)
+        return set_err(err, errlen, "%s %s is not readable: %s", what, path, strerror(errno));
+    return 0;
+}
+
+int tg_gw_config_validate(struct tg_gw_config *c, char *err, size_t errlen)
+{
+    char e2[400];
+    if (tg_gw_limits_validate(&c->limits, e2, sizeof e2) != 0)
+        return set_err(err, errlen, "%s", e2);
+    if (c->limits.max_conns && c->limits.max_conns_per_source > c->limits.max_conns)
+        c->limits.max_conns_per_source = c->limits.max_conns;
+
+    size_t n_tokens = 0;
+    if (c->token_file) {
+        struct tg_gw_tokens *t = NULL;
+        if (tg_gw_tokens_load(c->token_file, &t, e2, sizeof e2) != 0)
+            return set_err(err, errlen, "%s", e2);
+        n_tokens = tg_gw_tokens_count(t);
+        tg_gw_tokens_free(t);
+    }
+    struct tg_addr a;
+    if (c->upstream_consumer && tg_addr_parse(c->upstream_consumer, &a, e2, sizeof e2) != 0)
+        return set_err(err, errlen, "upstream-consumer: %s", e2);
+    if (c->upstream_producer && tg_addr_parse(c->upstream_producer, &a, e2, sizeof e2) != 0)
+        return set_err(err, errlen, "upstream-producer: %s", e2);
+    if (c->tls_cert && readable(c->tls_cert, err, errlen, "tls-cert") != 0)
+        return -1;
+    if (c->tls_key && readable(c->tls_key, err, errlen, "tls-key") != 0)
+        return -1;
+    if (c->tls_ca && readable(c->tls_ca, err, errlen, "tls-ca") != 0)
+        return -1;
+    if (c->web_root) {
+        struct stat st;
+        if (stat(c->web_root, &st) != 0 || !S_ISDIR(st.st_mode))
+            return set_err(err, errlen, "web-root %s is not a directory", c->web_root);
+    }
+
+    for (size_t i = 0; i < c->n_listen; i++) {
+        struct tg_gw_listen_spec *l = &c->listen[i];
+        if (tg_addr_parse(l->address, &l->addr, e2, sizeof e2) != 0)
+            return set_err(err, errlen, "listener %s: %s", l->text, e2);
+        if ((l->kind == TG_GW_L_UNIX) != (l->addr.family == AF_UNIX))
+            return set_err(err, errlen, "listener %s: the address does not match the scheme", l->text);
+        l->loopback = tg_addr_is_loopback(&l->addr);
+        size_t tl = strlen(l->addr.text);
+        int ephemeral = l->kind != TG_GW_L_UNIX && tl > 2 && strcmp(l->addr.text + tl - 2, ":0") == 0;
+        for (size_t j = 0; j < i && !ephemeral; j++)
+            if (strcmp(c->listen[j].addr.text, l->addr.text) == 0)
+                return set_err(err, errlen, "listeners %s and %s use the same address", c->listen[j].text, l->text);
+        int has_ca = l->ca[0] || c->tls_ca;
+        if (l->kind == TG_GW_L_TLS) {
+            if (!tg_gw_listener_tls_available())
+                return set_err(err, errlen,
+                               "listener %s: TLS listeners are not available in this build (gw_tls is missing)",
+                               l->text);
+            const char *cert = l->cert[0] ? l->cert : c->tls_cert, *key = l->key[0] ? l->key : c->tls_key;
+            if (!cert || !key)
+                return set_err(err, errlen, "listener %s: tls:// needs a certificate and key (--tls-cert, --tls-key)",
+                               l->text);
+            if (readable(cert, err, errlen, "certificate") != 0 || readable(key, err, errlen, "key") != 0)
+                return -1;
+            if (l->ca[0] && readable(l->ca, err, errlen, "CA bundle") != 0)
+                return -1;
+        }
+        if ((l->auth == TG_GW_LAUTH_TOKEN) && !n_tokens && !(l->kind == TG_GW_L_TLS && has_ca))
+            return set_err(err, errlen, "listener %s: auth=token needs --token-file with at least one token",
+                           l->text);
+        if (!l->loopback && !c->insecure) {
+            if (l->kind != TG_GW_L_TLS)
+                return set_err(err, errlen,
+                               "listener %s binds a non-loopback address without TLS: use tls:// with client "
+                               "certificates (--tls-ca) or a token file, or pass --insecure",
+                               l->text);
+            if (!has_ca && !n_tokens)
+                return set_err(err, errlen,
+                               "listener %s binds a non-loopback address without client authentication: configure "
+                               "--tls-ca (client certificates) or --token-file, or pass --insecure",
+                               l->text);
+            if (l->auth == TG_GW_LAUTH_NONE)
+                return set_err(err, errlen, "listener %s: auth=none on a non-loopback address needs --insecure",
+                               l->text);
+        }
+    }
+
+    if (!c->no_http) {
+        const char *h = c->http ? c->http : "127.0.0.1:8037";
+        if (tg_addr_parse(h, &a, e2, sizeof e2) != 0 || a.family == AF_UNIX)
+            return set_err(err, errlen, "http: '%s' is not HOST:PORT", h);
+        if (c->http_tls && (!c->tls_cert || !c->tls_key))
+            return set_err(err, errlen, "http-tls needs --tls-cert and --tls-key");
+        if (!tg_addr_is_loopback(&a) && !c->insecure) {
+            if (!c->http_tls)
+                return set_err(err, errlen,
+                               "http %s is not a loopback address: use --http-tls with client certificates or a token "
+                               "file, or pass --insecure",
+                               h);
+            if (!c->tls_ca && !n_tokens)
+                return set_err(err, errlen,
+                               "http %s is not a loopback address: configure --tls-ca or --token-file, or pass "
+                               "--insecure",
+                               h);
+        }
+    }
+    return 0;
+}
+
+void tg_gw_config_usage(FILE *out)
+{
+    fprintf(out, "usage: tracegated [options]\n\n"
+                 "Runs a traced-compatible tracing service (or bridges to a running traced) and exposes its\n"
+                 "producer and consumer ports over UNIX, TCP, TLS and WebSocket.\n\n"
+                 "options (each also a config-file key, `name = value`):\n");
+    for (size_t i = 0; i < N_OPTS; i++) {
+        char lhs[64];
+        snprintf(lhs, sizeof lhs, "--%s%s%s", k_opts[i].name, k_opts[i].arg ? " " : "",
+                 k_opts[i].arg ? k_opts[i].arg : "");
+        if (strlen(lhs) > 28)
+            fprintf(out, "  %s\n  %-28s %s\n", lhs, "", k_opts[i].help);
+        else
+            fprintf(out, "  %-28s %s\n", lhs, k_opts[i].help);
+    }
+    fprintf(out, "\nSizes take k/m/g suffixes; durations take ms/s/m/h (plain numbers are seconds).\n"
+                 "Roles: observer, recorder, producer, admin. Signals: SIGHUP reloads tokens, origins and\n"
+                 "certificates; SIGTERM/SIGINT drain (a second one exits at once).\n");
+}

@@ -1,0 +1,113 @@
+/* gw_config.h: tracegated's configuration: one option table drives the
+ * command line (--name value), the config file (`name = value` lines) and
+ * the usage text, so every option exists in both forms with one spelling.
+ *
+ * Order: --config FILE is read first, then the other flags are applied on
+ * top (scalars override; repeatable options such as --listen and
+ * --allow-origin add to the file's). tg_gw_config_validate() checks
+ * everything --check-config promises: syntax, limits, the token file, TLS
+ * files, addresses, and the security rule (a non-loopback listener needs
+ * TLS plus client certificates or tokens, unless --insecure).
+ *
+ * Ownership: a tg_gw_config owns all its strings; tg_gw_config_free()
+ * releases them. Single-threaded (startup and SIGHUP on the main loop). */
+#ifndef TRACEGATE_GATEWAY_GW_CONFIG_H
+#define TRACEGATE_GATEWAY_GW_CONFIG_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "gw.h"
+#include "gw_limits.h"
+#include "tracegate/addr.h"
+
+enum tg_gw_listen_kind { TG_GW_L_UNIX = 0, TG_GW_L_TCP, TG_GW_L_TLS };
+
+/* Who must prove what on a listener (`?auth=`). */
+enum tg_gw_listen_auth {
+    TG_GW_LAUTH_DEFAULT = 0, /* local for loopback binds, token (or cert on TLS) otherwise */
+    TG_GW_LAUTH_LOCAL,       /* loopback/UNIX peers get the local roles; others must authenticate */
+    TG_GW_LAUTH_TOKEN,       /* every client must Authenticate in-band (or present a client cert) */
+    TG_GW_LAUTH_NONE,        /* every client gets the listener's roles: needs --insecure off loopback */
+};
+
+struct tg_gw_listen_spec {
+    char text[600];                /* as given, for messages */
+    enum tg_gw_port port;          /* consumer= or producer= */
+    enum tg_gw_listen_kind kind;
+    char address[512];             /* Perfetto-style address for tg_addr_parse */
+    enum tg_gw_listen_auth auth;
+    unsigned roles;                /* ?roles=: roles of clients admitted without a token (0 = local-roles) */
+    unsigned max_conns;            /* ?max-connections= (0 = only the global limits) */
+    unsigned mode;                 /* ?mode=: permissions of a UNIX socket file (0 = 0600) */
+    char cert[256], key[256], ca[256]; /* ?cert= ?key= ?ca= (TLS; "" = the global --tls-*) */
+    /* filled by tg_gw_config_validate */
+    struct tg_addr addr;
+    int loopback;
+};
+
+struct tg_gw_config {
+    char *config_file;
+
+    /* embedded service (when no --upstream-*) */
+    char *producer_socks, *consumer_socks;
+    unsigned producer_mode, consumer_mode;
+
+    /* upstream: NULL = embedded service (or an already running traced) */
+    char *upstream_consumer, *upstream_producer;
+    uint32_t probe_interval_ms;
+
+    struct tg_gw_listen_spec *listen;
+    size_t n_listen;
+
+    /* HTTP/WebSocket front end */
+    char *http;     /* "127.0.0.1:8037" */
+    int no_http;
+    int http_tls;
+    char *web_root;
+    size_t ws_max_message;
+    char **allow_origins;
+    size_t n_allow_origins;
+
+    /* authentication */
+    char *token_file;
+    unsigned local_roles, cert_roles;
+    int insecure;
+    char *tls_cert, *tls_key, *tls_ca;
+    int tls_require_client_cert;
+
+    struct tg_gw_limits limits;
+
+    int log_level;  /* enum tg_log_level */
+    int log_format; /* enum tg_log_format */
+    int syslog;
+};
+
+/* Command-line-only actions. */
+struct tg_gw_cli {
+    int help, version, check_config, hash_token;
+};
+
+void tg_gw_config_init(struct tg_gw_config *c);
+void tg_gw_config_free(struct tg_gw_config *c);
+
+/* Sets one option by its long name (no leading "--"); value is NULL for
+ * flags given on the command line. Returns 0 or -1 with a message. */
+int tg_gw_config_set(struct tg_gw_config *c, const char *name, const char *value, char *err, size_t errlen);
+/* Parses a config file's text ("NAME:LINE: problem" on error). */
+int tg_gw_config_parse_text(struct tg_gw_config *c, const char *text, size_t len, const char *name, char *err,
+                            size_t errlen);
+int tg_gw_config_load_file(struct tg_gw_config *c, const char *path, char *err, size_t errlen);
+/* Parses argv (loading --config first). Returns 0, or -1 with a message. */
+int tg_gw_config_parse_args(struct tg_gw_config *c, int argc, char **argv, struct tg_gw_cli *cli, char *err,
+                            size_t errlen);
+/* Semantic checks; resolves listener addresses. Returns 0 or -1. */
+int tg_gw_config_validate(struct tg_gw_config *c, char *err, size_t errlen);
+
+/* "consumer=tcp://127.0.0.1:7001?auth=token&roles=observer". */
+int tg_gw_listen_parse(const char *s, struct tg_gw_listen_spec *out, char *err, size_t errlen);
+const char *tg_gw_listen_kind_name(enum tg_gw_listen_kind k);
+
+void tg_gw_config_usage(FILE *out);
+
+#endif

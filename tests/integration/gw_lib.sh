@@ -1,0 +1,82 @@
+# gw_lib.sh: shared helpers for the tracegated integration tests (tests/integration/test_gw_*.sh):
+# binaries (exit 77 when one is not built), a temp dir, background processes killed on exit,
+# starting tracegated and reading back the ports it listens on. Source it; POSIX sh.
+
+B=${TG_BUILDDIR:-$(pwd)}
+S=${TG_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+TRACEGATED=$B/gateway/tracegated
+TRACECTL=$B/gateway/tracectl
+DEMO=$B/gateway/tracegate-demo
+CLIENT=$B/tests/integration/gw_testclient
+
+need() {
+    for bin in "$@"; do
+        if [ ! -x "$bin" ]; then
+            echo "SKIP: $bin is not built"
+            exit 77
+        fi
+    done
+}
+command -v timeout >/dev/null 2>&1 || { echo "SKIP: timeout(1) is not available"; exit 77; }
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/tg-gw-it.XXXXXX") || exit 99
+PIDS=""
+cleanup() {
+    for p in $PIDS; do kill "$p" 2>/dev/null; done
+    sleep 0.2
+    for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
+    if [ "${KEEP_TMP:-0}" = 1 ]; then echo "kept $T"; else rm -rf "$T"; fi
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+fail() {
+    echo "FAIL: $*"
+    for f in "$T"/*.log; do
+        [ -f "$f" ] || continue
+        echo "---- $f (last 30 lines)"
+        tail -n 30 "$f"
+    done
+    exit 1
+}
+
+# start_gw NAME [tracegated options...]: runs tracegated with its embedded service on private
+# sockets ($T/NAME-p.sock, $T/NAME-c.sock), logging to $T/NAME.log; waits until it is ready.
+# Sets GW_PID. Fails the test if it does not come up.
+start_gw() {
+    name=$1
+    shift
+    "$TRACEGATED" --producer-socket "$T/$name-p.sock" --consumer-socket "$T/$name-c.sock" \
+        --log-level info "$@" >"$T/$name.log" 2>&1 &
+    GW_PID=$!
+    PIDS="$PIDS $GW_PID"
+    i=0
+    while [ $i -lt 100 ]; do
+        grep -q "tracegated .* ready" "$T/$name.log" 2>/dev/null && return 0
+        kill -0 "$GW_PID" 2>/dev/null || fail "tracegated ($name) exited at startup"
+        sleep 0.05
+        i=$((i + 1))
+    done
+    fail "tracegated ($name) did not become ready"
+}
+
+# gw_addr NAME N: the address ("127.0.0.1:PORT" or a path) of the Nth (1-based) gateway listener
+gw_addr() {
+    sed -n 's/.*listening: \(consumer\|producer\) \(tcp\|unix\|tls\):\/\/\([^ ]*\) (.*/\3/p' "$T/$1.log" | sed -n "${2}p"
+}
+
+# wait_exit PID SECONDS: waits for PID (a child of this shell) to exit; sets WAIT_RC to its exit
+# status, or to "timeout". (Not usable inside $(...): a subshell cannot wait for our children.)
+wait_exit() {
+    WAIT_RC=timeout
+    j=0
+    while [ $j -lt $(($2 * 10)) ]; do
+        if ! kill -0 "$1" 2>/dev/null; then
+            wait "$1" 2>/dev/null
+            WAIT_RC=$?
+            return 0
+        fi
+        sleep 0.1
+        j=$((j + 1))
+    done
+}

@@ -1,0 +1,998 @@
+/* test_gw_bridge.c: the gateway core end to end in one process: a fake ConsumerPort upstream
+ * (tg_ipc_host on a UNIX socket), the gateway bridging to it from TCP and UNIX listeners, and
+ * tg_ipc_client / raw-socket clients. Covers relaying and metrics, the observer ACL (a refused
+ * call answered by the gateway, connection kept), bind refusal, in-band token authentication
+ * (required, wrong, right, timeout), protocol violations (reply-type frames, oversize, garbage,
+ * ambiguous frames, reserved request ids, SetPeerIdentity dropped), fd passing through a UNIX
+ * listener, the slow-client cut (others unaffected), the message-rate limit, an unreachable
+ * upstream, and the filter / local-service hooks (consume, private upstream calls, detach and
+ * transfer of a client to a detached session). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "gw.h"
+#include "gw_bridge.h"
+#include "gw_auth.h"
+#include "gw_config.h"
+#include "gw_core.h"
+#include "gw_listener.h"
+#include "gw_metrics.h"
+#include "tracegate/addr.h"
+#include "tracegate/frame.h"
+#include "tracegate/ipc_client.h"
+#include "tracegate/ipc_host.h"
+#include "tracegate/ipc_wire.h"
+#include "tracegate/log.h"
+#include "tracegate_gateway.pb-c.h"
+
+#include "tg_test_util.h"
+
+#define TIMEOUT_MS 10000
+/* sha256("alpha"): the observer token; "omega" is the recorder token (hashed at runtime) */
+#define H_ALPHA "8ed3f6ad685b959ead7022518e1af76cd816f8e8ec7ccdda1ed4018e8f2223f8"
+
+/* ------------------------------------------------------------ fake upstream */
+
+struct fake {
+    struct event_base *base;
+    tg_ipc_host *host;
+    char addr[256];
+    int enable_calls, flush_calls, qss_calls, peer_opens, peer_closes;
+    size_t qss_size;
+};
+static struct fake g_fake;
+
+static void *fake_open(tg_ipc_peer *p, void *ctx)
+{
+    (void)p;
+    ((struct fake *)ctx)->peer_opens++;
+    return ctx;
+}
+static void fake_close(tg_ipc_peer *p, void *st, void *ctx)
+{
+    (void)p;
+    (void)st;
+    ((struct fake *)ctx)->peer_closes++;
+}
+
+static void m_enable(tg_ipc_call *call, const ProtobufCMessage *req, void *ctx, void *ps)
+{
+    (void)req;
+    (void)ps;
+    struct fake *f = ctx;
+    f->enable_calls++;
+    int fd = tg_ipc_peer_take_fd(tg_ipc_call_peer(call));
+    if (fd >= 0) {
+        assert_int_equal(write(fd, "fd!", 3), 3);
+        close(fd);
+    }
+    tg_ipc_call_reply_bytes(call, NULL, 0, 0, -1);
+}
+
+static void m_qss(tg_ipc_call *call, const ProtobufCMessage *req, void *ctx, void *ps)
+{
+    (void)req;
+    (void)ps;
+    struct fake *f = ctx;
+    f->qss_calls++;
+    uint8_t *b = calloc(1, f->qss_size ? f->qss_size : 1);
+    tg_ipc_call_reply_bytes(call, b, f->qss_size, 0, -1);
+    free(b);
+}
+
+static void m_flush(tg_ipc_call *call, const ProtobufCMessage *req, void *ctx, void *ps)
+{
+    (void)req;
+    (void)ps;
+    ((struct fake *)ctx)->flush_calls++;
+    tg_ipc_call_reply_bytes(call, NULL, 0, 0, -1);
+}
+
+static void m_empty(tg_ipc_call *call, const ProtobufCMessage *req, void *ctx, void *ps)
+{
+    (void)req;
+    (void)ctx;
+    (void)ps;
+    tg_ipc_call_reply_bytes(call, NULL, 0, 0, -1);
+}
+
+static const struct tg_ipc_method k_consumer_methods[] = {
+    {"EnableTracing", NULL, m_enable},     {"DisableTracing", NULL, m_empty},
+    {"ReadBuffers", NULL, m_empty},        {"FreeBuffers", NULL, m_empty},
+    {"Flush", NULL, m_flush},              {"StartTracing", NULL, m_empty},
+    {"ChangeTraceConfig", NULL, m_empty},  {"Detach", NULL, m_empty},
+    {"Attach", NULL, m_empty},             {"GetTraceStats", NULL, m_empty},
+    {"ObserveEvents", NULL, m_empty},      {"QueryServiceState", NULL, m_qss},
+    {"QueryCapabilities", NULL, m_empty},  {"SaveTraceForBugreport", NULL, m_empty},
+    {"CloneSession", NULL, m_empty},
+};
+static const struct tg_ipc_service_def k_consumer_def = {"ConsumerPort", k_consumer_methods, 15, fake_open,
+                                                         fake_close};
+
+/* ------------------------------------------------------------ fixture */
+
+static char g_dir[] = "/tmp/tg-test-gwbridge-XXXXXX";
+static struct event_base *g_base;
+static struct tg_gw *g_gw;
+static struct tg_gw_config g_cfg;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    tg_log_set_level(TG_LOG_WARN);
+    return mkdtemp(g_dir) ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Starts the fake upstream and a gateway configured with key/value pairs
+ * (NULL-terminated; a NULL value = flag). upstream_ok=0 points the gateway at
+ * a socket nobody listens on. */
+static void start(int upstream_ok, const char *const *kv)
+{
+    memset(&g_fake, 0, sizeof g_fake);
+    g_base = event_base_new();
+    g_fake.base = g_base;
+    g_fake.qss_size = 100;
+    snprintf(g_fake.addr, sizeof g_fake.addr, "%s/upstream.sock", g_dir);
+    unlink(g_fake.addr);
+    char err[512];
+    if (upstream_ok) {
+        g_fake.host = tg_ipc_host_new(g_base, NULL);
+        assert_non_null(g_fake.host);
+        assert_int_equal(tg_ipc_host_add_service(g_fake.host, &k_consumer_def, &g_fake), 1);
+        assert_int_equal(tg_ipc_host_listen(g_fake.host, g_fake.addr, 0600, err, sizeof err), 0);
+    }
+    tg_gw_config_init(&g_cfg);
+    assert_int_equal(tg_gw_config_set(&g_cfg, "upstream-consumer", g_fake.addr, err, sizeof err), 0);
+    assert_int_equal(tg_gw_config_set(&g_cfg, "no-http", NULL, err, sizeof err), 0);
+    assert_int_equal(tg_gw_config_set(&g_cfg, "upstream-probe-interval", "0", err, sizeof err), 0);
+    for (size_t i = 0; kv && kv[i]; i += 2)
+        if (tg_gw_config_set(&g_cfg, kv[i], kv[i + 1], err, sizeof err) != 0)
+            fail_msg("config %s: %s", kv[i], err);
+    if (tg_gw_config_validate(&g_cfg, err, sizeof err) != 0)
+        fail_msg("validate: %s", err);
+    g_gw = tg_gw_new(g_base, &g_cfg, NULL, err, sizeof err);
+    if (!g_gw)
+        fail_msg("tg_gw_new: %s", err);
+    if (tg_gw_start_listeners(g_gw, &g_cfg, err, sizeof err) != 0)
+        fail_msg("listeners: %s", err);
+}
+
+static void stop(void)
+{
+    /* let deferred closes run */
+    tg_test_run_until(g_base, NULL, NULL, 50);
+    tg_gw_free(g_gw);
+    g_gw = NULL;
+    if (g_fake.host)
+        tg_ipc_host_free(g_fake.host);
+    g_fake.host = NULL;
+    tg_gw_config_free(&g_cfg);
+    event_base_free(g_base);
+    g_base = NULL;
+}
+
+static const char *listener_addr(size_t i)
+{
+    struct tg_gw_listener *l = tg_gw_listener_at(g_gw, i);
+    assert_non_null(l);
+    return tg_gw_listener_address(l);
+}
+
+static char *metrics(void)
+{
+    char *m = tg_gw_metrics_text(g_gw);
+    assert_non_null(m);
+    return m;
+}
+
+static void assert_metric(const char *line)
+{
+    char *m = metrics();
+    if (!strstr(m, line))
+        fail_msg("metrics lack '%s':\n%s", line, m);
+    free(m);
+}
+
+/* ------------------------------------------------------------ IPC client helpers */
+
+struct tc {
+    tg_ipc_client *cli;
+    int disconnected;
+    char reason[160];
+    int bind_done;
+    tg_ipc_service_proxy *proxy;
+    int call_done, call_ok;
+    size_t reply_len;
+    uint8_t reply[512];
+};
+
+static void tc_disc(tg_ipc_client *cli, const char *reason, void *arg)
+{
+    struct tc *t = arg;
+    (void)cli;
+    t->disconnected = 1;
+    snprintf(t->reason, sizeof t->reason, "%s", reason);
+}
+
+static struct tc *tc_open(const char *addr)
+{
+    struct tc *t = calloc(1, sizeof *t);
+    struct tg_ipc_client_cbs cbs = {.on_disconnect = tc_disc};
+    char err[256];
+    t->cli = tg_ipc_client_connect(g_base, addr, NULL, &cbs, t, err, sizeof err);
+    if (!t->cli)
+        fail_msg("connect %s: %s", addr, err);
+    return t;
+}
+
+static void tc_free(struct tc *t)
+{
+    tg_ipc_client_free(t->cli);
+    free(t);
+}
+
+static int bind_done(void *arg) { return ((struct tc *)arg)->bind_done; }
+static int call_done(void *arg) { return ((struct tc *)arg)->call_done; }
+static int disc_done(void *arg) { return ((struct tc *)arg)->disconnected; }
+
+static void on_bind(tg_ipc_client *cli, tg_ipc_service_proxy *proxy, void *arg)
+{
+    struct tc *t = arg;
+    (void)cli;
+    t->proxy = proxy;
+    t->bind_done = 1;
+}
+
+static tg_ipc_service_proxy *tc_bind(struct tc *t, const char *service)
+{
+    t->bind_done = 0;
+    t->proxy = NULL;
+    if (tg_ipc_client_bind(t->cli, service, on_bind, t) != 0)
+        return NULL;
+    assert_true(tg_test_run_until(g_base, bind_done, t, TIMEOUT_MS));
+    return t->proxy;
+}
+
+static void on_reply(tg_ipc_client *cli, int success, int has_more, const uint8_t *reply, size_t len, void *arg)
+{
+    struct tc *t = arg;
+    (void)cli;
+    if (has_more)
+        return;
+    t->call_ok = success;
+    t->reply_len = len;
+    if (len <= sizeof t->reply && reply)
+        memcpy(t->reply, reply, len);
+    t->call_done = 1;
+}
+
+/* 1 success, 0 refused (connection open), -1 disconnected */
+static int tc_call(struct tc *t, tg_ipc_service_proxy *p, const char *method, const ProtobufCMessage *req, int fd)
+{
+    t->call_done = 0;
+    if (!tg_ipc_client_invoke(t->cli, p, method, req, fd, on_reply, t))
+        return -1;
+    assert_true(tg_test_run_until(g_base, call_done, t, TIMEOUT_MS));
+    tg_test_run_until(g_base, NULL, NULL, 20); /* a close following the reply arrives now */
+    if (t->disconnected)
+        return t->call_ok ? 1 : -1;
+    return t->call_ok;
+}
+
+static int tc_authenticate(struct tc *t, const char *token)
+{
+    tg_ipc_service_proxy *p = tc_bind(t, "TracegateAuth");
+    if (!p)
+        return -1;
+    Tracegate__AuthenticateRequest req = TRACEGATE__AUTHENTICATE_REQUEST__INIT;
+    req.token = (char *)token;
+    return tc_call(t, p, "Authenticate", &req.base, -1);
+}
+
+/* ------------------------------------------------------------ raw socket helpers */
+
+struct raw {
+    int fd;
+    int closed;
+};
+
+static int raw_connect(const char *addr)
+{
+    struct tg_addr a;
+    char err[256];
+    assert_int_equal(tg_addr_parse(addr, &a, err, sizeof err), 0);
+    int fd = tg_addr_connect_wait(&a, 2000);
+    assert_true(fd >= 0);
+    return fd;
+}
+
+static void raw_send_frame(int fd, const uint8_t *body, size_t len)
+{
+    uint8_t hdr[4];
+    tg_frame_put_header(hdr, (uint32_t)len);
+    assert_int_equal(send(fd, hdr, 4, MSG_NOSIGNAL), 4);
+    if (len)
+        assert_int_equal(send(fd, body, len, MSG_NOSIGNAL), (ssize_t)len);
+}
+
+/* Done when the peer closed (EOF or reset); drains what arrives. */
+static int raw_closed(void *arg)
+{
+    struct raw *r = arg;
+    for (;;) {
+        uint8_t buf[4096];
+        ssize_t n = recv(r->fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n > 0)
+            continue;
+        if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            r->closed = 1;
+            return 1;
+        }
+        return 0;
+    }
+}
+
+static void expect_raw_closed(int fd, const char *label)
+{
+    struct raw r = {fd, 0};
+    assert_true(tg_test_run_until(g_base, raw_closed, &r, TIMEOUT_MS));
+    close(fd);
+    tg_test_run_until(g_base, NULL, NULL, 20);
+    assert_true(tg_gw_metrics_frame_rejected_count(g_gw->metrics, label) >= 1);
+}
+
+/* ------------------------------------------------------------ tests */
+
+static void test_relay_and_metrics(void **state)
+{
+    (void)state;
+    const char *kv[] = {"listen", "consumer=tcp://127.0.0.1:0", NULL};
+    start(1, kv);
+    g_fake.qss_size = 300;
+    struct tc *t = tc_open(listener_addr(0));
+    tg_ipc_service_proxy *p = tc_bind(t, "ConsumerPort");
+    assert_non_null(p);
+    assert_int_equal(tg_ipc_proxy_method_id(p, "QueryServiceState"), 12); /* ids pass through unchanged */
+    assert_int_equal(tc_call(t, p, "QueryServiceState", NULL, -1), 1);
+    assert_int_equal(t->reply_len, 300);
+    assert_int_equal(tc_call(t, p, "EnableTracing", NULL, -1), 1); /* admin may */
+    assert_int_equal(g_fake.enable_calls, 1);
+    assert_int_equal(tg_gw_session_count(g_gw), 1);
+    assert_metric("tracegated_connections{transport=\"tcp\"} 1");
+    assert_metric("tracegated_connections_total{transport=\"tcp\"} 1");
+    assert_metric("tracegated_rpc_duration_seconds_count{service=\"ConsumerPort\",method=\"QueryServiceState\"} 1");
+    assert_metric("tracegated_rpc_duration_seconds_count{service=\"ConsumerPort\",method=\"EnableTracing\"} 1");
+    assert_metric("tracegated_frames_total{direction=\"to_service\"} 3");
+    assert_metric("tracegated_frames_total{direction=\"to_client\"} 3");
+    char *st = tg_gw_status_json(g_gw);
+    assert_non_null(strstr(st, "\"sessions\":1"));
+    assert_non_null(strstr(st, "consumer tcp://127.0.0.1:"));
+    free(st);
+    tc_free(t);
+    tg_test_run_until(g_base, NULL, NULL, 100);
+    assert_int_equal(tg_gw_session_count(g_gw), 0);
+    assert_int_equal(g_fake.peer_closes, 1); /* the upstream connection went with the client */
+    assert_metric("tracegated_connections{transport=\"tcp\"} 0");
+    stop();
+}
+
+static void test_observer_acl(void **state)
+{
+    (void)state;
+    const char *kv[] = {"listen", "consumer=tcp://127.0.0.1:0?roles=observer", NULL};
+    start(1, kv);
+    struct tc *t = tc_open(listener_addr(0));
+    tg_ipc_service_proxy *p = tc_bind(t, "ConsumerPort");
+    assert_non_null(p);
+    assert_int_equal(tc_call(t, p, "EnableTracing", NULL, -1), 0); /* refused, still connected */
+    assert_int_equal(g_fake.enable_calls, 0);                        /* never reached the service */
+    assert_int_equal(tc_call(t, p, "QueryServiceState", NULL, -1), 1);
+    assert_int_equal(tc_call(t, p, "FreeBuffers", NULL, -1), 0);
+    assert_int_equal(tc_call(t, p, "GetTraceStats", NULL, -1), 1);
+    assert_false(t->disconnected);
+    assert_int_equal(tg_gw_metrics_frame_rejected_count(g_gw->metrics, "acl"), 2);
+    assert_metric("tracegated_rpc_denied_total{service=\"ConsumerPort\",method=\"EnableTracing\"} 1");
+    /* binding a service the roles do not cover is refused by the gateway */
+    assert_null(tc_bind(t, "ProducerPort"));
+    assert_null(tc_bind(t, "RelayPort"));
+    assert_false(t->disconnected);
+    tc_free(t);
+    stop();
+}
+
+static void write_tokens(const char *path, const char *extra_line)
+{
+    char hex[65];
+    tg_gw_sha256_hex("omega", 5, hex);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "ci observer " H_ALPHA "\nalice recorder %s\n%s", hex, extra_line ? extra_line : "");
+    fclose(f);
+}
+
+static void test_token_auth(void **state)
+{
+    (void)state;
+    char tokens[400];
+    snprintf(tokens, sizeof tokens, "%s/tokens", g_dir);
+    write_tokens(tokens, NULL);
+    const char *kv[] = {"listen", "consumer=tcp://127.0.0.1:0?auth=token", "token-file", tokens,
+                        "handshake-timeout", "300ms", NULL};
+    start(1, kv);
+    const char *addr = listener_addr(0);
+
+    /* a) anything before Authenticate closes the connection */
+    struct tc *t = tc_open(addr);
+    assert_null(tc_bind(t, "ConsumerPort"));
+    assert_true(tg_test_run_until(g_base, disc_done, t, TIMEOUT_MS));
+    tc_free(t);
+    assert_int_equal(g_fake.peer_opens, 0); /* no upstream connection for unauthenticated clients */
+
+    /* b) a wrong token: refused and closed */
+    t = tc_open(addr);
+    assert_int_equal(tc_authenticate(t, "not-a-token"), -1);
+    assert_true(tg_test_run_until(g_base, disc_done, t, TIMEOUT_MS));
+    tc_free(t);
+    assert_metric("tracegated_auth_failures_total{transport=\"tcp\",reason=\"bad_token\"} 1");
+
+    /* c) the observer token: allowed, with the observer's rights */
+    t = tc_open(addr);
+    assert_int_equal(tc_authenticate(t, "alpha"), 1);
+    Tracegate__AuthenticateResponse *resp = tracegate__authenticate_response__unpack(NULL, t->reply_len, t->reply);
+    assert_non_null(resp);
+    assert_int_equal(resp->n_roles, 1);
+    assert_string_equal(resp->roles[0], "observer");
+    assert_string_equal(resp->principal, "ci");
+    tracegate__authenticate_response__free_unpacked(resp, NULL);
+    tg_ipc_service_proxy *p = tc_bind(t, "ConsumerPort");
+    assert_non_null(p);
+    assert_int_equal(tc_call(t, p, "EnableTracing", NULL, -1), 0);
+    assert_int_equal(tc_call(t, p, "QueryServiceState", NULL, -1), 1);
+    tc_free(t);
+
+    /* d) the recorder token may record */
+    t = tc_open(addr);
+    assert_int_equal(tc_authenticate(t, "omega"), 1);
+    p = tc_bind(t, "ConsumerPort");
+    assert_int_equal(tc_call(t, p, "EnableTracing", NULL, -1), 1);
+    tc_free(t);
+
+    /* e) silence past the handshake timeout */
+    t = tc_open(addr);
+    assert_true(tg_test_run_until(g_base, disc_done, t, 3000));
+    tc_free(t);
+    assert_metric("tracegated_auth_failures_total{transport=\"tcp\",reason=\"timeout\"} 1");
+
+    /* f) reload: a new table replaces the old one, live sessions keep their roles */
+    t = tc_open(addr);
+    assert_int_equal(tc_authenticate(t, "alpha"), 1);
+    p = tc_bind(t, "ConsumerPort");
+    char hex[65], line[128];
+    tg_gw_sha256_hex("gamma", 5, hex);
+    snprintf(line, sizeof line, "new observer %s\n", hex);
+    FILE *f = fopen(tokens, "w");
+    fputs(line, f);
+    fclose(f);
+    char err[256];
+    assert_int_equal(tg_gw_reload(g_gw, &g_cfg, err, sizeof err), 0);
+    struct tc *t2 = tc_open(addr);
+    assert_int_equal(tc_authenticate(t2, "alpha"), -1);
+    tc_free(t2);
+    t2 = tc_open(addr);
+    assert_int_equal(tc_authenticate(t2, "gamma"), 1);
+    tc_free(t2);
+    assert_int_equal(tc_call(t, p, "QueryServiceState", NULL, -1), 1); /* untouched */
+    tc_free(t);
+    /* a broken token file is rejected and changes nothing */
+    f = fopen(tokens, "w");
+    fputs("broken line\n", f);
+    fclose(f);
+    assert_int_equal(tg_gw_reload(g_gw, &g_cfg, err, sizeof err), -1);
+    t2 = tc_open(addr);
+    assert_int_equal(tc_authenticate(t2, "gamma"), 1);
+    tc_free(t2);
+    stop();
+}
+
+static void test_protocol_violations(void **state)
+{
+    (void)state;
+    const char *kv[] = {"listen", "consumer=tcp://127.0.0.1:0", NULL};
+    start(1, kv);
+    const char *addr = listener_addr(0);
+    uint8_t buf[256];
+    size_t n;
+
+    /* a reply-type frame */
+    int fd = raw_connect(addr);
+    n = tg_ipc_encode_reply(buf, sizeof buf, 1, 1, 0, NULL, 0);
+    raw_send_frame(fd, buf, n);
+    expect_raw_closed(fd, "reply_type");
+
+    /* a header announcing more than 128 KiB */
+    fd = raw_connect(addr);
+    uint8_t big[4];
+    tg_frame_put_header(big, 200000);
+    assert_int_equal(send(fd, big, 4, MSG_NOSIGNAL), 4);
+    expect_raw_closed(fd, "oversize");
+
+    /* bytes that are not protobuf */
+    fd = raw_connect(addr);
+    memset(buf, 0xff, 16);
+    raw_send_frame(fd, buf, 16);
+    expect_raw_closed(fd, "undecodable");
+
+    /* two `msg` members in one frame: BindService then InvokeMethod */
+    fd = raw_connect(addr);
+    n = tg_ipc_encode_bind(buf, sizeof buf, 1, "ConsumerPort");
+    size_t m = tg_ipc_encode_invoke(buf + n, sizeof buf - n, 1, 1, 1, NULL, 0, 0);
+    /* the second encoding repeats request_id (field 2) before its member: still valid protobuf */
+    raw_send_frame(fd, buf, n + m);
+    expect_raw_closed(fd, "ambiguous");
+
+    /* a request id from the gateway's reserved range */
+    fd = raw_connect(addr);
+    n = tg_ipc_encode_bind(buf, sizeof buf, TG_GW_PRIVATE_REQUEST_ID | 5, "ConsumerPort");
+    raw_send_frame(fd, buf, n);
+    expect_raw_closed(fd, "reserved_request_id");
+
+    /* SetPeerIdentity is dropped; the connection keeps working */
+    struct tc *t = tc_open(addr);
+    assert_int_equal(tg_ipc_client_set_peer_identity(t->cli, 1, 2, "spoofed-machine", "spoof"), 0);
+    tg_ipc_service_proxy *p = tc_bind(t, "ConsumerPort");
+    assert_non_null(p);
+    assert_int_equal(tc_call(t, p, "QueryServiceState", NULL, -1), 1);
+    assert_int_equal(tg_gw_metrics_frame_rejected_count(g_gw->metrics, "peer_identity"), 1);
+    /* unknown ids are refused by the gateway without reaching the service */
+    uint8_t inv[64];
+    n = tg_ipc_encode_invoke(inv, sizeof inv, 99, 1, 77, NULL, 0, 0);
+    tg_conn_send(tg_ipc_client_conn(t->cli), inv, n, -1);
+    tg_test_run_until(g_base, NULL, NULL, 100);
+    assert_int_equal(tg_gw_metrics_frame_rejected_count(g_gw->metrics, "unknown_method"), 1);
+    assert_false(t->disconnected);
+    tc_free(t);
+    stop();
+}
+
+static void test_fd_passthrough(void **state)
+{
+    (void)state;
+    char spec[400];
+    snprintf(spec, sizeof spec, "consumer=unix:%s/gw-consumer.sock", g_dir);
+    const char *kv[] = {"listen", spec, NULL};
+    start(1, kv);
+    char path[300];
+    snprintf(path, sizeof path, "%s/gw-consumer.sock", g_dir);
+    struct tc *t = tc_open(path);
+    tg_ipc_service_proxy *p = tc_bind(t, "ConsumerPort");
+    assert_non_null(p);
+    int pipefd[2];
+    assert_int_equal(pipe(pipefd), 0);
+    assert_int_equal(tc_call(t, p, "EnableTracing", NULL, pipefd[1]), 1);
+    close(pipefd[1]);
+    char got[8] = "";
+    assert_int_equal(read(pipefd[0], got, sizeof got), 3);
+    assert_memory_equal(got, "fd!", 3);
+    close(pipefd[0]);
+    assert_metric("tracegated_connections_total{transport=\"unix\"} 1");
+    tc_free(t);
+    stop();
+}
+
+struct slow_ctx {
+    int fd;
+    int cut;
+};
+
+static int slow_cut(void *arg)
+{
+    struct slow_ctx *s = arg;
+    struct pollfd p = {.fd = s->fd, .events = POLLRDHUP};
+    if (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+        s->cut = 1;
+    return s->cut;
+}
+
+static void test_slow_client(void **state)
+{
+    (void)state;
+    const char *kv[] = {"listen", "consumer=tcp://127.0.0.1:0", "out-high", "64k", "out-low", "16k",
+                        "out-soft-limit", "64k", "out-soft-grace", "500ms", "rate", "0", NULL};
+    start(1, kv);
+    g_fake.qss_size = 32 << 10;
+    const char *addr = listener_addr(0);
+
+    /* the slow client: binds, then asks for a lot and never reads */
+    struct tg_addr a;
+    char err[256];
+    assert_int_equal(tg_addr_parse(addr, &a, err, sizeof err), 0);
+    int fd = socket(a.family, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    int small = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    connect(fd, (struct sockaddr *)&a.ss, a.len);
+    struct pollfd pw = {.fd = fd, .events = POLLOUT};
+    assert_int_equal(poll(&pw, 1, 2000), 1);
+    uint8_t buf[64];
+    size_t n = tg_ipc_encode_bind(buf, sizeof buf, 1, "ConsumerPort");
+    raw_send_frame(fd, buf, n);
+    tg_test_run_until(g_base, NULL, NULL, 100); /* bound (the reply waits unread) */
+    for (uint64_t rid = 2; rid < 400; rid++) {
+        n = tg_ipc_encode_invoke(buf, sizeof buf, rid, 1, 12, NULL, 0, 0);
+        uint8_t fr[80];
+        tg_frame_put_header(fr, (uint32_t)n);
+        memcpy(fr + 4, buf, n);
+        ssize_t w = send(fd, fr, n + 4, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0)
+            break; /* the gateway stopped reading it: good enough */
+        assert_int_equal(w, (ssize_t)(n + 4));
+        if (rid % 50 == 0)
+            tg_test_run_until(g_base, NULL, NULL, 10);
+    }
+
+    /* meanwhile a well-behaved client is served */
+    struct tc *t = tc_open(addr);
+    tg_ipc_service_proxy *p = tc_bind(t, "ConsumerPort");
+    assert_non_null(p);
+    assert_int_equal(tc_call(t, p, "QueryServiceState", NULL, -1), 1);
+
+    struct slow_ctx s = {fd, 0};
+    assert_true(tg_test_run_until(g_base, slow_cut, &s, 5000));
+    close(fd);
+    assert_int_equal(tg_gw_metrics_conn_rejected_count(g_gw->metrics, "slow_client_soft"), 1);
+    assert_metric("tracegated_connections_rejected_total{reason=\"slow_client_soft\"} 1");
+    /* the good client is untouched */
+    assert_int_equal(tc_call(t, p, "QueryServiceState", NULL, -1), 1);
+    assert_false(t->disconnected);
+    tc_free(t);
+    stop();
+}
+
+struct many_calls {
+    int done, ok;
+};
+
+static void many_reply(tg_ipc_client *cli, int success, int has_more, const uint8_t *r, size_t len, void *arg)
+{
+    struct many_calls *m = arg;
+    (void)cli;
+    (void)r;
+    (void)len;
+    if (has_more)
+        return;
+    m->done++;
+    m->ok += success;
+}
+
+static int many_done(void *arg) { return ((struct many_calls *)arg)->done == 10; }
+
+static void test_rate_limit(void **state)
+{
+    (void)state;
+    const char *kv[] = {"listen", "consumer=tcp://127.0.0.1:0", "rate", "20", "burst", "2", NULL};
+    start(1, kv);
+    struct tc *t = tc_open(listener_addr(0));
+    tg_ipc_service_proxy *p = tc_bind(t, "ConsumerPort"); /* spends one token */
+    assert_non_null(p);
+    struct many_calls mc = {0, 0};
+    struct timeval t0, t1;
+    gettimeofday(&t0, NULL);
+    for (int i = 0; i < 10; i++)
+        assert_true(tg_ipc_client_invoke(t->cli, p, "QueryServiceState", NULL, -1, many_reply, &mc) != 0);
+    assert_true(tg_test_run_until(g_base, many_done, &mc, TIMEOUT_MS));
+    gettimeofday(&t1, NULL);
+    long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_usec - t0.tv_usec) / 1000;
+    assert_int_equal(mc.ok, 10); /* paused, never dropped */
+    assert_true(ms >= 300);      /* ~9 messages over the burst at 20/s */
+    char *m = metrics();
+    assert_null(strstr(m, "tracegated_rate_limited_total 0\n"));
+    free(m);
+    tc_free(t);
+    stop();
+}
+
+static void test_upstream_down(void **state)
+{
+    (void)state;
+    const char *kv[] = {"listen", "consumer=tcp://127.0.0.1:0", NULL};
+    start(0, kv);
+    assert_false(tg_gw_upstream_healthy(g_gw));
+    struct tc *t = tc_open(listener_addr(0));
+    assert_null(tc_bind(t, "ConsumerPort"));
+    assert_true(tg_test_run_until(g_base, disc_done, t, TIMEOUT_MS));
+    tc_free(t);
+    assert_metric("tracegated_upstream_errors_total{port=\"consumer\"} 1");
+    assert_metric("tracegated_upstream_healthy 0");
+    stop();
+}
+
+/* ------------------------------------------------------------ hooks */
+
+struct hook_state {
+    int attached, down_frames, up_frames, down_closes, consumed;
+    struct tg_gw_session *keep; /* the session to keep alive when its client drops */
+    struct tg_gw_session *detached;
+    int private_done, private_ok;
+    size_t private_len;
+    uint64_t probe_rid;
+    struct tg_gw_session *probe_session;
+};
+static struct hook_state g_hooks;
+
+static int h_attach(struct tg_gw_session *s, void *ctx, void **state)
+{
+    (void)s;
+    *state = ctx;
+    g_hooks.attached++;
+    return 1;
+}
+
+static enum tg_gw_verdict h_down(struct tg_gw_session *s, struct tg_gw_frame *f, void *ctx, void *state)
+{
+    (void)ctx;
+    (void)state;
+    g_hooks.down_frames++;
+    if (f->method && strcmp(f->method, "Flush") == 0) {
+        g_hooks.consumed++;
+        tg_gw_session_reply(s, f->info->request_id, 1, 0, NULL, 0);
+        return TG_GW_CONSUME;
+    }
+    if (f->method && strcmp(f->method, "CloneSession") == 0) {
+        f->close_reason = "no cloning here";
+        return TG_GW_CLOSE;
+    }
+    return TG_GW_FORWARD;
+}
+
+static enum tg_gw_verdict h_up(struct tg_gw_session *s, struct tg_gw_frame *f, void *ctx, void *state)
+{
+    (void)s;
+    (void)f;
+    (void)ctx;
+    (void)state;
+    g_hooks.up_frames++;
+    return TG_GW_FORWARD;
+}
+
+static int h_down_close(struct tg_gw_session *s, const char *reason, void *ctx, void *state)
+{
+    (void)reason;
+    (void)ctx;
+    (void)state;
+    g_hooks.down_closes++;
+    if (s == g_hooks.keep) {
+        g_hooks.detached = s;
+        return 1;
+    }
+    return 0;
+}
+
+static void h_detach(struct tg_gw_session *s, void *ctx, void *state)
+{
+    (void)ctx;
+    (void)state;
+    if (s == g_hooks.detached)
+        g_hooks.detached = NULL;
+}
+
+static const struct tg_gw_filter k_filter = {"test", h_attach, h_down, h_up, h_down_close, NULL, h_detach};
+
+/* TracegateTest.Keep: mark this session to survive its client */
+static void l_keep(struct tg_gw_session *s, uint64_t rid, const uint8_t *args, size_t len, int drop, void *ctx)
+{
+    (void)args;
+    (void)len;
+    (void)drop;
+    (void)ctx;
+    g_hooks.keep = s;
+    tg_gw_session_reply(s, rid, 1, 0, NULL, 0);
+}
+
+/* TracegateTest.Adopt: move this client into the detached session */
+static void l_adopt(struct tg_gw_session *s, uint64_t rid, const uint8_t *args, size_t len, int drop, void *ctx)
+{
+    (void)args;
+    (void)len;
+    (void)drop;
+    (void)ctx;
+    struct tg_gw_session *to = g_hooks.detached;
+    if (!to || tg_gw_session_transfer_down(s, to) != 0) {
+        tg_gw_session_reply(s, rid, 0, 0, NULL, 0);
+        return;
+    }
+    g_hooks.detached = NULL;
+    tg_gw_session_reply(to, rid, 1, 0, NULL, 0);
+}
+
+static void probe_reply(struct tg_gw_session *s, int success, int has_more, const uint8_t *reply, size_t len,
+                        void *arg)
+{
+    (void)arg;
+    if (has_more)
+        return;
+    (void)reply;
+    g_hooks.private_done = 1;
+    g_hooks.private_ok = success;
+    g_hooks.private_len = len;
+    tg_gw_session_reply(s, g_hooks.probe_rid, success, 0, NULL, 0);
+}
+
+/* TracegateTest.Probe: the gateway calls QueryServiceState upstream by itself */
+static void l_probe(struct tg_gw_session *s, uint64_t rid, const uint8_t *args, size_t len, int drop, void *ctx)
+{
+    (void)args;
+    (void)len;
+    (void)drop;
+    (void)ctx;
+    uint32_t sid = tg_gw_session_service_id(s, "ConsumerPort");
+    uint32_t mid = tg_gw_session_method_id(s, "ConsumerPort", "QueryServiceState");
+    g_hooks.probe_rid = rid;
+    if (!sid || !mid || tg_gw_session_call_up(s, sid, mid, NULL, 0, -1, probe_reply, NULL) != 0)
+        tg_gw_session_reply(s, rid, 0, 0, NULL, 0);
+}
+
+static const struct tg_gw_local_method k_test_methods[] = {{"Keep", l_keep}, {"Adopt", l_adopt}, {"Probe", l_probe}};
+static const struct tg_gw_local_service k_test_service = {"TracegateTest", k_test_methods, 3, NULL};
+
+static void test_hooks(void **state)
+{
+    (void)state;
+    memset(&g_hooks, 0, sizeof g_hooks);
+    const char *kv[] = {"listen", "consumer=tcp://127.0.0.1:0", NULL};
+    start(1, kv);
+    assert_int_equal(tg_gw_add_filter(g_gw, &k_filter, &g_hooks), 0);
+    assert_int_equal(tg_gw_register_local_service(g_gw, &k_test_service), 0);
+    assert_int_equal(tg_gw_register_local_service(g_gw, &k_test_service), -1); /* once */
+    const char *addr = listener_addr(0);
+
+    /* A: bind, consume a Flush in the filter, a private upstream call, then ask to be kept */
+    struct tc *a = tc_open(addr);
+    tg_ipc_service_proxy *pa = tc_bind(a, "ConsumerPort");
+    assert_non_null(pa);
+    assert_int_equal(tc_call(a, pa, "Flush", NULL, -1), 1);
+    assert_int_equal(g_hooks.consumed, 1);
+    assert_int_equal(g_fake.flush_calls, 0); /* consumed: never forwarded */
+    assert_int_equal(tc_call(a, pa, "QueryServiceState", NULL, -1), 1);
+    assert_true(g_hooks.up_frames >= 2);
+    tg_ipc_service_proxy *pt = tc_bind(a, "TracegateTest");
+    assert_non_null(pt);
+    int qss_before = g_fake.qss_calls;
+    assert_int_equal(tc_call(a, pt, "Probe", NULL, -1), 1);
+    assert_true(g_hooks.private_done && g_hooks.private_ok);
+    assert_int_equal(g_hooks.private_len, 100);
+    assert_int_equal(g_fake.qss_calls, qss_before + 1);
+    assert_int_equal(tc_call(a, pt, "Keep", NULL, -1), 1);
+    tc_free(a);
+    tg_test_run_until(g_base, NULL, NULL, 100);
+    assert_non_null(g_hooks.detached);
+    assert_true(tg_gw_session_detached(g_hooks.detached));
+    assert_int_equal(tg_gw_session_count(g_gw), 1); /* kept alive without a client */
+    assert_int_equal(g_fake.peer_closes, 0);
+
+    /* B: a new client adopts the detached session and uses its upstream */
+    struct tc *b = tc_open(addr);
+    tg_ipc_service_proxy *pb = tc_bind(b, "TracegateTest");
+    assert_non_null(pb);
+    assert_int_equal(tc_call(b, pb, "Adopt", NULL, -1), 1);
+    tg_test_run_until(g_base, NULL, NULL, 50);
+    assert_int_equal(tg_gw_session_count(g_gw), 1);
+    tg_ipc_service_proxy *pc = tc_bind(b, "ConsumerPort");
+    assert_non_null(pc);
+    assert_int_equal(tc_call(b, pc, "QueryServiceState", NULL, -1), 1);
+    assert_int_equal(g_fake.peer_opens, 1); /* still the first upstream connection */
+
+    /* a filter may close the session */
+    assert_int_equal(tc_call(b, pc, "CloneSession", NULL, -1), -1);
+    assert_true(tg_test_run_until(g_base, disc_done, b, TIMEOUT_MS));
+    tc_free(b);
+    tg_test_run_until(g_base, NULL, NULL, 100);
+    assert_int_equal(tg_gw_session_count(g_gw), 0);
+    assert_int_equal(g_fake.peer_closes, 1);
+    assert_int_equal(tg_gw_metrics_frame_rejected_count(g_gw->metrics, "filter"), 1);
+    stop();
+}
+
+static int drained_flag;
+static void on_drained(void *arg)
+{
+    (void)arg;
+    drained_flag = 1;
+}
+static int drained_done(void *arg)
+{
+    (void)arg;
+    return drained_flag;
+}
+
+static void test_drain_and_limits(void **state)
+{
+    (void)state;
+    const char *kv[] = {"listen", "consumer=tcp://127.0.0.1:0?max-connections=2", NULL};
+    start(1, kv);
+    const char *addr = listener_addr(0);
+    char saved[128];
+    snprintf(saved, sizeof saved, "%s", addr);
+    struct tc *a = tc_open(saved), *b = tc_open(saved), *c = tc_open(saved);
+    assert_true(tg_test_run_until(g_base, disc_done, c, TIMEOUT_MS)); /* over the listener's cap */
+    assert_int_equal(tg_gw_metrics_conn_rejected_count(g_gw->metrics, "listener_max_connections"), 1);
+    tg_ipc_service_proxy *pa = tc_bind(a, "ConsumerPort");
+    assert_non_null(pa);
+    tc_free(c);
+    tc_free(b);
+    tg_test_run_until(g_base, NULL, NULL, 50);
+    drained_flag = 0;
+    tg_gw_drain(g_gw, on_drained, NULL);
+    tg_test_run_until(g_base, NULL, NULL, 50);
+    assert_false(drained_flag);                                        /* a is still there */
+    assert_int_equal(tc_call(a, pa, "QueryServiceState", NULL, -1), 1); /* and still served */
+    struct tg_addr la; /* no new clients: the listener is closed */
+    char err[256];
+    assert_int_equal(tg_addr_parse(saved, &la, err, sizeof err), 0);
+    assert_true(tg_addr_connect_wait(&la, 1000) < 0);
+    tc_free(a);
+    assert_true(tg_test_run_until(g_base, drained_done, NULL, TIMEOUT_MS));
+    stop();
+}
+
+static void test_idle_and_global_limit(void **state)
+{
+    (void)state;
+    const char *kv[] = {"listen", "consumer=tcp://127.0.0.1:0", "idle-timeout", "300ms", "max-connections", "2", NULL};
+    start(1, kv);
+    char addr[128];
+    snprintf(addr, sizeof addr, "%s", listener_addr(0));
+    struct tc *a = tc_open(addr);
+    tg_ipc_service_proxy *p = tc_bind(a, "ConsumerPort");
+    assert_non_null(p);
+    struct tc *b = tc_open(addr);
+    assert_non_null(tc_bind(b, "ConsumerPort"));
+    struct tc *c = tc_open(addr); /* the third connection is over max-connections */
+    assert_true(tg_test_run_until(g_base, disc_done, c, TIMEOUT_MS));
+    assert_int_equal(tg_gw_metrics_conn_rejected_count(g_gw->metrics, "max_connections"), 1);
+    tc_free(c);
+    /* a keeps talking, b stays silent: only b is idle */
+    for (int i = 0; i < 6; i++) {
+        assert_int_equal(tc_call(a, p, "QueryServiceState", NULL, -1), 1);
+        tg_test_run_until(g_base, NULL, NULL, 100);
+    }
+    assert_false(a->disconnected);
+    assert_true(tg_test_run_until(g_base, disc_done, b, TIMEOUT_MS));
+    assert_int_equal(tg_gw_metrics_conn_rejected_count(g_gw->metrics, "idle"), 1);
+    tc_free(b);
+    tc_free(a);
+    stop();
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_relay_and_metrics), cmocka_unit_test(test_observer_acl),
+        cmocka_unit_test(test_token_auth),        cmocka_unit_test(test_protocol_violations),
+        cmocka_unit_test(test_fd_passthrough),    cmocka_unit_test(test_slow_client),
+        cmocka_unit_test(test_rate_limit),        cmocka_unit_test(test_upstream_down),
+        cmocka_unit_test(test_hooks),             cmocka_unit_test(test_drain_and_limits),
+        cmocka_unit_test(test_idle_and_global_limit),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

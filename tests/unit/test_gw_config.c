@@ -1,0 +1,287 @@
+/* test_gw_config.c: tracegated's configuration: config-file syntax (comments, quotes, `=` or
+ * space, repeatable keys, errors with line numbers), listener specs, flags overriding the file,
+ * and validation (limits, token file, the non-loopback security rule, --insecure). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gw_config.h"
+#include "tracegate/log.h"
+
+static char g_dir[] = "/tmp/tg-test-gwcfg-XXXXXX";
+
+static int setup(void **state)
+{
+    (void)state;
+    return mkdtemp(g_dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static const char *write_file(const char *name, const char *text)
+{
+    static char path[512];
+    snprintf(path, sizeof path, "%s/%s", g_dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+static void parse_ok(struct tg_gw_config *c, const char *text)
+{
+    char err[512] = "";
+    tg_gw_config_init(c);
+    if (tg_gw_config_parse_text(c, text, strlen(text), "test.conf", err, sizeof err) != 0)
+        fail_msg("unexpected error: %s", err);
+}
+
+static void expect_parse_error(const char *text, const char *want)
+{
+    struct tg_gw_config c;
+    char err[512] = "";
+    tg_gw_config_init(&c);
+    assert_int_equal(tg_gw_config_parse_text(&c, text, strlen(text), "test.conf", err, sizeof err), -1);
+    if (!strstr(err, want))
+        fail_msg("error '%s' does not contain '%s'", err, want);
+    tg_gw_config_free(&c);
+}
+
+static void test_file_syntax(void **state)
+{
+    (void)state;
+    struct tg_gw_config c;
+    parse_ok(&c, "# a comment\n"
+                 "\n"
+                 "listen = consumer=tcp://127.0.0.1:7001\n"
+                 "listen producer=unix:/tmp/x.sock?mode=0660   # trailing comment\n"
+                 "  allow-origin = \"https://example.com\"\n"
+                 "local-roles = observer,recorder\n"
+                 "insecure = true\n"
+                 "no-http\n"
+                 "out-soft-grace = 500ms\n"
+                 "out-high = 64k\n"
+                 "rate = 2.5\n"
+                 "log-format json\n"
+                 "upstream-consumer = /run/perfetto/traced-consumer.sock\n");
+    assert_int_equal(c.n_listen, 2);
+    assert_int_equal(c.listen[0].port, TG_GW_PORT_CONSUMER);
+    assert_int_equal(c.listen[0].kind, TG_GW_L_TCP);
+    assert_string_equal(c.listen[0].address, "127.0.0.1:7001");
+    assert_int_equal(c.listen[1].port, TG_GW_PORT_PRODUCER);
+    assert_int_equal(c.listen[1].kind, TG_GW_L_UNIX);
+    assert_int_equal(c.listen[1].mode, 0660);
+    assert_int_equal(c.n_allow_origins, 1);
+    assert_string_equal(c.allow_origins[0], "https://example.com");
+    assert_int_equal(c.local_roles, TG_GW_ROLE_OBSERVER | TG_GW_ROLE_RECORDER);
+    assert_true(c.insecure);
+    assert_true(c.no_http);
+    assert_int_equal(c.limits.soft_grace_ms, 500);
+    assert_int_equal(c.limits.out_high, 65536);
+    assert_true(c.limits.rate > 2.4 && c.limits.rate < 2.6);
+    assert_int_equal(c.log_format, TG_LOG_JSON);
+    assert_string_equal(c.upstream_consumer, "/run/perfetto/traced-consumer.sock");
+    tg_gw_config_free(&c);
+}
+
+static void test_file_errors(void **state)
+{
+    (void)state;
+    expect_parse_error("listen = consumer=tcp://127.0.0.1:7001\nbogus = 1\n", "test.conf:2: unknown option 'bogus'");
+    expect_parse_error("\n\nout-high = lots\n", "test.conf:3: out-high");
+    expect_parse_error("rate =\n", "test.conf:1: 'rate' needs a value");
+    expect_parse_error("insecure = maybe\n", "test.conf:1:");
+    expect_parse_error("local-roles = root\n", "not a role list");
+    expect_parse_error("allow-origin = \"https://x\n", "unterminated quote");
+    expect_parse_error("config = other.conf\n", "unknown option 'config'"); /* command line only */
+    expect_parse_error("listen = tcp://127.0.0.1:1\n", "PORT=URL");
+    expect_parse_error("listen = relay=tcp://127.0.0.1:1\n", "consumer= or producer=");
+    expect_parse_error("drain-timeout = 3 days\n", "test.conf:1:");
+}
+
+static void expect_listen(const char *spec, int ok, const char *want)
+{
+    struct tg_gw_listen_spec l;
+    char err[512] = "";
+    int rc = tg_gw_listen_parse(spec, &l, err, sizeof err);
+    if (ok && rc != 0)
+        fail_msg("'%s': unexpected error %s", spec, err);
+    if (!ok) {
+        assert_int_equal(rc, -1);
+        if (want && !strstr(err, want))
+            fail_msg("'%s': error '%s' does not contain '%s'", spec, err, want);
+    }
+}
+
+static void test_listen_specs(void **state)
+{
+    (void)state;
+    struct tg_gw_listen_spec l;
+    char err[512];
+    assert_int_equal(tg_gw_listen_parse("consumer=tls://0.0.0.0:7443?auth=token&roles=observer&max-connections=5",
+                                        &l, err, sizeof err),
+                     0);
+    assert_int_equal(l.kind, TG_GW_L_TLS);
+    assert_int_equal(l.auth, TG_GW_LAUTH_TOKEN);
+    assert_int_equal(l.roles, TG_GW_ROLE_OBSERVER);
+    assert_int_equal(l.max_conns, 5);
+    assert_string_equal(l.address, "0.0.0.0:7443");
+    assert_int_equal(tg_gw_listen_parse("consumer=127.0.0.1:7001", &l, err, sizeof err), 0);
+    assert_int_equal(l.kind, TG_GW_L_TCP);
+    assert_int_equal(tg_gw_listen_parse("producer=/run/tracegate/p.sock", &l, err, sizeof err), 0);
+    assert_int_equal(l.kind, TG_GW_L_UNIX);
+    assert_int_equal(tg_gw_listen_parse("producer=@tg-producer", &l, err, sizeof err), 0);
+    assert_int_equal(l.kind, TG_GW_L_UNIX);
+    assert_int_equal(tg_gw_listen_parse("consumer=unix:@tg?roles=recorder,observer", &l, err, sizeof err), 0);
+    assert_int_equal(l.roles, TG_GW_ROLE_RECORDER | TG_GW_ROLE_OBSERVER);
+    assert_int_equal(tg_gw_listen_parse("consumer=tls://[::1]:7443?cert=/c.pem&key=/k.pem&ca=/ca.pem", &l, err,
+                                        sizeof err),
+                     0);
+    assert_string_equal(l.cert, "/c.pem");
+    assert_string_equal(l.ca, "/ca.pem");
+    expect_listen("consumer", 0, "PORT=URL");
+    expect_listen("relay=tcp://127.0.0.1:1", 0, "consumer= or producer=");
+    expect_listen("consumer=ws://127.0.0.1:1", 0, "unknown scheme");
+    expect_listen("consumer=tcp://127.0.0.1", 0, "HOST:PORT");
+    expect_listen("consumer=tcp://127.0.0.1:7001?auth=magic", 0, "auth=");
+    expect_listen("consumer=tcp://127.0.0.1:7001?color=blue", 0, "unknown listener option");
+    expect_listen("consumer=tcp://127.0.0.1:7001?auth", 0, "key=value");
+    expect_listen("consumer=tcp://127.0.0.1:7001?cert=/x", 0, "only apply to tls");
+    expect_listen("consumer=tcp://127.0.0.1:7001?roles=", 0, "role list");
+    expect_listen("consumer=", 0, NULL);
+}
+
+static int validate(struct tg_gw_config *c, char *err, size_t errlen) { return tg_gw_config_validate(c, err, errlen); }
+
+static void test_validate_security(void **state)
+{
+    (void)state;
+    char err[512];
+    struct tg_gw_config c;
+    /* plain TCP on loopback: fine */
+    parse_ok(&c, "no-http\nlisten = consumer=tcp://127.0.0.1:7001\n");
+    assert_int_equal(validate(&c, err, sizeof err), 0);
+    assert_true(c.listen[0].loopback);
+    tg_gw_config_free(&c);
+    /* plain TCP off loopback: refused, unless --insecure */
+    parse_ok(&c, "no-http\nlisten = consumer=tcp://0.0.0.0:7001\n");
+    assert_int_equal(validate(&c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "non-loopback"));
+    assert_non_null(strstr(err, "--insecure"));
+    tg_gw_config_set(&c, "insecure", NULL, err, sizeof err);
+    assert_int_equal(validate(&c, err, sizeof err), 0);
+    tg_gw_config_free(&c);
+    /* TLS off loopback without client certificates or tokens: refused */
+    const char *cert = write_file("cert.pem", "not really a certificate\n");
+    char text[1024];
+    snprintf(text, sizeof text, "no-http\ntls-cert = %s\ntls-key = %s\nlisten = consumer=tls://0.0.0.0:7443\n", cert,
+             cert);
+    parse_ok(&c, text);
+    assert_int_equal(validate(&c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "client authentication"));
+    /* ... with a token file: accepted */
+    const char *tokens =
+        write_file("tokens", "ci observer 8ed3f6ad685b959ead7022518e1af76cd816f8e8ec7ccdda1ed4018e8f2223f8\n");
+    tg_gw_config_set(&c, "token-file", tokens, err, sizeof err);
+    assert_int_equal(validate(&c, err, sizeof err), 0);
+    tg_gw_config_free(&c);
+    /* auth=token with no tokens */
+    parse_ok(&c, "no-http\nlisten = consumer=tcp://127.0.0.1:7001?auth=token\n");
+    assert_int_equal(validate(&c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "auth=token needs --token-file"));
+    tg_gw_config_free(&c);
+    /* a bad token file is reported */
+    const char *bad = write_file("bad-tokens", "ci observer nothex\n");
+    snprintf(text, sizeof text, "no-http\ntoken-file = %s\n", bad);
+    parse_ok(&c, text);
+    assert_int_equal(validate(&c, err, sizeof err), -1);
+    assert_non_null(strstr(err, ":1:"));
+    tg_gw_config_free(&c);
+    /* the HTTP front end off loopback */
+    parse_ok(&c, "http = 0.0.0.0:8037\n");
+    assert_int_equal(validate(&c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "http"));
+    tg_gw_config_free(&c);
+    /* TLS needs a certificate */
+    parse_ok(&c, "no-http\nlisten = consumer=tls://127.0.0.1:7443\n");
+    assert_int_equal(validate(&c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "certificate"));
+    tg_gw_config_free(&c);
+    /* two listeners on one address */
+    parse_ok(&c, "no-http\nlisten = consumer=tcp://127.0.0.1:7001\nlisten = producer=127.0.0.1:7001\n");
+    assert_int_equal(validate(&c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "same address"));
+    tg_gw_config_free(&c);
+    /* inconsistent limits */
+    parse_ok(&c, "no-http\nout-low = 2m\n");
+    assert_int_equal(validate(&c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "out-low"));
+    tg_gw_config_free(&c);
+}
+
+static void test_args_override_file(void **state)
+{
+    (void)state;
+    const char *conf = write_file("a.conf", "listen = consumer=tcp://127.0.0.1:7001\nrate = 5\nlog-level = warn\n");
+    char *argv[] = {"tracegated", "--rate", "7", "--config", (char *)conf, "--listen", "consumer=tcp://127.0.0.1:7002",
+                    "--check-config", NULL};
+    struct tg_gw_config c;
+    struct tg_gw_cli cli;
+    char err[512] = "";
+    tg_gw_config_init(&c);
+    if (tg_gw_config_parse_args(&c, 8, argv, &cli, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    assert_true(cli.check_config);
+    assert_false(cli.hash_token);
+    assert_true(c.limits.rate > 6.9 && c.limits.rate < 7.1); /* the flag wins although it came first */
+    assert_int_equal(c.log_level, TG_LOG_WARN);
+    assert_int_equal(c.n_listen, 2); /* repeatable: file + flag */
+    assert_string_equal(c.listen[1].address, "127.0.0.1:7002");
+    assert_non_null(c.config_file);
+    tg_gw_config_free(&c);
+
+    char *bad[] = {"tracegated", "--rate", NULL};
+    tg_gw_config_init(&c);
+    assert_int_equal(tg_gw_config_parse_args(&c, 2, bad, &cli, err, sizeof err), -1);
+    assert_non_null(strstr(err, "rate"));
+    tg_gw_config_free(&c);
+    char *unknown[] = {"tracegated", "--frobnicate", NULL};
+    tg_gw_config_init(&c);
+    assert_int_equal(tg_gw_config_parse_args(&c, 2, unknown, &cli, err, sizeof err), -1);
+    assert_non_null(strstr(err, "frobnicate"));
+    tg_gw_config_free(&c);
+    char *missing[] = {"tracegated", "--config", "/nonexistent/tracegated.conf", NULL};
+    tg_gw_config_init(&c);
+    assert_int_equal(tg_gw_config_parse_args(&c, 3, missing, &cli, err, sizeof err), -1);
+    assert_non_null(strstr(err, "cannot open config file"));
+    tg_gw_config_free(&c);
+    char *flags[] = {"tracegated", "--insecure", "--no-http", "--hash-token", NULL};
+    tg_gw_config_init(&c);
+    assert_int_equal(tg_gw_config_parse_args(&c, 4, flags, &cli, err, sizeof err), 0);
+    assert_true(c.insecure && c.no_http && cli.hash_token);
+    tg_gw_config_free(&c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_file_syntax),        cmocka_unit_test(test_file_errors),
+        cmocka_unit_test(test_listen_specs),       cmocka_unit_test(test_validate_security),
+        cmocka_unit_test(test_args_override_file),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
