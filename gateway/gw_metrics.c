@@ -46,6 +46,7 @@ struct tg_gw_metrics {
     _Atomic uint64_t rate_limited;
     _Atomic uint64_t queue_to_clients, queue_to_service;
     _Atomic int upstream_healthy;
+    _Atomic uint64_t smb_chunks, smb_bytes, smb_commits, smb_retries;
     struct labeled frame_rejected;
     struct labeled conn_rejected;
     struct labeled auth_fail[TG_GW_T_COUNT];
@@ -192,6 +193,15 @@ void tg_gw_metrics_set_queue_bytes(struct tg_gw_metrics *m, uint64_t to_clients,
 void tg_gw_metrics_set_upstream_healthy(struct tg_gw_metrics *m, int healthy)
 {
     atomic_store_explicit(&m->upstream_healthy, healthy ? 1 : 0, memory_order_relaxed);
+}
+
+void tg_gw_metrics_smb_bridge(struct tg_gw_metrics *m, uint64_t chunks, uint64_t bytes, uint64_t commits,
+                              uint64_t retries)
+{
+    atomic_fetch_add_explicit(&m->smb_chunks, chunks, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->smb_bytes, bytes, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->smb_commits, commits, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->smb_retries, retries, memory_order_relaxed);
 }
 
 int tg_gw_metrics_method(struct tg_gw_metrics *m, const char *service, const char *method)
@@ -371,6 +381,19 @@ char *tg_gw_metrics_render(struct tg_gw_metrics *m)
     head(f, "tracegated_queue_bytes", "gauge", "Bytes queued in output buffers, by destination (sampled).");
     fprintf(f, "tracegated_queue_bytes{to=\"clients\"} %llu\n", (unsigned long long)atomic_load(&m->queue_to_clients));
     fprintf(f, "tracegated_queue_bytes{to=\"service\"} %llu\n", (unsigned long long)atomic_load(&m->queue_to_service));
+
+    head(f, "tracegated_smb_bridge_chunks_total", "counter",
+         "Chunks of remote producers copied into the service's shared memory buffer.");
+    fprintf(f, "tracegated_smb_bridge_chunks_total %llu\n", (unsigned long long)atomic_load(&m->smb_chunks));
+    head(f, "tracegated_smb_bridge_bytes_total", "counter",
+         "Bytes of remote producers' chunks copied into the service's shared memory buffer.");
+    fprintf(f, "tracegated_smb_bridge_bytes_total %llu\n", (unsigned long long)atomic_load(&m->smb_bytes));
+    head(f, "tracegated_smb_bridge_commits_total", "counter",
+         "CommitData requests of remote producers rewritten to name shared memory chunks.");
+    fprintf(f, "tracegated_smb_bridge_commits_total %llu\n", (unsigned long long)atomic_load(&m->smb_commits));
+    head(f, "tracegated_smb_bridge_retries_total", "counter",
+         "Times a remote producer's CommitData waited for room in the shared memory buffer.");
+    fprintf(f, "tracegated_smb_bridge_retries_total %llu\n", (unsigned long long)atomic_load(&m->smb_retries));
 
     size_t nm = atomic_load_explicit(&m->n_methods, memory_order_acquire);
     head(f, "tracegated_rpc_denied_total", "counter", "Method calls refused by the access policy, by method.");

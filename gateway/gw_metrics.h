@@ -47,6 +47,10 @@ void tg_gw_metrics_upstream_error(struct tg_gw_metrics *m, enum tg_gw_port p);
 void tg_gw_metrics_rate_limited(struct tg_gw_metrics *m);
 void tg_gw_metrics_set_queue_bytes(struct tg_gw_metrics *m, uint64_t to_clients, uint64_t to_service);
 void tg_gw_metrics_set_upstream_healthy(struct tg_gw_metrics *m, int healthy);
+/* Remote-producer SMB bridge (gw_smb_filter.c): chunks and bytes copied into
+ * the service's SMB, CommitData requests rewritten, retries (SMB full). */
+void tg_gw_metrics_smb_bridge(struct tg_gw_metrics *m, uint64_t chunks, uint64_t bytes, uint64_t commits,
+                              uint64_t retries);
 
 /* Per-method statistics. tg_gw_metrics_method() returns a stable slot for a
  * method name (interned on first use; the "other" slot when full). */

@@ -188,9 +188,19 @@ enum tg_smbb_verdict tg_smb_bridge_from_producer(struct tg_smb_bridge *b, const 
         snprintf(err, errlen, "undecodable CommitData from the producer");
         return TG_SMBB_ERROR;
     }
+    /* An inline chunk without a target buffer is left as it is: the service
+     * discards it without looking at the SMB (copied, it would stay Complete
+     * in the SMB forever). */
     size_t n_inline = 0;
-    for (size_t i = 0; i < req->n_chunks_to_move; i++)
-        n_inline += req->chunks_to_move[i]->has_data;
+    for (size_t i = 0; i < req->n_chunks_to_move; i++) {
+        const Perfetto__Protos__CommitDataRequest__ChunksToMove *m = req->chunks_to_move[i];
+        if (m->has_data && m->data.len < TG_SMB_CHUNK_HEADER_SIZE) {
+            snprintf(err, errlen, "inline chunk of %zu bytes is shorter than a chunk header", m->data.len);
+            perfetto__protos__commit_data_request__free_unpacked(req, NULL);
+            return TG_SMBB_ERROR;
+        }
+        n_inline += m->has_data && m->has_target_buffer;
+    }
     if (n_inline == 0) { /* patches and flush acks only */
         perfetto__protos__commit_data_request__free_unpacked(req, NULL);
         return TG_SMBB_FORWARD;
@@ -218,7 +228,7 @@ enum tg_smbb_verdict tg_smb_bridge_from_producer(struct tg_smb_bridge *b, const 
     size_t taken = 0;
     for (size_t i = 0; i < req->n_chunks_to_move && verdict == TG_SMBB_REPLACED; i++) {
         Perfetto__Protos__CommitDataRequest__ChunksToMove *m = req->chunks_to_move[i];
-        if (!m->has_data)
+        if (!m->has_data || !m->has_target_buffer)
             continue;
         if (m->data.len < TG_SMB_CHUNK_HEADER_SIZE) {
             snprintf(err, errlen, "inline chunk of %zu bytes is shorter than a chunk header", m->data.len);
@@ -260,7 +270,7 @@ enum tg_smbb_verdict tg_smb_bridge_from_producer(struct tg_smb_bridge *b, const 
     size_t k = 0;
     for (size_t i = 0; i < req->n_chunks_to_move; i++) {
         Perfetto__Protos__CommitDataRequest__ChunksToMove *m = req->chunks_to_move[i];
-        if (!m->has_data)
+        if (!m->has_data || !m->has_target_buffer)
             continue;
         struct slot *s = &slots[k++];
         size_t len = m->data.len;

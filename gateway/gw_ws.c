@@ -51,7 +51,7 @@ static void on_handoff(void *arg, int fd, const struct tg_gw_client_info *info)
 {
     struct tg_gw_ws *ws = arg;
     struct tg_conn_opts o;
-    tg_conn_opts_default(&o);
+    tg_gw_client_conn_opts(ws->gw, &o); /* the gateway's configured limits apply to WebSockets too */
     o.no_fd_passing = 1;
     tg_conn *c = tg_conn_new_fd(ws->base, fd, &o, NULL, NULL);
     if (!c) {

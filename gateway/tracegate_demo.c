@@ -7,7 +7,8 @@
  * two counter tracks (fps, queue_depth) and flows from each DrawFrame on the
  * main thread to the UploadFrame slice of a worker thread that has its own
  * trace writer. Timestamps are CLOCK_BOOTTIME nanoseconds. Works over UNIX
- * sockets (shared memory) and TCP (shmem emulation). */
+ * sockets (shared memory) and TCP (shmem emulation); tls:// and ws:// (a
+ * gateway's /producer) go through the gateway's endpoint code (endpoint.h). */
 #include <errno.h>
 #include <event2/event.h>
 #include <getopt.h>
@@ -23,6 +24,7 @@
 #include "config.h"
 #include "counter_descriptor.pb-c.h"
 #include "debug_annotation.pb-c.h"
+#include "endpoint.h"
 #include "process_descriptor.pb-c.h"
 #include "thread_descriptor.pb-c.h"
 #include "trace_packet.pb-c.h"
@@ -499,6 +501,15 @@ static void on_disconnected(tg_producer *p, const char *reason, void *arg)
 
 /* ---- main ---- */
 
+/* tg_producer_opts.connect for tls://, ws:// and wss:// endpoints. */
+static tg_ipc_client *endpoint_connect(struct event_base *base, const char *socket,
+                                       const struct tg_ipc_client_cbs *cbs, void *cbs_arg, void *connect_arg,
+                                       char *err, size_t errlen)
+{
+    (void)socket;
+    return tg_endpoint_connect(base, connect_arg, NULL, cbs, cbs_arg, err, errlen);
+}
+
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -507,7 +518,8 @@ static void usage(FILE *out)
             "tracing service while a session enables the \"track_event\" data source.\n\n"
             "options:\n"
             "  --producer-socket ADDR  producer socket (default: $PERFETTO_PRODUCER_SOCK_NAME or\n"
-            "                          Perfetto's default); host:port = TCP (shmem emulation)\n"
+            "                          Perfetto's default); host:port = TCP (shmem emulation);\n"
+            "                          also unix:PATH, tcp://, tls://HOST:PORT, ws://HOST:PORT/producer\n"
             "  --name NAME             producer name (default: tracegate-demo)\n"
             "  --rate N                frames per second (default 60)\n"
             "  --duration S            exit after S seconds (default 0 = run until killed)\n"
@@ -599,6 +611,21 @@ int main(int argc, char **argv)
 
     struct tg_producer_opts po = {0};
     po.socket = d.o.socket;
+    struct tg_endpoint ep;
+    if (d.o.socket && (strstr(d.o.socket, "://") || strncmp(d.o.socket, "unix:", 5) == 0)) { /* endpoint.h URL */
+        char eerr[256];
+        if (tg_endpoint_parse(d.o.socket, &ep, eerr, sizeof eerr) != 0) {
+            fprintf(stderr, "tracegate-demo: %s\n", eerr);
+            event_base_free(d.base);
+            return 2;
+        }
+        if (ep.kind == TG_EP_UNIX || ep.kind == TG_EP_TCP) {
+            po.socket = ep.address; /* a Perfetto address: the library connects itself */
+        } else {
+            po.connect = endpoint_connect;
+            po.connect_arg = &ep;
+        }
+    }
     po.name = d.o.name;
     po.reconnect = true;
     po.on_connected = on_connected;

@@ -599,7 +599,8 @@ static void start_connect(tg_producer *p)
     p->connected_reported = false;
     p->pending_register_acks = 0;
     p->emulation = false;
-    p->cli = tg_ipc_client_connect(p->base, p->addr, NULL, &cbs, p, err, sizeof err);
+    p->cli = p->connect ? p->connect(p->base, p->addr, &cbs, p, p->connect_arg, err, sizeof err)
+                        : tg_ipc_client_connect(p->base, p->addr, NULL, &cbs, p, err, sizeof err);
     if (!p->cli) {
         teardown(p, err[0] ? err : "cannot connect", true);
         return;
@@ -677,7 +678,7 @@ tg_producer *tg_producer_new(struct event_base *base, const struct tg_producer_o
             *comma = '\0';
     }
     struct tg_addr a;
-    if (tg_addr_parse(addr, &a, err, errlen) != 0)
+    if (!o.connect && tg_addr_parse(addr, &a, err, errlen) != 0)
         return NULL;
     uint32_t page = o.smb_page_size_hint_kb * 1024u, size = o.smb_size_hint_kb * 1024u;
     if (page && (page % 4096 || page > 32768 || (page & (page - 1)))) {
@@ -704,6 +705,8 @@ tg_producer *tg_producer_new(struct event_base *base, const struct tg_producer_o
     p->smb_page_hint = page;
     p->smb_size_hint = size;
     p->reconnect = o.reconnect;
+    p->connect = o.connect;
+    p->connect_arg = o.connect_arg;
     p->backoff_min_ms = o.reconnect_min_ms ? o.reconnect_min_ms : 100;
     p->backoff_max_ms = o.reconnect_max_ms ? o.reconnect_max_ms : 5000;
     if (p->backoff_max_ms < p->backoff_min_ms)

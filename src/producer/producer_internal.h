@@ -96,6 +96,11 @@ struct tg_producer {
 
     /* options (copied) */
     char *addr;
+    /* tg_producer_opts.connect / connect_arg (NULL = tg_ipc_client_connect) */
+    struct tg_ipc_client *(*connect)(struct event_base *base, const char *socket,
+                                     const struct tg_ipc_client_cbs *cbs, void *cbs_arg, void *connect_arg,
+                                     char *err, size_t errlen);
+    void *connect_arg;
     char *name;
     uint32_t smb_size_hint, smb_page_hint; /* bytes */
     bool reconnect;

@@ -71,6 +71,8 @@
 #include <stdint.h>
 
 struct event_base;
+struct tg_ipc_client;
+struct tg_ipc_client_cbs;
 
 typedef struct tg_producer tg_producer;
 typedef struct tg_trace_writer tg_trace_writer;
@@ -103,6 +105,16 @@ struct tg_producer_opts {
      * before this runs. */
     void (*on_disconnected)(tg_producer *p, const char *reason, void *arg);
     void *cb_arg;
+    /* Optional transport: opens each (re)connection to `socket` instead of
+     * tg_ipc_client_connect() (e.g. tls:// or ws:// through the gateway's
+     * endpoint code). It must hand cbs/cbs_arg to the client it creates
+     * (tg_ipc_client_new) and return it, or NULL with a message in err (a
+     * failed attempt: retried if reconnect is set). With a connect hook the
+     * address is not checked by tg_producer_new. Called on the loop thread. */
+    struct tg_ipc_client *(*connect)(struct event_base *base, const char *socket,
+                                     const struct tg_ipc_client_cbs *cbs, void *cbs_arg, void *connect_arg,
+                                     char *err, size_t errlen);
+    void *connect_arg;
 };
 
 /* Creates the producer and starts connecting (non-blocking). Returns NULL with

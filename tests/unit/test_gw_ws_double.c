@@ -170,6 +170,12 @@ int tg_gw_origin_allowed(struct tg_gw *gw, const char *origin)
     return origin && !strcmp(origin, "https://ui.perfetto.dev");
 }
 
+void tg_gw_client_conn_opts(struct tg_gw *gw, struct tg_conn_opts *o)
+{
+    (void)gw;
+    tg_conn_opts_default(o);
+}
+
 int tg_gw_upstream_healthy(struct tg_gw *gw)
 {
     (void)gw;

@@ -496,7 +496,7 @@ int ts_prod_connect(struct ts_env *e, struct ts_prod *p, const struct ts_prod_op
     p->e = e;
     p->o = *o;
     p->smb_fd = -1;
-    if (ts_raw_open(e, &p->r, 1, o->tcp) != 0)
+    if ((o->addr ? ts_raw_connect_addr(&p->r, o->addr) : ts_raw_open(e, &p->r, 1, o->tcp)) != 0)
         return -1;
     p->rid = 1;
     if (o->identity_hint) {

@@ -103,6 +103,8 @@ struct ts_prod_opts {
     int auto_notify_stop;   /* answer StopDataSource with NotifyDataSourceStopped */
     const char *identity_hint; /* TCP only: send SetPeerIdentity{machine_id_hint} first */
     const char *machine_name;
+    const char *addr;       /* connect to this address (e.g. a gateway listener) instead of the service;
+                             * tcp then says whether it is a TCP address */
 };
 
 #define TS_MAX_INST 32
