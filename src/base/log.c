@@ -57,6 +57,9 @@ static size_t json_escape(char *out, size_t pos, size_t cap, const char *s)
     return pos;
 }
 
+/* fmt is a printf format passed on from tg_log (clang's -Wformat-nonliteral needs to know) */
+__attribute__((format(printf, 3, 0))) void tg_vlog(enum tg_log_level level, const char *component, const char *fmt,
+                                                   va_list ap);
 void tg_vlog(enum tg_log_level level, const char *component, const char *fmt, va_list ap)
 {
     if ((int)level < atomic_load(&g_level))

@@ -60,6 +60,7 @@ struct tg_conn {
     int read_paused;
     int congested;
     int dispatching;
+    int peer_eof; /* the peer hung up while reading was paused with frames still buffered */
     char reason[160];
 
     uint64_t last_progress_ms, last_input_ms, flush_deadline_ms;
@@ -124,6 +125,10 @@ static int sock_flush(tg_conn *c)
 {
     while (evbuffer_get_length(c->out) > 0) {
         size_t limit = evbuffer_get_length(c->out);
+        /* evbuffer_peek walks every chain up to `limit`: bound it, or each sendmsg costs
+         * O(whole queue) when many small frames are queued (a socket takes far less anyway) */
+        if (limit > (1u << 20))
+            limit = 1u << 20;
         int attach = -1;
         if (c->fdq_len) {
             uint64_t at = c->fdq[0].offset;
@@ -366,8 +371,12 @@ static void sock_read_cb(evutil_socket_t sfd, short what, void *arg)
             break;
     }
     dispatch_frames(c);
-    if (eof && !c->closing)
-        schedule_close(c, "peer closed the connection");
+    if (eof && !c->closing) {
+        if (c->read_paused && evbuffer_get_length(c->in) > 0)
+            c->peer_eof = 1; /* deliver what it sent first: dispatch_frames closes after resume */
+        else
+            schedule_close(c, "peer closed the connection");
+    }
 }
 
 static void dispatch_frames(tg_conn *c)
@@ -399,6 +408,8 @@ static void dispatch_frames(tg_conn *c)
         tg_frame_drain(c->in, len);
     }
     c->dispatching = 0;
+    if (c->peer_eof && !c->closing && !c->read_paused && !c->flushing)
+        schedule_close(c, "peer closed the connection");
 }
 
 /* ------------------------------------------------------ bufferevent glue */
@@ -425,7 +436,10 @@ static void bev_event_cb(struct bufferevent *bev, short what, void *arg)
     (void)bev;
     if (what & BEV_EVENT_EOF) {
         dispatch_frames(c);
-        schedule_close(c, "peer closed the connection");
+        if (c->read_paused && !c->closing && evbuffer_get_length(c->in) > 0)
+            c->peer_eof = 1; /* as for sockets: deliver the rest after resume, then close */
+        else
+            schedule_close(c, "peer closed the connection");
     } else if (what & BEV_EVENT_ERROR) {
         char why[128];
         int e = EVUTIL_SOCKET_ERROR();

@@ -49,6 +49,9 @@ struct tg_ipc_client {
     size_t scratch_cap;
     int in_callback;
     int free_requested;
+    /* session survival (tg_ipc_client_keep_pending/_reattach) */
+    int keep_pending;
+    uint64_t frames_in; /* frames received on the current (or last) connection */
 };
 
 static void client_release(tg_ipc_client *cli)
@@ -152,18 +155,28 @@ static void on_frame(tg_conn *c, const uint8_t *body, size_t len, void *arg)
     tg_ipc_client *cli = arg;
     struct tg_frame_info fi;
     (void)c;
+    cli->frames_in++;
     if (tg_frame_scan(body, len, &fi) != 0)
         return; /* undecodable frames are dropped */
     cli->in_callback++;
     if (fi.msg == TG_MSG_BIND_SERVICE_REPLY) {
         struct pending *pd = pending_take(cli, fi.request_id, 0);
         if (pd) {
-            on_bind_reply(cli, pd, &fi);
+            if (pd->is_bind)
+                on_bind_reply(cli, pd, &fi);
+            else if (pd->reply_cb) /* a bind reply to an invoke: the call failed */
+                pd->reply_cb(cli, 0, 0, NULL, 0, pd->arg);
             free(pd);
         }
     } else if (fi.msg == TG_MSG_INVOKE_METHOD_REPLY) {
         struct pending *pd = pending_take(cli, fi.request_id, fi.has_more);
-        if (pd && !pd->is_bind) {
+        if (pd && pd->is_bind) { /* an invoke reply to a bind: the bind failed */
+            if (fi.has_more)
+                pending_take(cli, fi.request_id, 0);
+            if (pd->bind_cb)
+                pd->bind_cb(cli, NULL, pd->arg);
+            free(pd);
+        } else if (pd) {
             tg_ipc_reply_cb cb = pd->reply_cb;
             void *cb_arg = pd->arg;
             if (!fi.has_more)
@@ -194,8 +207,9 @@ static void on_close(tg_conn *c, const char *reason, void *arg)
     (void)c;
     cli->conn = NULL;
     cli->in_callback++;
-    /* Fail every outstanding request exactly once. */
-    while (cli->pending) {
+    /* Fail every outstanding request exactly once (unless they are kept for
+     * tg_ipc_client_reattach). */
+    while (cli->pending && !(cli->keep_pending && !cli->free_requested)) {
         struct pending *p = cli->pending;
         cli->pending = p->next;
         cli->n_pending--;
@@ -389,6 +403,22 @@ int tg_ipc_client_set_peer_identity(tg_ipc_client *cli, int32_t pid, int32_t uid
     perfetto__protos__ipcframe__pack(&frame, buf);
     return tg_conn_send(cli->conn, buf, n, -1);
 }
+
+void tg_ipc_client_keep_pending(tg_ipc_client *cli, int keep) { cli->keep_pending = keep != 0; }
+
+int tg_ipc_client_reattach(tg_ipc_client *cli, tg_conn *conn)
+{
+    if (cli->conn || cli->free_requested) {
+        tg_conn_close(conn, "client already connected");
+        return -1;
+    }
+    cli->conn = conn;
+    cli->frames_in = 0;
+    tg_conn_set_cbs(conn, &k_cbs, cli);
+    return 0;
+}
+
+uint64_t tg_ipc_client_frames_received(const tg_ipc_client *cli) { return cli->frames_in; }
 
 int tg_ipc_client_take_fd(tg_ipc_client *cli) { return cli->conn ? tg_conn_take_fd(cli->conn) : -1; }
 int tg_ipc_client_connected(const tg_ipc_client *cli) { return cli->conn != NULL; }

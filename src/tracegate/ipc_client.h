@@ -67,6 +67,20 @@ void tg_ipc_client_cancel(tg_ipc_client *cli, uint64_t request_id);
 int tg_ipc_client_set_peer_identity(tg_ipc_client *cli, int32_t pid, int32_t uid, const char *machine_id_hint,
                                     const char *machine_name);
 
+/* Session survival (a tracegate gateway's TracegateSession.Resume): with
+ * keep != 0, a closed connection keeps the pending requests and the bound
+ * services instead of failing them (on_disconnect still runs; the kept
+ * callbacks are only dropped by tg_ipc_client_cancel or _free). */
+void tg_ipc_client_keep_pending(tg_ipc_client *cli, int keep);
+/* Continues on a new connection (ownership taken; closed on error) after the
+ * previous one closed: proxies stay valid, request ids keep counting, and
+ * replies to kept requests that arrive on `conn` reach their callbacks.
+ * Returns 0, or -1 if the client is still connected or being freed. */
+int tg_ipc_client_reattach(tg_ipc_client *cli, tg_conn *conn);
+/* Frames received on the current connection (or on the last one, once it
+ * closed), counted as they are dispatched. */
+uint64_t tg_ipc_client_frames_received(const tg_ipc_client *cli);
+
 /* The fd received with the reply being delivered (or -1); caller owns it. */
 int tg_ipc_client_take_fd(tg_ipc_client *cli);
 int tg_ipc_client_connected(const tg_ipc_client *cli);

@@ -1,0 +1,270 @@
+/* tg_test_util.c: shared test helpers: ../shared lookup, recordings, PRNG, ports, loop runner (see tg_test_util.h). */
+#include "tg_test_util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef TG_SHARED_DIR
+#define TG_SHARED_DIR "../shared"
+#endif
+
+static int is_dir(const char *p)
+{
+    struct stat st;
+    return p && *p && stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+const char *tg_test_shared_dir(void)
+{
+    const char *env = getenv("TG_SHARED_DIR");
+    if (is_dir(env))
+        return env;
+    if (is_dir(TG_SHARED_DIR))
+        return TG_SHARED_DIR;
+    return NULL;
+}
+
+const char *tg_test_recordings_dir(void)
+{
+    static char buf[1024];
+    const char *s = tg_test_shared_dir();
+    if (!s)
+        return NULL;
+    snprintf(buf, sizeof buf, "%s/interop/recordings", s);
+    return is_dir(buf) ? buf : NULL;
+}
+
+int tg_test_read_file(const char *path, uint8_t **data, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    size_t cap = 65536, n = 0;
+    uint8_t *buf = malloc(cap + 1);
+    while (buf) {
+        if (n == cap) {
+            uint8_t *nb = realloc(buf, cap * 2 + 1);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t r = fread(buf + n, 1, cap - n, f);
+        if (r == 0)
+            break;
+        n += r;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (!buf || err) {
+        free(buf);
+        return -1;
+    }
+    buf[n] = 0;
+    *data = buf;
+    *len = n;
+    return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+size_t tg_test_list_dir(const char *dir, const char *suffix, char ***paths)
+{
+    *paths = NULL;
+    DIR *d = dir ? opendir(dir) : NULL;
+    if (!d)
+        return 0;
+    size_t n = 0, cap = 0, sl = strlen(suffix);
+    char **v = NULL;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t nl = strlen(e->d_name);
+        if (e->d_name[0] == '.' || nl < sl || strcmp(e->d_name + nl - sl, suffix) != 0)
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            char **nv = realloc(v, cap * sizeof *nv);
+            if (!nv)
+                break;
+            v = nv;
+        }
+        size_t pl = strlen(dir) + 1 + nl + 1;
+        v[n] = malloc(pl);
+        if (!v[n])
+            break;
+        snprintf(v[n], pl, "%s/%s", dir, e->d_name);
+        n++;
+    }
+    closedir(d);
+    if (n)
+        qsort(v, n, sizeof *v, cmp_str);
+    *paths = v;
+    return n;
+}
+
+void tg_test_free_list(char **paths, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(paths[i]);
+    free(paths);
+}
+
+void tg_recording_free(struct tg_recording *rec)
+{
+    free(rec->raw);
+    free(rec->recs);
+    free(rec->stream[0]);
+    free(rec->stream[1]);
+    memset(rec, 0, sizeof *rec);
+}
+
+int tg_recording_load(const char *path, struct tg_recording *rec)
+{
+    memset(rec, 0, sizeof *rec);
+    snprintf(rec->path, sizeof rec->path, "%s", path);
+    const char *base = strrchr(path, '/');
+    snprintf(rec->name, sizeof rec->name, "%s", base ? base + 1 : path);
+    char *dot = strrchr(rec->name, '.');
+    if (dot)
+        *dot = '\0';
+    if (tg_test_read_file(path, &rec->raw, &rec->raw_len) != 0)
+        return -1;
+    /* two passes: count and size, then fill */
+    for (int pass = 0; pass < 2; pass++) {
+        size_t off = 0, n = 0, sl[2] = {0, 0};
+        while (off < rec->raw_len) {
+            if (rec->raw_len - off < 6)
+                goto bad;
+            const uint8_t *h = rec->raw + off;
+            uint8_t dir = h[0], nfds = h[1];
+            size_t len = (size_t)h[2] | (size_t)h[3] << 8 | (size_t)h[4] << 16 | (size_t)h[5] << 24;
+            off += 6;
+            if (dir > 2 || rec->raw_len - off < len)
+                goto bad;
+            if (pass == 1) {
+                rec->recs[n] = (struct tg_rec_record){dir, nfds, rec->raw + off, len};
+                if (dir < 2 && len)
+                    memcpy(rec->stream[dir] + sl[dir], rec->raw + off, len);
+            }
+            if (dir < 2)
+                sl[dir] += len;
+            off += len;
+            n++;
+        }
+        if (pass == 0) {
+            rec->n_recs = n;
+            rec->recs = calloc(n ? n : 1, sizeof *rec->recs);
+            rec->stream[0] = malloc(sl[0] ? sl[0] : 1);
+            rec->stream[1] = malloc(sl[1] ? sl[1] : 1);
+            rec->stream_len[0] = sl[0];
+            rec->stream_len[1] = sl[1];
+            if (!rec->recs || !rec->stream[0] || !rec->stream[1])
+                goto bad;
+        }
+    }
+    return 0;
+bad:
+    tg_recording_free(rec);
+    return -1;
+}
+
+uint64_t tg_test_rand(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+size_t tg_test_rand_range(uint64_t *state, size_t lo, size_t hi)
+{
+    if (hi <= lo)
+        return lo;
+    return lo + (size_t)(tg_test_rand(state) % (uint64_t)(hi - lo + 1));
+}
+
+int tg_test_free_tcp_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t sl = sizeof sa;
+    int port = 0;
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 && getsockname(fd, (struct sockaddr *)&sa, &sl) == 0)
+        port = ntohs(sa.sin_port);
+    close(fd);
+    return port;
+}
+
+static void timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    *(int *)arg = 1;
+}
+
+int tg_test_run_until(struct event_base *base, int (*done)(void *arg), void *arg, int timeout_ms)
+{
+    int timed_out = 0;
+    struct event *t = evtimer_new(base, timeout_cb, &timed_out);
+    if (!t)
+        return 0;
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    evtimer_add(t, &tv);
+    int ok = 0;
+    for (;;) {
+        if (done && done(arg)) {
+            ok = 1;
+            break;
+        }
+        if (timed_out)
+            break;
+        if (event_base_loop(base, EVLOOP_ONCE) < 0)
+            break;
+    }
+    event_free(t);
+    return ok;
+}
+
+int tg_test_count_open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n - 1; /* the directory's own fd */
+}
+
+uint32_t tg_test_fnv1a_machine_id(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++) {
+        h ^= (uint8_t)*s;
+        h *= 0x100000001b3ull;
+    }
+    uint32_t id = (uint32_t)(h & 0xffffffffu);
+    return id ? id : 1;
+}

@@ -1,0 +1,80 @@
+/* tg_test_util.h: helpers shared by the cmocka unit tests (and the fuzz regression runner).
+ *
+ * - finding ../shared (getenv("TG_SHARED_DIR"), else the compile-time TG_SHARED_DIR);
+ * - loading the interop recordings (records: u8 dir, u8 nfds, u32 LE len, bytes) and
+ *   reassembling each direction's byte stream;
+ * - a deterministic PRNG, a free TCP port, and a "run the loop until" helper.
+ *
+ * Use it by adding tests/unit/tg_test_util.c to a test's _SOURCES and including
+ * "tg_test_util.h" (the directory of the including file is searched first).
+ * Nothing here calls cmocka: functions return errors and tests assert on them.
+ * Not thread-safe (tests are single-threaded). */
+#ifndef TG_TEST_UTIL_H
+#define TG_TEST_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct event_base;
+
+/* Directory of ../shared, or NULL when it does not exist. */
+const char *tg_test_shared_dir(void);
+/* $shared/interop/recordings, or NULL when absent. */
+const char *tg_test_recordings_dir(void);
+
+/* Reads a whole file into a malloc'ed buffer (NUL-terminated, len excludes it).
+ * Returns 0 or -1. */
+int tg_test_read_file(const char *path, uint8_t **data, size_t *len);
+
+/* Sorted list of paths in dir whose name ends with suffix (e.g. ".bin").
+ * Returns the count; *paths is a malloc'ed array of malloc'ed strings (free
+ * with tg_test_free_list). 0 with *paths NULL when the directory is absent. */
+size_t tg_test_list_dir(const char *dir, const char *suffix, char ***paths);
+void tg_test_free_list(char **paths, size_t n);
+
+enum { TG_REC_C2S = 0, TG_REC_S2C = 1, TG_REC_SMB = 2 };
+
+struct tg_rec_record {
+    uint8_t dir, nfds;
+    const uint8_t *data; /* points into tg_recording.raw */
+    size_t len;
+};
+
+struct tg_recording {
+    char path[512];
+    char name[128]; /* file name without directory and ".bin" */
+    uint8_t *raw;
+    size_t raw_len;
+    struct tg_rec_record *recs;
+    size_t n_recs;
+    /* dir 0 and dir 1 bytes, concatenated in record order (dir 2 skipped) */
+    uint8_t *stream[2];
+    size_t stream_len[2];
+};
+
+/* Parses a recording. Returns 0, or -1 if the file is unreadable or a record
+ * is truncated or has a dir other than 0..2. */
+int tg_recording_load(const char *path, struct tg_recording *rec);
+void tg_recording_free(struct tg_recording *rec);
+
+/* splitmix64: deterministic for a given seed. */
+uint64_t tg_test_rand(uint64_t *state);
+/* Uniform-ish in [lo, hi]. */
+size_t tg_test_rand_range(uint64_t *state, size_t lo, size_t hi);
+
+/* A TCP port on 127.0.0.1 that was free a moment ago (0 on failure). */
+int tg_test_free_tcp_port(void);
+
+/* Runs base until done(arg) returns non-zero or timeout_ms elapses.
+ * Returns 1 if done, 0 on timeout. done may be NULL: then it just runs for
+ * timeout_ms (useful to prove that something does NOT happen). */
+int tg_test_run_until(struct event_base *base, int (*done)(void *arg), void *arg, int timeout_ms);
+
+/* Number of open file descriptors of this process (for fd-leak checks), -1 on error. */
+int tg_test_count_open_fds(void);
+
+/* FNV-1a 64 of s, low 32 bits, 0 mapped to 1 (Perfetto's machine id), computed
+ * independently of the library so tests can check it. */
+uint32_t tg_test_fnv1a_machine_id(const char *s);
+
+#endif
