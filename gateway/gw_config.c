@@ -27,6 +27,7 @@ enum opt_id {
     O_MAX_FRAME, O_OUT_HIGH, O_OUT_LOW, O_OUT_SOFT, O_OUT_SOFT_GRACE, O_OUT_HARD, O_RATE, O_BURST,
     O_MAX_CONNS, O_MAX_CONNS_PER_SOURCE, O_HANDSHAKE_TIMEOUT, O_IDLE_TIMEOUT, O_DRAIN_TIMEOUT,
     O_LOG_LEVEL, O_LOG_FORMAT, O_SYSLOG,
+    O_RESUME_WINDOW, /* session survival (gw_resume.c) */
 };
 
 struct opt_def {
@@ -88,6 +89,10 @@ static const struct opt_def k_opts[] = {
     {O_HANDSHAKE_TIMEOUT, "handshake-timeout", "DURATION", 0, "time to authenticate in-band (default 10s)"},
     {O_IDLE_TIMEOUT, "idle-timeout", "DURATION", 0, "close clients idle that long with no call pending (default off)"},
     {O_DRAIN_TIMEOUT, "drain-timeout", "DURATION", 0, "on SIGTERM, how long sessions may finish (default 30s)"},
+    /* session survival (gw_resume.c) */
+    {O_RESUME_WINDOW, "resume-window", "DURATION",
+     0, "keep a dropped consumer client's session this long for a resume, then Detach it with a logged "
+        "key (default 60s, 0 = off)"},
 
     {O_LOG_LEVEL, "log-level", "LEVEL", 0, "debug, info, warn or error (default info)"},
     {O_LOG_FORMAT, "log-format", "FORMAT", 0, "text or json (default text)"},
@@ -117,6 +122,7 @@ void tg_gw_config_init(struct tg_gw_config *c)
     c->log_level = TG_LOG_INFO;
     c->log_format = TG_LOG_TEXT;
     tg_gw_limits_default(&c->limits);
+    c->resume_window_ms = 60000; /* session survival (gw_resume.c) */
 }
 
 static void free_list(char **l, size_t n)
@@ -317,6 +323,11 @@ int tg_gw_config_set(struct tg_gw_config *c, const char *name, const char *value
         *dst = ms;
         return 0;
     }
+    case O_RESUME_WINDOW: /* session survival (gw_resume.c) */
+        if (tg_gw_parse_duration_ms(value, &ms) != 0)
+            return set_err(err, errlen, "%s: '%s' is not a duration (e.g. 60s, 500ms, 0 = off)", name, value);
+        c->resume_window_ms = ms;
+        return 0;
     case O_RATE: {
         char *end;
         errno = 0;

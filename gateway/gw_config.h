@@ -77,6 +77,7 @@ struct tg_gw_config {
     int tls_require_client_cert;
 
     struct tg_gw_limits limits;
+    uint32_t resume_window_ms; /* session survival (gw_resume.c): 0 = off */
 
     int log_level;  /* enum tg_log_level */
     int log_format; /* enum tg_log_format */

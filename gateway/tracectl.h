@@ -50,6 +50,13 @@ struct tc_session {
     int aborted;
     uint64_t deadline_ms; /* 0 = none */
     struct event *tick, *sigint, *sigterm;
+    /* session survival (tc_rpc_arm_resume): a stop asked for while reconnecting, and a
+     * resume during ReadBuffers that could not re-send everything */
+    int stop_deferred;
+    int read_gap;
+    int buffers_freed;
+    unsigned test_drop_read; /* test only: cut the connection after this many ReadBuffers replies */
+    int test_drop_silent;    /* test only: ... without the gateway noticing */
 };
 
 /* Installs SIGINT/SIGTERM handling and the once-per-second progress timer on

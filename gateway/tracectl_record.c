@@ -63,7 +63,9 @@ static void progress_print(struct tc_session *s)
     uint64_t el = now_ms() - s->t0_ms;
     char line[256];
     int n;
-    if (s->stop_requested)
+    if (s->rpc->disconnected)
+        n = snprintf(line, sizeof line, "reconnecting to resume the session: %" PRIu64 "s", el / 1000);
+    else if (s->stop_requested)
         n = snprintf(line, sizeof line, "stopping: %" PRIu64 "s", el / 1000);
     else if (s->attached)
         n = snprintf(line, sizeof line, "attached, waiting for the session to end: %" PRIu64 "s", el / 1000);
@@ -71,7 +73,7 @@ static void progress_print(struct tc_session *s)
         n = snprintf(line, sizeof line, "recording: %" PRIu64 "s / %us", el / 1000, (s->duration_ms + 999) / 1000);
     else
         n = snprintf(line, sizeof line, "recording: %" PRIu64 "s (Ctrl-C to stop)", el / 1000);
-    if (s->have_stats && s->buffer_size && n > 0 && (size_t)n < sizeof line) {
+    if (s->have_stats && s->buffer_size && n > 0 && (size_t)n < sizeof line && !s->rpc->disconnected) {
         double pct = (double)s->bytes_written * 100.0 / (double)s->buffer_size;
         char sz[32];
         human_bytes(sz, sizeof sz, s->buffer_size);
@@ -138,6 +140,10 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     }
     if (!s->progress)
         return;
+    if (s->rpc->disconnected) { /* reconnecting (tc_rpc_recover): no calls now */
+        progress_print(s);
+        return;
+    }
     if (s->stats_busy && s->stats.done) {
         s->stats_busy = 0;
         if (!s->stats.ok)
@@ -193,6 +199,8 @@ static int enable_part(void *arg, const uint8_t *reply, size_t len, int has_more
     return 0;
 }
 
+static void session_resumed(void *arg);
+
 int tc_session_init(struct tc_session *s, struct tc_rpc *rpc, uint32_t duration_ms, int progress)
 {
     memset(s, 0, sizeof *s);
@@ -205,6 +213,9 @@ int tc_session_init(struct tc_session *s, struct tc_rpc *rpc, uint32_t duration_
     s->stats.arg = s;
     s->enable.fn = enable_part;
     s->enable.arg = s;
+    rpc->on_resumed = session_resumed;
+    rpc->resumed_arg = s;
+    rpc->abort_flag = &s->aborted;
     s->tick = event_new(rpc->base, -1, EV_PERSIST, on_tick, s);
     s->sigint = evsignal_new(rpc->base, SIGINT, on_signal, s);
     s->sigterm = evsignal_new(rpc->base, SIGTERM, on_signal, s);
@@ -232,6 +243,11 @@ void tc_session_destroy(struct tc_session *s)
             tg_ipc_client_cancel(s->rpc->cli, s->disable.request_id);
         if (s->stop_requested && s->flush.request_id && !s->flush.done)
             tg_ipc_client_cancel(s->rpc->cli, s->flush.request_id);
+    }
+    if (s->rpc && s->rpc->resumed_arg == s) {
+        s->rpc->on_resumed = NULL;
+        s->rpc->resumed_arg = NULL;
+        s->rpc->abort_flag = NULL;
     }
     if (s->tick)
         event_free(s->tick);
@@ -286,6 +302,10 @@ void tc_session_stop(struct tc_session *s)
         return;
     s->stop_requested = 1;
     s->deadline_ms = now_ms() + STOP_GRACE_MS;
+    if (s->rpc->disconnected) { /* reconnecting: sent once the session is resumed */
+        s->stop_deferred = 1;
+        return;
+    }
     Perfetto__Protos__FlushRequest fr = PERFETTO__PROTOS__FLUSH_REQUEST__INIT;
     fr.has_timeout_ms = 1;
     fr.timeout_ms = 0;
@@ -299,11 +319,71 @@ void tc_session_stop(struct tc_session *s)
         start_disable(s);
 }
 
+/* ---- session survival ---- */
+
+/* Called by tc_rpc_recover once Resume succeeded, before the replayed replies are delivered. */
+static void session_resumed(void *arg)
+{
+    struct tc_session *s = arg;
+    struct tc_rpc *rpc = s->rpc;
+    progress_clear(s);
+    if (rpc->resume_incomplete)
+        fprintf(stderr, "tracectl: resumed the session, but some replies lost in flight could not be re-sent\n");
+    else
+        fprintf(stderr, "tracectl: resumed the session (replies lost in flight re-sent, nothing lost)\n");
+    /* requests that may never have reached the gateway are asked again: progress stats... */
+    if (s->stats_busy && !s->stats.done) {
+        tg_ipc_client_cancel(rpc->cli, s->stats.request_id);
+        s->stats_busy = 0;
+    }
+    /* ...and the stop sequence, unless the service already answered DisableTracing */
+    if (s->stop_requested && s->enable_started && !s->enable.done && (s->stop_deferred || !s->disable.done)) {
+        if (s->flush.request_id && !s->flush.done)
+            tg_ipc_client_cancel(rpc->cli, s->flush.request_id);
+        if (s->disable.request_id && !s->disable.done)
+            tg_ipc_client_cancel(rpc->cli, s->disable.request_id);
+        memset(&s->flush, 0, sizeof s->flush);
+        memset(&s->disable, 0, sizeof s->disable);
+        s->stop_requested = 0;
+        s->stop_deferred = 0;
+        tc_session_stop(s);
+    }
+    if (s->reading && rpc->resume_incomplete)
+        s->read_gap = 1;
+}
+
+/* The connection dropped: reconnect and resume through the gateway if armed. 0 or -1. */
+static int session_recover(struct tc_session *s)
+{
+    struct tc_rpc *rpc = s->rpc;
+    if (!rpc->resume_armed)
+        return -1;
+    progress_clear(s);
+    fprintf(stderr, "tracectl: lost the connection (%s); reconnecting to resume the session (up to %u s)\n",
+            rpc->error[0] ? rpc->error : "closed", (rpc->resume_window_ms + 999) / 1000);
+    return tc_rpc_recover(rpc);
+}
+
+/* A deliberate abort while the gateway would keep the session: end it as a disconnect would. */
+static void session_abandon(struct tc_session *s)
+{
+    if (s->rpc->resume_armed && !s->rpc->disconnected && s->enable_started && !s->buffers_freed) {
+        s->rpc->resume_armed = 0;
+        tc_session_free_buffers(s);
+    }
+}
+
 int tc_session_wait(struct tc_session *s)
 {
     struct tc_rpc *rpc = s->rpc;
-    while (!s->enable.done && !rpc->disconnected && !s->aborted)
+    while (!s->enable.done && !s->aborted) {
+        if (rpc->disconnected) {
+            if (session_recover(s) != 0)
+                break;
+            continue;
+        }
         event_base_loop(rpc->base, EVLOOP_ONCE);
+    }
     progress_clear(s);
     if (s->enable.done && s->enable.ok) {
         if (s->enable_error[0]) {
@@ -314,6 +394,7 @@ int tc_session_wait(struct tc_session *s)
     }
     if (s->aborted) {
         fprintf(stderr, "tracectl: aborted; the trace was not collected\n");
+        session_abandon(s);
         return -1;
     }
     if (rpc->disconnected)
@@ -330,6 +411,7 @@ struct read_ctx {
     struct tc_packet_assembler as;
     uint64_t last_activity;
     int failed;
+    unsigned gaps, parts;
     char err[512];
 };
 
@@ -348,21 +430,36 @@ static int read_part(void *arg, const uint8_t *reply, size_t len, int has_more)
     rc->last_activity = now_ms();
     if (rc->failed)
         return 1;
+    if (rc->s->read_gap) {
+        /* a resume could not re-send everything: a packet cut by the gap is dropped */
+        rc->s->read_gap = 0;
+        if (tc_assembler_pending(&rc->as))
+            fprintf(stderr, "tracectl: warning: dropped a packet cut by data lost with the connection\n");
+        rc->as.len = 0;
+        rc->as.slices = 0;
+        rc->gaps++;
+    }
     if (tc_assembler_add_reply(&rc->as, reply, len, write_packet, rc, rc->err, sizeof rc->err) != 0) {
         rc->failed = 1;
         return 1;
+    }
+    if (rc->s->test_drop_read && ++rc->parts == rc->s->test_drop_read) {
+        fprintf(stderr, "tracectl: --test-drop-read: shutting the connection down\n");
+        tc_rpc_test_drop(rc->s->rpc, rc->s->test_drop_silent);
     }
     return 0;
 }
 
 void tc_session_free_buffers(struct tc_session *s)
 {
-    if (s->rpc->disconnected)
+    if (s->rpc->disconnected && session_recover(s) != 0)
         return;
     if (tc_rpc_call(s->rpc, "FreeBuffers", NULL, 0, -1, NULL, NULL, 10000) != 0) {
         fprintf(stderr, "tracectl: warning: FreeBuffers failed: %s\n", s->rpc->error);
         s->rpc->error[0] = 0;
+        return;
     }
+    s->buffers_freed = 1;
 }
 
 int tc_session_read(struct tc_session *s, struct tc_trace_writer *w)
@@ -385,7 +482,13 @@ int tc_session_read(struct tc_session *s, struct tc_trace_writer *w)
         goto out;
     }
     int idle = 0;
-    while (!a.done && !rpc->disconnected && !s->aborted && !rc.failed) {
+    while (!a.done && !s->aborted && !rc.failed) {
+        if (rpc->disconnected) {
+            if (session_recover(s) != 0)
+                break;
+            rc.last_activity = now_ms();
+            continue;
+        }
         event_base_loop(rpc->base, EVLOOP_ONCE);
         if (!a.done && now_ms() - rc.last_activity > READ_IDLE_MS) {
             idle = 1;
@@ -401,6 +504,7 @@ int tc_session_read(struct tc_session *s, struct tc_trace_writer *w)
     }
     if (s->aborted) {
         fprintf(stderr, "tracectl: interrupted while reading the trace; %s is incomplete\n", w->path);
+        session_abandon(s);
         goto out;
     }
     if (idle) {
@@ -420,6 +524,8 @@ int tc_session_read(struct tc_session *s, struct tc_trace_writer *w)
     if (tc_assembler_pending(&rc.as))
         fprintf(stderr, "tracectl: warning: the service ended the read inside a packet; dropped %zu bytes\n",
                 tc_assembler_pending(&rc.as));
+    if (rc.gaps)
+        fprintf(stderr, "tracectl: warning: %s may miss packets lost with the connection\n", w->path);
     tc_session_free_buffers(s);
     char sz[64];
     if (w->bytes < 1024) {
@@ -599,6 +705,10 @@ struct record_opts {
     const char **ds;
     size_t n_ds;
     int progress;
+    int no_resume;
+    int test_drop_after_ms; /* test only: shut the connection down once after this long */
+    int test_drop_read;     /* test only: ... or after this many ReadBuffers replies */
+    int test_drop_silent;   /* test only: ... without the gateway noticing (no FIN) */
 };
 
 static Perfetto__Protos__TraceConfig *build_config(const struct record_opts *o, char *err, size_t errlen)
@@ -716,6 +826,9 @@ static void record_usage(FILE *out)
             "                       config and without --ds: track_event with all categories\n"
             "  -o, --out FILE       output trace file (default trace.pftrace; '-' = stdout)\n"
             "      --detach KEY     start the session, detach from it and exit (see `tracectl attach`)\n"
+            "      --no-resume      through a tracegate gateway: do not reconnect and resume the session\n"
+            "                       when the connection drops (by default tracectl does, for as long as\n"
+            "                       the gateway keeps it)\n"
             "      --no-progress    no progress line on stderr\n"
             "  -h, --help           this help\n");
 }
@@ -730,6 +843,15 @@ static int is_regular_path(const char *path)
 {
     struct stat st;
     return strcmp(path, "-") != 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static void test_drop_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct tc_session *s = arg;
+    (void)fd;
+    (void)what;
+    fprintf(stderr, "tracectl: --test-drop-after: shutting the connection down\n");
+    tc_rpc_test_drop(s->rpc, s->test_drop_silent);
 }
 
 static int record_detach(struct tc_session *s, const char *url, const char *key)
@@ -770,6 +892,11 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
         {"fill", required_argument, NULL, 'F'},   {"ds", required_argument, NULL, 'D'},
         {"out", required_argument, NULL, 'o'},    {"detach", required_argument, NULL, 'K'},
         {"no-progress", no_argument, NULL, 'P'},  {"help", no_argument, NULL, 'h'},
+        {"no-resume", no_argument, NULL, 'R'},
+        /* test only, not in the usage: shuts the socket down once after MS (tests/integration) */
+        {"test-drop-after", required_argument, NULL, 'X'},
+        {"test-drop-read", required_argument, NULL, 'Y'},
+        {"test-drop-silent", no_argument, NULL, 'Z'},
         {NULL, 0, NULL, 0},
     };
     struct record_opts o;
@@ -790,6 +917,10 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
         case 'o': o.out_path = optarg; break;
         case 'K': o.detach_key = optarg; break;
         case 'P': o.progress = 0; break;
+        case 'R': o.no_resume = 1; break;
+        case 'X': o.test_drop_after_ms = atoi(optarg); break;
+        case 'Y': o.test_drop_read = atoi(optarg); break;
+        case 'Z': o.test_drop_silent = 1; break;
         case 'h': record_usage(stdout); free(o.ds); return 0;
         default: record_usage(stderr); free(o.ds); return 2;
         }
@@ -862,15 +993,22 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
         return 1;
     }
     ret = 1;
+    /* through a tracegate gateway: keep the session across a dropped connection */
+    if (!o.no_resume && !o.detach_key && tc_rpc_arm_resume(&rpc) == 0 && o.progress)
+        fprintf(stderr, "tracectl: the gateway keeps this session for %u s if the connection drops\n",
+                (rpc.resume_window_ms + 999) / 1000);
     struct tc_session s;
     struct tc_trace_writer w;
     memset(&w, 0, sizeof w);
     int out_fd = -1, opened_out = 0, have_writer = 0;
     uint8_t *args = NULL;
+    struct event *drop_ev = NULL;
     if (tc_session_init(&s, &rpc, cfg->duration_ms, o.progress && !o.detach_key) != 0) {
         fprintf(stderr, "tracectl record: cannot set up the event loop\n");
         goto out_nosession;
     }
+    s.test_drop_read = o.test_drop_read > 0 ? (unsigned)o.test_drop_read : 0;
+    s.test_drop_silent = o.test_drop_silent;
 
     /* the output file: opened up front (like perfetto) so a bad path fails before tracing */
     if (wif || (!o.detach_key && !service_writes)) {
@@ -905,6 +1043,12 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
     if (out_fd >= 0) {
         close(out_fd); /* the service has its own copy once the frame is out; ours is not needed */
         out_fd = -1;
+    }
+    if (o.test_drop_after_ms > 0) {
+        drop_ev = evtimer_new(rpc.base, test_drop_cb, &s);
+        struct timeval tv = {o.test_drop_after_ms / 1000, (o.test_drop_after_ms % 1000) * 1000};
+        if (drop_ev)
+            evtimer_add(drop_ev, &tv);
     }
 
     if (o.detach_key) {
@@ -951,8 +1095,14 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
     have_writer = 0;
     ret = 0;
 out:
+    if (ret != 0 && rpc.detach_key[0] && s.enable_started && !s.buffers_freed && !s.aborted && !s.enable_error[0])
+        fprintf(stderr, "tracectl: if the gateway still held the session, it detaches it with key %s when its "
+                        "resume window ends; collect it then with: tracectl attach %s %s\n",
+                rpc.detach_key, eo.endpoint, rpc.detach_key);
     tc_session_destroy(&s);
 out_nosession:
+    if (drop_ev)
+        event_free(drop_ev);
     if (have_writer)
         tc_trace_writer_close(&w, err, sizeof err);
     if (out_fd >= 0)

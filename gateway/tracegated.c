@@ -15,6 +15,8 @@
 #include "gw_config.h"
 #include "gw_core.h"
 #include "gw_listener.h"
+#include "gw_smb_filter.h"
+#include "gw_resume.h" /* session survival */
 #include "gw_ws.h"
 #include "tracegate/addr.h"
 #include "tracegate/log.h"
@@ -30,6 +32,7 @@ struct daemon {
     struct tg_gw *gw;
     struct tg_service *svc;
     struct tg_gw_ws *ws;
+    struct tg_gw_resume *resume; /* session survival (gw_resume.c); NULL when off */
     struct event *sigterm, *sigint, *sighup, *drain_timer, *exit_timer;
     int draining, exit_code;
     int auto_bridge; /* bridging to a service found on the default sockets */
@@ -216,7 +219,8 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
                                                str_differs(nc.upstream_producer, d->cfg.upstream_producer));
     int restart = nc.n_listen != d->cfg.n_listen || upstream_changed ||
                   str_differs(nc.http, d->cfg.http) || nc.no_http != d->cfg.no_http ||
-                  memcmp(&nc.limits, &d->cfg.limits, sizeof nc.limits) != 0;
+                  memcmp(&nc.limits, &d->cfg.limits, sizeof nc.limits) != 0 ||
+                  nc.resume_window_ms != d->cfg.resume_window_ms; /* session survival */
     for (size_t i = 0; !restart && i < nc.n_listen; i++)
         restart = strcmp(nc.listen[i].text, d->cfg.listen[i].text) != 0;
     if (restart)
@@ -332,6 +336,19 @@ int main(int argc, char **argv)
         tg_error(LOG, "cannot start the gateway: %s", err);
         goto out;
     }
+    /* session survival (gw_resume.c): before any client connects */
+    if (d.cfg.resume_window_ms) {
+        struct tg_gw_resume_opts ro = {.window_ms = d.cfg.resume_window_ms};
+        d.resume = tg_gw_resume_new(d.gw, &ro, err, sizeof err);
+        if (!d.resume) {
+            tg_error(LOG, "cannot start the gateway: %s", err);
+            goto out;
+        }
+    }
+    if (tg_gw_smb_filter_register(d.gw) != 0) { /* remote producers (TCP/TLS/WS) on a UNIX service */
+        tg_error(LOG, "cannot register the SMB bridge filter");
+        goto out;
+    }
     if (tg_gw_start_listeners(d.gw, &d.cfg, err, sizeof err) != 0) {
         tg_error(LOG, "cannot start: %s", err);
         goto out;
@@ -359,6 +376,7 @@ out:
     if (d.ws)
         tg_gw_ws_stop(d.ws);
     tg_gw_free(d.gw);
+    tg_gw_resume_free(d.resume); /* after tg_gw_free: sessions' filter state points into it */
     if (d.svc)
         tg_service_free(d.svc);
     if (d.sigterm)

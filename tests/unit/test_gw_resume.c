@@ -1,0 +1,578 @@
+/* test_gw_resume.c: session survival in one process: a fake ConsumerPort upstream (tg_ipc_host
+ * with a deferred EnableTracing and a streaming ObserveEvents), the gateway with gw_resume on a
+ * TCP listener, and tg_ipc_client clients (keep_pending + reattach, as tracectl does). Covers the
+ * token reply, a resume that delivers replies that arrived while detached (old request ids),
+ * wrong and malformed tokens, Resume after the connection already talks upstream, the window
+ * ending in Detach{detach_key}, no Detach and no wait without a tracing session, the buffer
+ * bound detaching at once, and frames lost in flight re-sent (or reported as incomplete when the
+ * gateway kept too little). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "consumer_port.pb-c.h"
+#include "gw.h"
+#include "gw_bridge.h"
+#include "gw_config.h"
+#include "gw_core.h"
+#include "gw_listener.h"
+#include "gw_resume.h"
+#include "tracegate/addr.h"
+#include "tracegate/ipc_client.h"
+#include "tracegate/ipc_host.h"
+#include "tracegate/log.h"
+#include "tracegate_gateway.pb-c.h"
+
+#include "tg_test_util.h"
+
+#define TIMEOUT_MS 10000
+
+/* ------------------------------------------------------------ fake upstream */
+
+struct fake {
+    tg_ipc_host *host;
+    char addr[256];
+    tg_ipc_call *enable_call, *observe_call;
+    int peer_closes, detach_calls;
+    char detach_key[128];
+};
+static struct fake g_fake;
+
+static void *fake_open(tg_ipc_peer *p, void *ctx)
+{
+    (void)p;
+    return ctx;
+}
+static void fake_close(tg_ipc_peer *p, void *st, void *ctx)
+{
+    (void)p;
+    (void)st;
+    struct fake *f = ctx;
+    f->peer_closes++;
+    f->enable_call = NULL;
+    f->observe_call = NULL;
+}
+
+static void m_enable(tg_ipc_call *call, const ProtobufCMessage *req, void *ctx, void *ps)
+{
+    (void)req;
+    (void)ps;
+    ((struct fake *)ctx)->enable_call = call; /* deferred, like traced */
+}
+
+static void m_observe(tg_ipc_call *call, const ProtobufCMessage *req, void *ctx, void *ps)
+{
+    (void)req;
+    (void)ps;
+    ((struct fake *)ctx)->observe_call = call; /* streaming: parts sent by the test */
+}
+
+static void m_detach(tg_ipc_call *call, const ProtobufCMessage *req, void *ctx, void *ps)
+{
+    (void)ps;
+    struct fake *f = ctx;
+    const Perfetto__Protos__DetachRequest *dr = (const void *)req;
+    f->detach_calls++;
+    snprintf(f->detach_key, sizeof f->detach_key, "%s", dr && dr->key ? dr->key : "");
+    tg_ipc_call_reply_bytes(call, NULL, 0, 0, -1);
+}
+
+static void m_empty(tg_ipc_call *call, const ProtobufCMessage *req, void *ctx, void *ps)
+{
+    (void)req;
+    (void)ctx;
+    (void)ps;
+    tg_ipc_call_reply_bytes(call, NULL, 0, 0, -1);
+}
+
+static const struct tg_ipc_method k_consumer_methods[] = {
+    {"EnableTracing", NULL, m_enable},
+    {"DisableTracing", NULL, m_empty},
+    {"ReadBuffers", NULL, m_empty},
+    {"FreeBuffers", NULL, m_empty},
+    {"Flush", NULL, m_empty},
+    {"StartTracing", NULL, m_empty},
+    {"ChangeTraceConfig", NULL, m_empty},
+    {"Detach", &perfetto__protos__detach_request__descriptor, m_detach},
+    {"Attach", NULL, m_empty},
+    {"GetTraceStats", NULL, m_empty},
+    {"ObserveEvents", NULL, m_observe},
+    {"QueryServiceState", NULL, m_empty},
+};
+static const struct tg_ipc_service_def k_consumer_def = {"ConsumerPort", k_consumer_methods, 12, fake_open,
+                                                         fake_close};
+
+/* ------------------------------------------------------------ fixture */
+
+static char g_dir[] = "/tmp/tg-test-gwresume-XXXXXX";
+static struct event_base *g_base;
+static struct tg_gw *g_gw;
+static struct tg_gw_resume *g_resume;
+static struct tg_gw_config g_cfg;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    tg_log_set_level(TG_LOG_ERROR);
+    return mkdtemp(g_dir) ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void start_opts(uint32_t window_ms, size_t max_buffer, size_t inflight)
+{
+    memset(&g_fake, 0, sizeof g_fake);
+    g_base = event_base_new();
+    snprintf(g_fake.addr, sizeof g_fake.addr, "%s/upstream.sock", g_dir);
+    unlink(g_fake.addr);
+    char err[512];
+    g_fake.host = tg_ipc_host_new(g_base, NULL);
+    assert_non_null(g_fake.host);
+    assert_int_equal(tg_ipc_host_add_service(g_fake.host, &k_consumer_def, &g_fake), 1);
+    assert_int_equal(tg_ipc_host_listen(g_fake.host, g_fake.addr, 0600, err, sizeof err), 0);
+    tg_gw_config_init(&g_cfg);
+    const char *kv[] = {"upstream-consumer", g_fake.addr, "no-http", NULL, "upstream-probe-interval", "0",
+                        "listen", "consumer=tcp://127.0.0.1:0"};
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i += 2)
+        if (tg_gw_config_set(&g_cfg, kv[i], kv[i + 1], err, sizeof err) != 0)
+            fail_msg("config %s: %s", kv[i], err);
+    if (tg_gw_config_validate(&g_cfg, err, sizeof err) != 0)
+        fail_msg("validate: %s", err);
+    g_gw = tg_gw_new(g_base, &g_cfg, NULL, err, sizeof err);
+    if (!g_gw)
+        fail_msg("tg_gw_new: %s", err);
+    struct tg_gw_resume_opts ro = {.window_ms = window_ms, .max_buffer = max_buffer, .inflight = inflight};
+    g_resume = tg_gw_resume_new(g_gw, &ro, err, sizeof err);
+    if (!g_resume)
+        fail_msg("tg_gw_resume_new: %s", err);
+    if (tg_gw_start_listeners(g_gw, &g_cfg, err, sizeof err) != 0)
+        fail_msg("listeners: %s", err);
+}
+
+static void start(uint32_t window_ms, size_t max_buffer) { start_opts(window_ms, max_buffer, 0); }
+
+static void stop(void)
+{
+    tg_test_run_until(g_base, NULL, NULL, 50);
+    tg_gw_free(g_gw);
+    g_gw = NULL;
+    tg_gw_resume_free(g_resume);
+    g_resume = NULL;
+    tg_ipc_host_free(g_fake.host);
+    g_fake.host = NULL;
+    tg_gw_config_free(&g_cfg);
+    event_base_free(g_base);
+    g_base = NULL;
+}
+
+static const char *gw_addr(void) { return tg_gw_listener_address(tg_gw_listener_at(g_gw, 0)); }
+
+/* ------------------------------------------------------------ clients */
+
+struct tc {
+    tg_ipc_client *cli;
+    int disconnected;
+    int bind_done;
+    tg_ipc_service_proxy *proxy;
+};
+
+struct call {
+    int done, ok, parts;
+    size_t len;
+    uint8_t reply[512];
+};
+
+static void tc_disc(tg_ipc_client *cli, const char *reason, void *arg)
+{
+    (void)cli;
+    (void)reason;
+    ((struct tc *)arg)->disconnected = 1;
+}
+
+static tg_conn *open_conn(void)
+{
+    struct tg_addr a;
+    char err[256];
+    assert_int_equal(tg_addr_parse(gw_addr(), &a, err, sizeof err), 0);
+    int fd = tg_addr_connect_wait(&a, 2000);
+    assert_true(fd >= 0);
+    tg_conn *c = tg_conn_new_fd(g_base, fd, NULL, NULL, NULL);
+    assert_non_null(c);
+    return c;
+}
+
+static struct tc *tc_open(void)
+{
+    struct tc *t = calloc(1, sizeof *t);
+    struct tg_ipc_client_cbs cbs = {.on_disconnect = tc_disc};
+    t->cli = tg_ipc_client_new(g_base, open_conn(), &cbs, t);
+    assert_non_null(t->cli);
+    return t;
+}
+
+static void tc_free(struct tc *t)
+{
+    tg_ipc_client_free(t->cli);
+    free(t);
+}
+
+static int bind_done(void *arg) { return ((struct tc *)arg)->bind_done; }
+static int call_done(void *arg) { return ((struct call *)arg)->done; }
+static int disc_done(void *arg) { return ((struct tc *)arg)->disconnected; }
+
+static void on_bind(tg_ipc_client *cli, tg_ipc_service_proxy *proxy, void *arg)
+{
+    struct tc *t = arg;
+    (void)cli;
+    t->proxy = proxy;
+    t->bind_done = 1;
+}
+
+static tg_ipc_service_proxy *tc_bind(struct tc *t, const char *service)
+{
+    t->bind_done = 0;
+    t->proxy = NULL;
+    assert_int_equal(tg_ipc_client_bind(t->cli, service, on_bind, t), 0);
+    assert_true(tg_test_run_until(g_base, bind_done, t, TIMEOUT_MS));
+    return t->proxy;
+}
+
+static void on_reply(tg_ipc_client *cli, int success, int has_more, const uint8_t *reply, size_t len, void *arg)
+{
+    struct call *c = arg;
+    (void)cli;
+    c->parts++;
+    if (has_more && success)
+        return;
+    c->ok = success;
+    c->len = len;
+    if (reply && len <= sizeof c->reply)
+        memcpy(c->reply, reply, len);
+    c->done = 1;
+}
+
+static uint64_t tc_start(struct tc *t, tg_ipc_service_proxy *p, const char *method, const ProtobufCMessage *req,
+                         struct call *c)
+{
+    memset(c, 0, sizeof *c);
+    uint64_t rid = tg_ipc_client_invoke(t->cli, p, method, req, -1, on_reply, c);
+    assert_true(rid != 0);
+    return rid;
+}
+
+static void tc_wait(struct call *c) { assert_true(tg_test_run_until(g_base, call_done, c, TIMEOUT_MS)); }
+
+static Tracegate__GetResumeTokenResponse *get_token(struct tc *t, tg_ipc_service_proxy *sess)
+{
+    struct call c;
+    tc_start(t, sess, "GetResumeToken", NULL, &c);
+    tc_wait(&c);
+    assert_true(c.ok);
+    Tracegate__GetResumeTokenResponse *r = tracegate__get_resume_token_response__unpack(NULL, c.len, c.reply);
+    assert_non_null(r);
+    return r;
+}
+
+static int g_incomplete; /* of the last resume() */
+
+/* Resume on t's current connection; returns ok (1/0). */
+static int resume(struct tc *t, tg_ipc_service_proxy *sess, const char *token, int with_frames, uint64_t frames,
+                  uint64_t link_id)
+{
+    Tracegate__ResumeRequest req = TRACEGATE__RESUME_REQUEST__INIT;
+    req.token = (char *)token;
+    if (with_frames) {
+        req.has_frames_received = 1;
+        req.frames_received = frames;
+        req.has_link_id = 1;
+        req.link_id = link_id;
+    }
+    struct call c;
+    tc_start(t, sess, "Resume", &req.base, &c);
+    tc_wait(&c);
+    assert_true(c.ok);
+    Tracegate__ResumeResponse *r = tracegate__resume_response__unpack(NULL, c.len, c.reply);
+    assert_non_null(r);
+    int ok = r->has_ok && r->ok;
+    g_incomplete = r->has_incomplete && r->incomplete;
+    tracegate__resume_response__free_unpacked(r, NULL);
+    return ok;
+}
+
+/* Drops t's connection, keeping its pending calls for a reattach. */
+static void drop(struct tc *t)
+{
+    tg_ipc_client_keep_pending(t->cli, 1);
+    t->disconnected = 0;
+    tg_conn_close(tg_ipc_client_conn(t->cli), "test drop");
+    assert_true(tg_test_run_until(g_base, disc_done, t, TIMEOUT_MS));
+}
+
+static int detached_count(void *arg)
+{
+    (void)arg;
+    return tg_gw_resume_detached_count(g_resume) > 0;
+}
+static int detach_called(void *arg)
+{
+    (void)arg;
+    return g_fake.detach_calls > 0;
+}
+static int upstream_closed(void *arg) { return g_fake.peer_closes >= *(int *)arg; }
+static int enable_pending(void *arg)
+{
+    (void)arg;
+    return g_fake.enable_call != NULL;
+}
+static int observe_pending(void *arg)
+{
+    (void)arg;
+    return g_fake.observe_call != NULL;
+}
+
+/* ------------------------------------------------------------ tests */
+
+static void test_token_and_resume(void **state)
+{
+    (void)state;
+    start(5000, 0);
+    struct tc *a = tc_open();
+    tg_ipc_service_proxy *cp = tc_bind(a, "ConsumerPort");
+    tg_ipc_service_proxy *sess = tc_bind(a, "TracegateSession");
+    assert_non_null(cp);
+    assert_non_null(sess);
+    Tracegate__GetResumeTokenResponse *tok = get_token(a, sess);
+    assert_non_null(tok->token);
+    assert_int_equal(strlen(tok->token), 32);
+    assert_int_equal(tok->window_ms, 5000);
+    assert_non_null(tok->detach_key);
+    assert_int_equal(strncmp(tok->detach_key, "tracegate-", 10), 0);
+    assert_true(tok->has_link_id);
+    /* asking again gives the same token */
+    Tracegate__GetResumeTokenResponse *tok2 = get_token(a, sess);
+    assert_string_equal(tok->token, tok2->token);
+    tracegate__get_resume_token_response__free_unpacked(tok2, NULL);
+
+    /* EnableTracing: the reply is deferred until the session ends */
+    struct call en;
+    tc_start(a, cp, "EnableTracing", NULL, &en);
+    assert_true(tg_test_run_until(g_base, enable_pending, NULL, TIMEOUT_MS));
+    uint64_t frames = tg_ipc_client_frames_received(a->cli);
+    drop(a);
+    assert_true(tg_test_run_until(g_base, detached_count, NULL, TIMEOUT_MS));
+    assert_int_equal(g_fake.peer_closes, 0); /* the upstream, and its session, stay */
+
+    /* the session ends while the client is away: the reply is buffered */
+    uint8_t resp[] = {0x08, 0x01}; /* EnableTracingResponse{disabled: true} */
+    tg_ipc_call_reply_bytes(g_fake.enable_call, resp, sizeof resp, 0, -1);
+    g_fake.enable_call = NULL;
+    tg_test_run_until(g_base, NULL, NULL, 50);
+    assert_false(en.done);
+
+    /* a wrong token is refused (on a separate connection) */
+    struct tc *x = tc_open();
+    tg_ipc_service_proxy *xs = tc_bind(x, "TracegateSession");
+    assert_int_equal(resume(x, xs, "00112233445566778899aabbccddeeff", 0, 0, 0), 0);
+    assert_int_equal(resume(x, xs, "not hex", 0, 0, 0), 0);
+    tc_free(x);
+
+    /* the same client object continues on a new connection: old request ids stay valid */
+    assert_int_equal(tg_ipc_client_reattach(a->cli, open_conn()), 0);
+    a->disconnected = 0;
+    tg_ipc_service_proxy *sess2 = tc_bind(a, "TracegateSession");
+    assert_non_null(sess2);
+    assert_int_equal(resume(a, sess2, tok->token, 1, frames, tok->link_id), 1);
+    tc_wait(&en);
+    assert_true(en.ok);
+    assert_int_equal(en.len, sizeof resp);
+    assert_memory_equal(en.reply, resp, sizeof resp);
+    assert_int_equal(tg_gw_resume_resumed_total(g_resume), 1);
+    assert_int_equal(tg_gw_resume_detached_count(g_resume), 0);
+    /* and the session goes on: a new call through the old ConsumerPort binding */
+    struct call q;
+    tc_start(a, cp, "QueryServiceState", NULL, &q);
+    tc_wait(&q);
+    assert_true(q.ok);
+    /* the token cannot be used by the connection that holds it */
+    assert_int_equal(resume(a, sess2, tok->token, 0, 0, 0), 0);
+    tracegate__get_resume_token_response__free_unpacked(tok, NULL);
+    tc_free(a);
+    stop();
+}
+
+static void test_resume_must_come_first(void **state)
+{
+    (void)state;
+    start(5000, 0);
+    struct tc *a = tc_open();
+    tg_ipc_service_proxy *cp = tc_bind(a, "ConsumerPort");
+    tg_ipc_service_proxy *sess = tc_bind(a, "TracegateSession");
+    Tracegate__GetResumeTokenResponse *tok = get_token(a, sess);
+    struct call en;
+    tc_start(a, cp, "EnableTracing", NULL, &en);
+    assert_true(tg_test_run_until(g_base, enable_pending, NULL, TIMEOUT_MS));
+    drop(a);
+    assert_true(tg_test_run_until(g_base, detached_count, NULL, TIMEOUT_MS));
+    /* a connection that already talks to the service cannot take a session over */
+    struct tc *b = tc_open();
+    assert_non_null(tc_bind(b, "ConsumerPort"));
+    tg_ipc_service_proxy *bs = tc_bind(b, "TracegateSession");
+    assert_int_equal(resume(b, bs, tok->token, 0, 0, 0), 0);
+    assert_int_equal(tg_gw_resume_detached_count(g_resume), 1);
+    tc_free(b);
+    tracegate__get_resume_token_response__free_unpacked(tok, NULL);
+    tc_free(a);
+    stop();
+}
+
+static void test_window_ends_in_detach(void **state)
+{
+    (void)state;
+    start(200, 0);
+    struct tc *a = tc_open();
+    tg_ipc_service_proxy *cp = tc_bind(a, "ConsumerPort");
+    tg_ipc_service_proxy *sess = tc_bind(a, "TracegateSession");
+    Tracegate__GetResumeTokenResponse *tok = get_token(a, sess);
+    struct call en;
+    tc_start(a, cp, "EnableTracing", NULL, &en);
+    assert_true(tg_test_run_until(g_base, enable_pending, NULL, TIMEOUT_MS));
+    tc_free(a); /* gone for good */
+    assert_true(tg_test_run_until(g_base, detached_count, NULL, TIMEOUT_MS));
+    assert_int_equal(g_fake.detach_calls, 0);
+    assert_true(tg_test_run_until(g_base, detach_called, NULL, TIMEOUT_MS));
+    assert_string_equal(g_fake.detach_key, tok->detach_key);
+    int one = 1;
+    assert_true(tg_test_run_until(g_base, upstream_closed, &one, TIMEOUT_MS));
+    assert_int_equal(tg_gw_resume_detached_count(g_resume), 0);
+    /* the token is dead now */
+    struct tc *b = tc_open();
+    tg_ipc_service_proxy *bs = tc_bind(b, "TracegateSession");
+    assert_int_equal(resume(b, bs, tok->token, 0, 0, 0), 0);
+    tc_free(b);
+    tracegate__get_resume_token_response__free_unpacked(tok, NULL);
+    stop();
+}
+
+static void test_no_session_no_wait(void **state)
+{
+    (void)state;
+    start(5000, 0);
+    struct tc *a = tc_open();
+    assert_non_null(tc_bind(a, "ConsumerPort")); /* opens the upstream */
+    tg_ipc_service_proxy *sess = tc_bind(a, "TracegateSession");
+    Tracegate__GetResumeTokenResponse *tok = get_token(a, sess);
+    tracegate__get_resume_token_response__free_unpacked(tok, NULL);
+    tc_free(a); /* no tracing session, nothing in flight: closed at once, no Detach */
+    int one = 1;
+    assert_true(tg_test_run_until(g_base, upstream_closed, &one, 2000));
+    assert_int_equal(g_fake.detach_calls, 0);
+    assert_int_equal(tg_gw_resume_detached_count(g_resume), 0);
+    stop();
+}
+
+static void test_buffer_bound(void **state)
+{
+    (void)state;
+    start(5000, 1000);
+    struct tc *a = tc_open();
+    tg_ipc_service_proxy *cp = tc_bind(a, "ConsumerPort");
+    tg_ipc_service_proxy *sess = tc_bind(a, "TracegateSession");
+    Tracegate__GetResumeTokenResponse *tok = get_token(a, sess);
+    struct call en, ob;
+    tc_start(a, cp, "EnableTracing", NULL, &en);
+    tc_start(a, cp, "ObserveEvents", NULL, &ob);
+    assert_true(tg_test_run_until(g_base, observe_pending, NULL, TIMEOUT_MS));
+    drop(a);
+    assert_true(tg_test_run_until(g_base, detached_count, NULL, TIMEOUT_MS));
+    /* 600 bytes fit, 1200 do not: the window ends at once */
+    uint8_t part[600];
+    memset(part, 0, sizeof part);
+    tg_ipc_call_reply_bytes(g_fake.observe_call, part, sizeof part, 1, -1);
+    tg_test_run_until(g_base, NULL, NULL, 50);
+    assert_int_equal(g_fake.detach_calls, 0);
+    tg_ipc_call_reply_bytes(g_fake.observe_call, part, sizeof part, 1, -1);
+    assert_true(tg_test_run_until(g_base, detach_called, NULL, TIMEOUT_MS));
+    assert_string_equal(g_fake.detach_key, tok->detach_key);
+    tracegate__get_resume_token_response__free_unpacked(tok, NULL);
+    tc_free(a);
+    stop();
+}
+
+static int parts_at_least(void *arg) { return ((struct call *)arg)->parts >= 6; }
+
+/* A client that says it got fewer frames than were forwarded gets the rest again; when the
+ * gateway kept too little, the reply says so. */
+static void check_resend(size_t inflight, int want_incomplete)
+{
+    start_opts(5000, 0, inflight);
+    struct tc *a = tc_open();
+    tg_ipc_service_proxy *cp = tc_bind(a, "ConsumerPort");
+    tg_ipc_service_proxy *sess = tc_bind(a, "TracegateSession");
+    Tracegate__GetResumeTokenResponse *tok = get_token(a, sess);
+    struct call en, ob;
+    tc_start(a, cp, "EnableTracing", NULL, &en);
+    tc_start(a, cp, "ObserveEvents", NULL, &ob);
+    assert_true(tg_test_run_until(g_base, observe_pending, NULL, TIMEOUT_MS));
+    uint8_t part[300];
+    memset(part, 7, sizeof part);
+    for (int i = 0; i < 3; i++) { /* one at a time: the gateway's output queue is empty each time */
+        tg_ipc_call_reply_bytes(g_fake.observe_call, part, sizeof part, 1, -1);
+        tg_test_run_until(g_base, NULL, NULL, 30);
+    }
+    assert_int_equal(ob.parts, 3);
+    /* pretend the last three frames were lost in flight */
+    uint64_t frames = tg_ipc_client_frames_received(a->cli) - 3;
+    drop(a);
+    assert_true(tg_test_run_until(g_base, detached_count, NULL, TIMEOUT_MS));
+    assert_int_equal(tg_ipc_client_reattach(a->cli, open_conn()), 0);
+    tg_ipc_service_proxy *sess2 = tc_bind(a, "TracegateSession");
+    assert_int_equal(resume(a, sess2, tok->token, 1, frames, tok->link_id), 1);
+    assert_int_equal(g_incomplete, want_incomplete);
+    if (!want_incomplete) {
+        assert_true(tg_test_run_until(g_base, parts_at_least, &ob, TIMEOUT_MS));
+        assert_int_equal(ob.parts, 6);
+    } else {
+        tg_test_run_until(g_base, NULL, NULL, 100);
+        assert_int_equal(ob.parts, 3);
+    }
+    tracegate__get_resume_token_response__free_unpacked(tok, NULL);
+    tc_free(a);
+    stop();
+}
+
+static void test_resend_lost_frames(void **state)
+{
+    (void)state;
+    check_resend(0, 0);
+}
+
+static void test_resend_incomplete(void **state)
+{
+    (void)state;
+    check_resend(100, 1); /* frames of 300 bytes are not kept */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_token_and_resume),     cmocka_unit_test(test_resume_must_come_first),
+        cmocka_unit_test(test_window_ends_in_detach), cmocka_unit_test(test_no_session_no_wait),
+        cmocka_unit_test(test_buffer_bound),          cmocka_unit_test(test_resend_lost_frames),
+        cmocka_unit_test(test_resend_incomplete),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
