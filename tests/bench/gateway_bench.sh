@@ -1,0 +1,456 @@
+#!/bin/sh
+# gateway_bench.sh: tracegated next to the generic bridges a user would pick instead, in one run:
+# a stream of 64 KiB IPC frames (MB/s) and small request/reply calls (p50/p99 latency) through
+#   direct UNIX (no proxy) | tracegated TCP, TLS, WS | socat TCP (default and -b 262144) |
+#   stunnel4 TLS | websockify WS
+# all in front of the same bench_gw server's UNIX socket; then 10,000 idle bound consumer
+# connections to tracegated's TCP listener (its RSS). Prints tables and the ratios against the
+# targets. Run by `make bench` (see docs/benchmarks.md). Loopback only; every process it starts is
+# killed on exit; every client run is bounded by `timeout`.
+#
+# Environment: TG_BUILDDIR (build dir, default .), TG_SRCDIR (source dir),
+#   BENCH_SECONDS  measured window per stream run (default 1)
+#   BENCH_REPS     runs per cell, best kept (default 3)
+#   BENCH_RR       calls per latency run (default 3000)
+#   BENCH_IDLE_CONNS  idle connections (default 10000; 0 skips)
+#   BENCH_CPU_ENDPOINTS / BENCH_CPU_PROXY  CPUs to pin to (default 0 and 1); BENCH_PIN=0: no pinning
+#   BENCH_ONLY     row keys to run (space-separated): tg-tcp tg-tls tg-ws socat socat-b stunnel
+#                  websockify idle (direct always runs: it is the baseline)
+#   BENCH_FULL_CLIENT=1  also measure with tracectl's own client (shows why the lean client is used)
+#   BENCH_WHATIF=0  skip the what-if rows (tracegated with glibc's heap trimming off)
+#   BENCH_GW_ENV   extra environment for tracegated (experiments), e.g. 'GLIBC_TUNABLES=...'
+set -u
+
+B=${TG_BUILDDIR:-$(pwd)}
+S=${TG_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+BG=$B/tests/bench/bench_gw
+GWD=$B/gateway/tracegated
+SECS=${BENCH_SECONDS:-1}
+REPS=${BENCH_REPS:-3}
+RR=${BENCH_RR:-3000}
+IDLE=${BENCH_IDLE_CONNS:-10000}
+ONLY=${BENCH_ONLY:-}
+WHATIF_ENV="GLIBC_TUNABLES=glibc.malloc.mmap_threshold=1048576:glibc.malloc.trim_threshold=33554432"
+
+for bin in "$BG" "$GWD"; do
+    if [ ! -x "$bin" ]; then
+        echo "gateway_bench: $bin is not built (run 'make bench')"
+        exit 1
+    fi
+done
+
+CPU_EP=${BENCH_CPU_ENDPOINTS:-0}
+CPU_PX=${BENCH_CPU_PROXY:-1}
+EP=""
+PX=""
+if [ "${BENCH_PIN:-1}" = 1 ] && command -v taskset >/dev/null 2>&1 && [ "$(nproc)" -ge 2 ]; then
+    EP="taskset -c $CPU_EP"
+    PX="taskset -c $CPU_PX"
+fi
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/tg-gwbench.XXXXXX") || exit 1
+PIDS=""
+cleanup() {
+    for p in $PIDS; do kill "$p" 2>/dev/null; done
+    sleep 0.3
+    for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
+    for p in $PIDS; do wait "$p" 2>/dev/null; done
+    if [ "${KEEP_TMP:-0}" = 1 ]; then echo "kept $T"; else rm -rf "$T"; fi
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+start() { # name command...: in the background, output to $T/name.log; sets LASTPID
+    name=$1
+    shift
+    "$@" >"$T/$name.log" 2>&1 &
+    LASTPID=$!
+    PIDS="$PIDS $LASTPID"
+}
+
+stop() { # pid
+    kill "$1" 2>/dev/null
+    i=0
+    while kill -0 "$1" 2>/dev/null && [ $i -lt 30 ]; do sleep 0.1; i=$((i + 1)); done
+    kill -9 "$1" 2>/dev/null
+    wait "$1" 2>/dev/null
+}
+
+want() { [ -z "$ONLY" ] || case " $ONLY " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+
+has() { command -v "$1" >/dev/null 2>&1; }
+
+# loopback ports nobody listens on, from a pseudo-random start
+NEXTPORT=$((20000 + ($$ * 7919 + $(date +%N | sed 's/^0*//;s/^$/0/')) % 30000))
+free_port() {
+    while ss -Htln "sport = :$NEXTPORT" 2>/dev/null | grep -q .; do NEXTPORT=$((NEXTPORT + 1)); done
+    PORT=$NEXTPORT
+    NEXTPORT=$((NEXTPORT + 1))
+}
+
+ready() { # url [pid]: waits (5 s at most) until one QueryCapabilities call goes through
+    i=0
+    while [ $i -lt 50 ]; do
+        if timeout 5 "$BG" client "$1" --cacert "$T/pki/ca.crt" --rr 1 >/dev/null 2>&1; then return 0; fi
+        if [ -n "${2:-}" ] && ! kill -0 "$2" 2>/dev/null; then return 1; fi
+        sleep 0.1
+        i=$((i + 1))
+    done
+    return 1
+}
+
+field() { # key line
+    echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p" | head -n 1
+}
+
+# ---------------------------------------------------------------- setup
+echo "gateway_bench: $(nproc) CPUs; endpoints pinned with '${EP:-none}', proxies with '${PX:-none}';" \
+    "best of ${REPS} runs per cell, ${SECS} s stream windows, ${RR} calls per latency run"
+echo "gateway_bench: load average $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine slows runs down:" \
+    "see the 'others' column)"
+bash "$S/certs/make-dev-pki.sh" "$T/pki" >/dev/null 2>&1 || {
+    echo "gateway_bench: cannot create the dev PKI"
+    exit 1
+}
+
+SOCK=$T/server.sock
+start server $EP "$BG" server "$SOCK" # it raises its own RLIMIT_NOFILE soft limit to the hard one
+SPID=$LASTPID
+ready "unix:$SOCK" "$SPID" || {
+    echo "gateway_bench: bench_gw server did not start"
+    cat "$T/server.log"
+    exit 1
+}
+
+ROWS=""
+add_row() { # key label url proxy_pid
+    ROWS="$ROWS $1"
+    eval "LABEL_$1=\"\$2\" URL_$1=\"\$3\" PPID_$1=\$4"
+}
+
+GPID=""
+start_tracegated() { # log-name extra-env: sets GPID, P_TCP, P_TLS, P_WS (GPID empty on failure)
+    free_port
+    P_TCP=$PORT
+    free_port
+    P_TLS=$PORT
+    free_port
+    P_WS=$PORT
+    # shellcheck disable=SC2086
+    start "$1" env ${BENCH_GW_ENV:-} $2 $PX "$GWD" --upstream-consumer "$SOCK" \
+        --listen "consumer=tcp://127.0.0.1:$P_TCP" --listen "consumer=tls://127.0.0.1:$P_TLS" \
+        --tls-cert "$T/pki/server.crt" --tls-key "$T/pki/server.key" --http "127.0.0.1:$P_WS" \
+        --producer-socket "$T/$1-p.sock" --consumer-socket "$T/$1-c.sock" --log-level warn
+    GPID=$LASTPID
+    if ! ready "tcp://127.0.0.1:$P_TCP" "$GPID"; then
+        echo "gateway_bench: tracegated did not start:"
+        tail -n 20 "$T/$1.log"
+        stop "$GPID"
+        GPID=""
+    fi
+}
+
+add_row direct "direct UNIX (no proxy)" "unix:$SOCK" ""
+WROWS=""
+WPID=""
+if want tg-tcp || want tg-tls || want tg-ws; then
+    start_tracegated tracegated ""
+    if [ -n "$GPID" ]; then
+        want tg-tcp && add_row tg_tcp "tracegated TCP" "tcp://127.0.0.1:$P_TCP" "$GPID"
+        want tg-tls && add_row tg_tls "tracegated TLS" "tls://127.0.0.1:$P_TLS" "$GPID"
+        want tg-ws && add_row tg_ws "tracegated WS" "ws://127.0.0.1:$P_WS/traced" "$GPID"
+    fi
+    # what-if: a second tracegated with glibc's heap trimming off (the fix proposed in
+    # docs/benchmarks.md), measured interleaved with the rows above (stream only)
+    MAIN_GPID=$GPID
+    if [ "${BENCH_WHATIF:-1}" = 1 ] && [ -n "$MAIN_GPID" ]; then
+        start_tracegated tracegated-whatif "$WHATIF_ENV"
+        WPID=$GPID
+        if [ -n "$GPID" ]; then
+            for x in "tg-tcp tg_tcp tcp://127.0.0.1:$P_TCP TCP" "tg-tls tg_tls tls://127.0.0.1:$P_TLS TLS" \
+                "tg-ws tg_ws ws://127.0.0.1:$P_WS/traced WS"; do
+                # shellcheck disable=SC2086
+                set -- $x
+                want "$1" || continue
+                WROWS="$WROWS ${2}_w"
+                eval "LABEL_${2}_w=\"tracegated $4, malloc tuned\" URL_${2}_w=\$3 PPID_${2}_w=\$GPID"
+            done
+        fi
+    fi
+    GPID=$MAIN_GPID
+fi
+if has socat; then
+    if want socat; then
+        free_port
+        start socat $PX socat "TCP-LISTEN:$PORT,bind=127.0.0.1,reuseaddr,fork" "UNIX-CONNECT:$SOCK"
+        ready "tcp://127.0.0.1:$PORT" "$LASTPID" &&
+            add_row socat "socat TCP (default -b 8192)" "tcp://127.0.0.1:$PORT" "$LASTPID"
+    fi
+    if want socat-b; then
+        free_port
+        start socat-b $PX socat -b 262144 "TCP-LISTEN:$PORT,bind=127.0.0.1,reuseaddr,fork" "UNIX-CONNECT:$SOCK"
+        ready "tcp://127.0.0.1:$PORT" "$LASTPID" &&
+            add_row socat_b "socat TCP -b 262144" "tcp://127.0.0.1:$PORT" "$LASTPID"
+    fi
+else
+    echo "gateway_bench: socat is not installed: its rows are skipped"
+fi
+if want stunnel; then
+    ST=""
+    has stunnel4 && ST=stunnel4
+    [ -z "$ST" ] && has stunnel && ST=stunnel
+    if [ -n "$ST" ]; then
+        free_port
+        cat >"$T/stunnel.conf" <<EOF
+foreground = yes
+pid =
+debug = 3
+[bench]
+accept = 127.0.0.1:$PORT
+connect = $SOCK
+cert = $T/pki/server.crt
+key = $T/pki/server.key
+EOF
+        start stunnel $PX $ST "$T/stunnel.conf"
+        ready "tls://127.0.0.1:$PORT" "$LASTPID" && add_row stunnel "stunnel4 TLS" "tls://127.0.0.1:$PORT" "$LASTPID"
+    else
+        echo "gateway_bench: stunnel4 is not installed: its row is skipped"
+    fi
+fi
+if want websockify; then
+    if has websockify; then
+        free_port
+        start websockify $PX websockify "127.0.0.1:$PORT" "--unix-target=$SOCK"
+        ready "ws://127.0.0.1:$PORT/" "$LASTPID" && add_row websockify "websockify WS" "ws://127.0.0.1:$PORT/" "$LASTPID"
+    else
+        echo "gateway_bench: websockify is not installed: its row is skipped"
+    fi
+fi
+
+# ---------------------------------------------------------------- measurements
+# Every cell is run REPS times, the repetitions interleaved across the rows (row A, B, C, ... then
+# again), so a burst of other work on the machine hits one repetition of several rows rather than
+# every repetition of one row. A stream cell keeps the best MB/s (other work only ever slows a
+# run), preferring runs that other processes did not disturb; a latency cell keeps the run with the best p50 (and that run's p99). Latency is measured
+# twice: client, proxy and server on ONE CPU (the proxy's: what the proxy's own work adds), and
+# across CPUs (client and server on the endpoint CPU, the proxy on its own: adds 4 cross-CPU
+# wake-ups per call, which on this VM cost ~25 us each and vary a lot).
+stream_once() { # key url proxy_pid extra...: keeps the best line in STREAM_key
+    key=$1
+    url=$2
+    ppid=$3
+    shift 3
+    w="--watch server=$SPID"
+    [ -n "$ppid" ] && w="$w --watch proxy=$ppid"
+    # shellcheck disable=SC2086
+    line=$(timeout 60 $EP "$BG" client "$url" --cacert "$T/pki/ca.crt" --seconds "$SECS" $w "$@" 2>>"$T/client.log")
+    v=$(field mb_per_s "$line")
+    [ -n "$v" ] || return 0
+    eval "old=\${STREAM_$key:-}"
+    o=$(field mb_per_s "$old")
+    # an undisturbed run (others < 15% of a CPU) beats a disturbed one; then the higher MB/s wins
+    dn=$(field cpu_others "$line")
+    dold=$(field cpu_others "$old")
+    if [ -z "$o" ] || awk "BEGIN{n=(${dn:-0}<15); o=(${dold:-0}<15); exit !(n>o || (n==o && $v > $o))}"; then
+        eval "STREAM_$key=\"\$line\""
+    fi
+}
+
+rr_once() { # var url cpu-prefix extra...: keeps the line with the best p50 in var
+    var=$1
+    url=$2
+    pre=$3
+    shift 3
+    # shellcheck disable=SC2086
+    line=$(timeout 60 $pre "$BG" client "$url" --cacert "$T/pki/ca.crt" --rr "$RR" "$@" 2>>"$T/client.log")
+    v=$(field p50_us "$line")
+    eval "old=\${$var:-}"
+    o=$(field p50_us "$old")
+    if [ -n "$v" ] && { [ -z "$o" ] || awk "BEGIN{exit !($v < $o)}"; }; then
+        eval "$var=\"\$line\""
+    fi
+}
+
+ROWS_FULL=""
+if [ "${BENCH_FULL_CLIENT:-0}" = 1 ]; then
+    for k in direct tg_tcp; do
+        eval "url=\${URL_$k:-} ppid=\${PPID_$k:-} lab=\${LABEL_$k:-}"
+        [ -n "$url" ] || continue
+        ROWS_FULL="$ROWS_FULL ${k}_full"
+        eval "LABEL_${k}_full=\"\$lab, tracectl client\" URL_${k}_full=\"\$url\" PPID_${k}_full=\"\$ppid\""
+    done
+fi
+extra_of() { case $1 in *_full) echo --full ;; esac; }
+
+r=0
+while [ $r -lt "$REPS" ]; do
+    r=$((r + 1))
+    for k in $ROWS $ROWS_FULL $WROWS; do
+        eval "url=\$URL_$k ppid=\$PPID_$k"
+        # shellcheck disable=SC2046
+        stream_once "$k" "$url" "$ppid" $(extra_of "$k")
+    done
+done
+r=0
+while [ $r -lt "$REPS" ]; do
+    r=$((r + 1))
+    for k in $ROWS $ROWS_FULL; do
+        eval "url=\$URL_$k"
+        # shellcheck disable=SC2046
+        rr_once "RR2_$k" "$url" "$EP" $(extra_of "$k")
+    done
+    if [ -n "$PX" ]; then
+        taskset -pc "$CPU_PX" "$SPID" >/dev/null
+        for k in $ROWS $ROWS_FULL; do
+            eval "url=\$URL_$k"
+            # shellcheck disable=SC2046
+            rr_once "RR1_$k" "$url" "$PX" $(extra_of "$k")
+        done
+        taskset -pc "$CPU_EP" "$SPID" >/dev/null
+    fi
+done
+if [ -z "$PX" ]; then
+    for k in $ROWS $ROWS_FULL; do eval "RR1_$k=\${RR2_$k:-}"; done
+fi
+
+# ---------------------------------------------------------------- tables
+plus() { # value base
+    if [ -n "$1" ] && [ -n "$2" ]; then awk "BEGIN{printf \"%+.1f\", $1-$2}"; fi
+}
+ratio() { # a b
+    if [ -n "$1" ] && [ -n "$2" ]; then awk "BEGIN{printf \"%.2f\", $1/$2}"; fi
+}
+DISTURBED=0
+stream_row() { # key
+    eval "lab=\$LABEL_$1 st=\${STREAM_$1:-}"
+    mb=$(field mb_per_s "$st")
+    oth=$(field cpu_others "$st")
+    mark=""
+    if [ -n "$oth" ] && [ "$oth" -ge 15 ]; then
+        mark=" *"
+        DISTURBED=1
+    fi
+    printf '%-34s %8s %8s | %6s %6s %6s %6s%s\n' "$lab" "${mb:--}" "$(field frames_per_s "$st")" \
+        "$(field cpu_proxy "$st")" "$(field cpu_client "$st")" "$(field cpu_server "$st")" "$oth" "$mark"
+    eval "MB_$1=\${mb:-}"
+}
+eval "base1=\$(field p50_us \"\${RR1_direct:-}\") base2=\$(field p50_us \"\${RR2_direct:-}\")"
+
+echo
+echo "stream of 64 KiB frames (MB/s of IPC bytes; CPU% = share of one CPU during the window):"
+printf '%-34s %8s %8s | %6s %6s %6s %6s\n' "path" "MB/s" "frames/s" "proxy" "client" "server" "others"
+printf '%s\n' "------------------------------------------------------------------------------------"
+for k in $ROWS $ROWS_FULL; do stream_row "$k"; done
+[ $DISTURBED = 1 ] && echo "* other processes used >= 15% of a CPU during this cell's best run: its number is low and its ratios unreliable"
+cipher=$(field cipher "${STREAM_tg_tls:-}")
+[ -n "$cipher" ] && echo "(TLS: tracegated negotiated $cipher, stunnel4 $(field cipher "${STREAM_stunnel:-}"))"
+echo
+echo "QueryCapabilities round trip, $RR calls (us; +p50 = added to direct UNIX):"
+printf '%-34s | %8s %8s %8s | %8s %8s %8s\n' "" "one CPU" "" "" "across" "CPUs" ""
+printf '%-34s | %8s %8s %8s | %8s %8s %8s\n' "path" "p50" "p99" "+p50" "p50" "p99" "+p50"
+printf '%s\n' "------------------------------------------------------------------------------------------"
+for k in $ROWS $ROWS_FULL; do
+    eval "lab=\$LABEL_$k r1=\${RR1_$k:-} r2=\${RR2_$k:-}"
+    a1=$(field p50_us "$r1")
+    a2=$(field p50_us "$r2")
+    printf '%-34s | %8s %8s %8s | %8s %8s %8s\n' "$lab" "${a1:--}" "$(field p99_us "$r1")" "$(plus "$a1" "$base1")" \
+        "${a2:--}" "$(field p99_us "$r2")" "$(plus "$a2" "$base2")"
+    eval "ADD1_$k=\$(plus \"\$a1\" \"\$base1\") ADD2_$k=\$(plus \"\$a2\" \"\$base2\")"
+done
+
+# ---------------------------------------------------------------- targets
+verdict() { # label value op target
+    if [ -z "$2" ]; then
+        printf '  %-64s %8s   %s\n' "$1" "n/a" "(not measured)"
+    elif awk "BEGIN{exit !($2 $3 $4)}"; then
+        printf '  %-64s %8s   met (target %s %s)\n' "$1" "$2" "$3" "$4"
+    else
+        printf '  %-64s %8s   MISSED (target %s %s)\n' "$1" "$2" "$3" "$4"
+    fi
+}
+throughput_targets() { # suffix of the tracegated keys ("" or _w)
+    verdict "tracegated TCP / socat default" "$(ratio "$(eval echo "\${MB_tg_tcp$1:-}")" "${MB_socat:-}")" ">=" 1.5
+    verdict "tracegated TCP / socat -b 262144" "$(ratio "$(eval echo "\${MB_tg_tcp$1:-}")" "${MB_socat_b:-}")" ">" 1.0
+    verdict "tracegated TLS / stunnel4" "$(ratio "$(eval echo "\${MB_tg_tls$1:-}")" "${MB_stunnel:-}")" ">=" 1.2
+    verdict "tracegated WS / websockify" "$(ratio "$(eval echo "\${MB_tg_ws$1:-}")" "${MB_websockify:-}")" ">=" 1.5
+}
+echo
+echo "targets (throughput ratios):"
+throughput_targets ""
+echo "targets (added p50 latency in us, no worse than socat default's):"
+for cpus in 1 2; do
+    eval "sa=\${ADD${cpus}_socat:-}"
+    [ -n "$sa" ] || continue
+    where="one CPU"
+    [ $cpus = 2 ] && where="across CPUs"
+    for k in tg_tcp tg_tls tg_ws; do
+        eval "lab=\${LABEL_$k:-$k} a=\${ADD${cpus}_$k:-}"
+        verdict "$lab, $where (socat: $sa)" "${a#+}" "<=" "${sa#+}"
+    done
+done
+
+# ---------------------------------------------------------------- what-if: malloc trimming off
+if [ -n "$WROWS" ]; then
+    echo
+    echo "what-if: tracegated with glibc's heap trimming off ($WHATIF_ENV),"
+    echo "i.e. the 2-line mallopt() fix proposed in docs/benchmarks.md (measured interleaved with the rows above):"
+    DISTURBED=0
+    for k in $WROWS; do stream_row "$k"; done
+    [ $DISTURBED = 1 ] && echo "* disturbed by other processes (see above)"
+    throughput_targets _w
+fi
+
+# ---------------------------------------------------------------- idle connections
+if [ "$IDLE" -gt 0 ] && want idle; then
+    [ -n "$GPID" ] && stop "$GPID"
+    [ -n "$WPID" ] && stop "$WPID"
+    free_port
+    P_IDLE=$PORT
+    # Each bridged client holds 2 descriptors in tracegated (client + upstream), so the hard
+    # RLIMIT_NOFILE bounds the count; tracegated starts with a low soft limit and must raise it.
+    HARD=$(ulimit -Hn)
+    [ "$HARD" = unlimited ] && HARD=1048576
+    N=$IDLE
+    echo
+    if [ $((2 * N + 64)) -gt "$HARD" ]; then
+        N=$(((HARD - 64) / 2))
+        echo "idle connections: the RLIMIT_NOFILE hard limit is $HARD here (raising it needs CAP_SYS_RESOURCE);" \
+            "$IDLE bridged clients need $((2 * IDLE + 64)) descriptors in tracegated: measuring $N, scaling to $IDLE"
+    fi
+    # shellcheck disable=SC2086
+    start tracegated-idle prlimit --nofile=1024:"$HARD" env ${BENCH_GW_ENV:-} $PX "$GWD" --upstream-consumer "$SOCK" \
+        --listen "consumer=tcp://127.0.0.1:$P_IDLE" --no-http --max-connections $((IDLE + 100)) \
+        --producer-socket "$T/gwi-p.sock" --consumer-socket "$T/gwi-c.sock" --log-level warn
+    IPID=$LASTPID
+    if ready "tcp://127.0.0.1:$P_IDLE" "$IPID"; then
+        soft=$(awk '/^Max open files/{print $4}' "/proc/$IPID/limits")
+        ok="NOT enough for $N clients"
+        [ "$soft" -ge $((2 * N + 64)) ] 2>/dev/null && ok="raised, enough for $N clients"
+        echo "idle connections: tracegated started with RLIMIT_NOFILE soft 1024 (hard $HARD); now $soft ($ok)"
+        line=$(timeout 300 "$BG" idle "tcp://127.0.0.1:$P_IDLE" --conns "$N" --pid "$IPID" --hold 1 2>"$T/idle.log")
+        echo "  $line"
+        bound=$(field bound "$line")
+        rss=$(field rss_after_kb "$line")
+        rss0=$(field rss_before_kb "$line")
+        if [ -n "$rss" ] && [ "${bound:-0}" -gt 0 ]; then
+            at=$(awk "BEGIN{printf \"%.1f\", ($rss0 + ($rss - $rss0) * $IDLE / $bound)/1024}")
+            echo "  tracegated RSS $(awk "BEGIN{printf \"%.1f\", $rss0/1024}") MB -> $(awk "BEGIN{printf \"%.1f\", $rss/1024}") MB" \
+                "with $bound bound consumer connections ($(field per_conn_bytes "$line") bytes each, upstream side included)"
+            if [ "$bound" != "$N" ]; then
+                echo "  only $bound of $N were bound; first errors:"
+                head -n 3 "$T/idle.log"
+                grep -m 3 -i "cannot\|error" "$T/tracegated-idle.log"
+            fi
+            verdict "tracegated RSS (MB) with $IDLE idle connections" "$at" "<" 200
+        else
+            echo "  the idle test failed:"
+            head -n 5 "$T/idle.log"
+            tail -n 5 "$T/tracegated-idle.log"
+        fi
+        stop "$IPID"
+    else
+        echo "idle connections: tracegated did not start"
+        tail -n 10 "$T/tracegated-idle.log"
+    fi
+fi
+exit 0
