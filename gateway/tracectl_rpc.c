@@ -94,6 +94,69 @@ void tc_rpc_pump(struct tc_rpc *rpc, const int *flag, int timeout_ms)
         snprintf(rpc->error, sizeof rpc->error, "timed out after %d ms", timeout_ms);
 }
 
+/* ================================================================ in-band auth */
+
+struct auth_wait {
+    int done, ok;
+    tg_ipc_service_proxy *proxy;
+};
+
+static void on_auth_bound(tg_ipc_client *cli, tg_ipc_service_proxy *proxy, void *arg)
+{
+    struct auth_wait *w = arg;
+    (void)cli;
+    w->proxy = proxy;
+    w->done = 1;
+}
+
+static void on_auth_reply(tg_ipc_client *cli, int success, int has_more, const uint8_t *reply, size_t len,
+                          void *arg)
+{
+    struct auth_wait *w = arg;
+    (void)cli;
+    (void)has_more;
+    (void)reply;
+    (void)len;
+    w->ok = success;
+    w->done = 1;
+}
+
+/* Raw TCP/TLS (and UNIX) clients present a bearer token in-band: bind TracegateAuth and call
+ * Authenticate before anything else (WebSockets carry it in the handshake instead). An endpoint
+ * without TracegateAuth (a plain traced) needs no token: that is not an error. */
+static int in_band_auth(struct tc_rpc *rpc, const struct tg_endpoint *ep, char *why, size_t whylen)
+{
+    const char *token = rpc->opts.creds.token;
+    if (!token || !*token || ep->kind == TG_EP_WS || ep->kind == TG_EP_WSS)
+        return 0;
+    int timeout = rpc->opts.timeout_ms > 0 ? rpc->opts.timeout_ms : 10000;
+    struct auth_wait w = {0, 0, NULL};
+    if (tg_ipc_client_bind(rpc->cli, "TracegateAuth", on_auth_bound, &w) != 0) {
+        snprintf(why, whylen, "cannot send BindService");
+        return -1;
+    }
+    pump_raw(rpc, &w.done, timeout);
+    if (!w.done) {
+        snprintf(why, whylen, "no answer while authenticating");
+        return -1;
+    }
+    if (!w.proxy)
+        return 0;
+    Tracegate__AuthenticateRequest req = TRACEGATE__AUTHENTICATE_REQUEST__INIT;
+    req.token = (char *)token;
+    w.done = 0;
+    if (tg_ipc_client_invoke(rpc->cli, w.proxy, "Authenticate", &req.base, -1, on_auth_reply, &w) == 0) {
+        snprintf(why, whylen, "cannot send Authenticate");
+        return -1;
+    }
+    pump_raw(rpc, &w.done, timeout);
+    if (!w.done || !w.ok) {
+        snprintf(why, whylen, "authentication failed: the gateway refused the token");
+        return -1;
+    }
+    return 0;
+}
+
 int tc_rpc_open(struct tc_rpc *rpc, const struct tc_opts *opts, const char *service)
 {
     memset(rpc, 0, sizeof *rpc);
@@ -110,6 +173,8 @@ int tc_rpc_open(struct tc_rpc *rpc, const struct tc_opts *opts, const char *serv
     struct tg_ipc_client_cbs cbs = {.on_disconnect = on_disconnect};
     rpc->cli = tg_endpoint_connect(rpc->base, &ep, &opts->creds, &cbs, rpc, rpc->error, sizeof rpc->error);
     if (!rpc->cli)
+        return -1;
+    if (in_band_auth(rpc, &ep, rpc->error, sizeof rpc->error) != 0)
         return -1;
     if (tg_ipc_client_bind(rpc->cli, service, on_bound, rpc) != 0) {
         snprintf(rpc->error, sizeof rpc->error, "cannot send BindService");
@@ -369,6 +434,10 @@ static int resume_attempt(struct tc_rpc *rpc, uint64_t frames, char *why, size_t
     }
     rpc->disconnected = 0;
     rpc->error[0] = 0;
+    if (in_band_auth(rpc, &ep, why, whylen) != 0) {
+        drop_conn(rpc, "authentication failed");
+        return -1;
+    }
     int b = bind_session(rpc);
     if (b < 0) {
         snprintf(why, whylen, "%s", rpc->error[0] ? rpc->error : "no answer to BindService");

@@ -43,6 +43,16 @@ expect "first=auth_refused then=-" call "$TOK" QueryServiceState --token "wrong-
 # no token at all on an auth=token listener: the first request closes the connection
 expect "first=disconnected then=-" call "$TOK" QueryServiceState
 
+# tracectl sends its --token in-band (TracegateAuth) on raw TCP
+timeout 20 "$TRACECTL" --token "$REC_TOKEN" query "tcp://$TOK" >"$T/q.out" 2>&1 ||
+    fail "tracectl query with a right token failed: $(cat "$T/q.out")"
+grep -q "PRODUCERS CONNECTED" "$T/q.out" || fail "tracectl query printed no service state"
+if timeout 20 "$TRACECTL" --token wrong-token query "tcp://$TOK" >"$T/q2.out" 2>&1; then
+    fail "tracectl query with a wrong token succeeded"
+fi
+grep -q "authentication failed" "$T/q2.out" || fail "tracectl did not say why: $(cat "$T/q2.out")"
+echo "ok: tracectl --token in-band"
+
 grep -q "denied ConsumerPort.EnableTracing to 127.0.0.1:[0-9]* (ci, roles observer)" "$T/gw.log" ||
     fail "the denial is not logged with method and principal"
 grep -q "authentication failed for 127.0.0.1" "$T/gw.log" || fail "the failed authentication is not logged"
