@@ -1,6 +1,7 @@
 /* tracectl.c: command-line client for tracegate and Perfetto services: option parsing and command dispatch. */
 #include "tracectl.h"
 
+#include <malloc.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +53,11 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
+    /* Frame buffers of 64-128 KiB sit at glibc's mmap/trim thresholds: without this every burst
+     * returns memory to the kernel and faults it back in (a third of the CPU when streaming;
+     * see docs/benchmarks.md). */
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
+    mallopt(M_TRIM_THRESHOLD, 32 << 20);
     static const struct option longopts[] = {
         {"cacert", required_argument, NULL, 'A'}, {"cert", required_argument, NULL, 'C'},
         {"key", required_argument, NULL, 'K'},    {"token", required_argument, NULL, 'T'},

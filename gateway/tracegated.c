@@ -1,6 +1,7 @@
 /* tracegated.c: the tracegate daemon: the embedded tracing service (or a bridge to a running
  * traced) plus the gateway: UNIX/TCP/TLS listeners and the HTTP/WebSocket front end; signals
  * (SIGTERM/SIGINT drain, SIGHUP reload) and start-up reporting. */
+#include <malloc.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <signal.h>
@@ -272,6 +273,11 @@ static int choose_upstream(struct daemon *d, char *err, size_t errlen)
 
 int main(int argc, char **argv)
 {
+    /* Frame buffers of 64-128 KiB sit at glibc's mmap/trim thresholds: without this every burst
+     * returns memory to the kernel and faults it back in (a third of the CPU when streaming;
+     * see docs/benchmarks.md). */
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
+    mallopt(M_TRIM_THRESHOLD, 32 << 20);
     struct daemon d;
     memset(&d, 0, sizeof d);
     d.argc = argc;

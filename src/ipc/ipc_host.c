@@ -444,7 +444,7 @@ int tg_ipc_host_listen(tg_ipc_host *h, const char *addr, unsigned mode, char *er
     struct tg_addr a;
     if (tg_addr_parse(addr, &a, err, errlen) != 0)
         return -1;
-    int fd = tg_addr_listen(&a, 128, mode);
+    int fd = tg_addr_listen(&a, SOMAXCONN, mode); /* bursts of clients must not be refused */
     if (fd < 0) {
         snprintf(err, errlen, "cannot listen on %s: %s", a.text,
                  errno == EADDRINUSE ? "address in use (is another service running there?)" : strerror(errno));
