@@ -1,0 +1,68 @@
+/* fuzz_gw_parsers.c: libFuzzer target for tracegated's text parsers: the config file, the token
+ * file, --listen specs, endpoint URLs and the WebSocket request helpers (route, subprotocol
+ * header, static path). The first byte picks the parser; the rest is its input. */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "endpoint.h"
+#include "gw_auth.h"
+#include "gw_config.h"
+#include "gw_ws_policy.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1 || size > 65536)
+        return 0;
+    char *text = malloc(size);
+    if (!text)
+        return 0;
+    memcpy(text, data + 1, size - 1);
+    text[size - 1] = '\0'; /* string parsers get a NUL-terminated copy */
+    size_t len = size - 1;
+    char err[512], buf[256];
+    switch (data[0] % 6) {
+    case 0: {
+        struct tg_gw_config c;
+        tg_gw_config_init(&c);
+        if (tg_gw_config_parse_text(&c, text, len, "fuzz", err, sizeof err) == 0)
+            tg_gw_config_validate(&c, err, sizeof err);
+        tg_gw_config_free(&c);
+        break;
+    }
+    case 1: {
+        struct tg_gw_tokens *t = NULL;
+        if (tg_gw_tokens_parse(text, len, "fuzz", &t, err, sizeof err) == 0 && t) {
+            tg_gw_tokens_lookup(t, text, strlen(text), buf, sizeof buf);
+            tg_gw_tokens_free(t);
+        }
+        break;
+    }
+    case 2: {
+        struct tg_gw_listen_spec spec;
+        memset(&spec, 0, sizeof spec);
+        tg_gw_listen_parse(text, &spec, err, sizeof err);
+        break;
+    }
+    case 3: {
+        struct tg_endpoint ep;
+        tg_endpoint_parse(text, &ep, err, sizeof err);
+        break;
+    }
+    case 4: {
+        const char *why = NULL;
+        tg_ws_parse_protocols(text, buf, sizeof buf, &why);
+        break;
+    }
+    default:
+        tg_ws_route_of(text, buf, sizeof buf);
+        tg_ws_static_path_ok(text);
+        tg_ws_mime_type(text);
+        break;
+    }
+    free(text);
+    return 0;
+}
