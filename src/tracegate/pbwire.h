@@ -30,7 +30,7 @@ struct tg_pb_field {
 static inline void tg_pb_reader_init(struct tg_pb_reader *r, const void *buf, size_t len)
 {
     r->p = (const uint8_t *)buf;
-    r->end = r->p + len;
+    r->end = buf ? r->p + len : r->p; /* an empty field may come with a NULL pointer */
 }
 
 /* Decodes a varint of at most 10 bytes. Returns bytes consumed, 0 on error. */

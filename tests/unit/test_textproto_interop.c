@@ -223,8 +223,8 @@ static size_t check_recording(const char *dir, const char *base)
         while (frame_end > body && frame_end[-1] == '\n' && frame_end - 1 > body && frame_end[-2] == '\n')
             frame_end--; /* keep one trailing newline */
 
-        const uint8_t *wire;
-        size_t wire_n;
+        const uint8_t *wire = NULL;
+        size_t wire_n = 0;
         char where[512];
         snprintf(where, sizeof where, "%s frame %zu (%s)", base, checked + 1, d == 0 ? "C->S" : "S->C");
         if (next_frame(&fr[d], &wire, &wire_n) != 0)
