@@ -10,14 +10,10 @@
 #include <strings.h>
 #include <time.h>
 
+#include "tracegate/clock.h"
 #include "tracegate/frame.h"
 
-uint64_t tg_gw_now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
+uint64_t tg_gw_now_us(void) { return tg_mono_us(); }
 
 void tg_gw_limits_default(struct tg_gw_limits *l)
 {

@@ -2,6 +2,7 @@
  * show progress, stop on Ctrl-C, ReadBuffers into a .pftrace, FreeBuffers; or start and Detach.
  * Also the consumer-session helpers (tc_session_*) that `tracectl attach` reuses. */
 #include "tracectl.h"
+#include "tracegate/clock.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -26,13 +27,6 @@
 #define DEFAULT_BUFFER_KB (32u * 1024u)
 /* FlushFlags: reason trace-stop (2), initiator perfetto_cmd (2 << 4) */
 #define FLUSH_FLAGS_STOP 0x22u
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static void human_bytes(char *buf, size_t len, uint64_t b)
 {
@@ -60,7 +54,7 @@ static void progress_print(struct tc_session *s)
 {
     if (!s->progress)
         return;
-    uint64_t el = now_ms() - s->t0_ms;
+    uint64_t el = tg_mono_ms() - s->t0_ms;
     char line[256];
     int n;
     if (s->rpc->disconnected)
@@ -121,7 +115,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     (void)what;
     if (s->reading || !s->enable_started || s->enable.done)
         return;
-    uint64_t now = now_ms();
+    uint64_t now = tg_mono_ms();
     /* a session that should have ended long ago: stop it ourselves, then give up */
     if (s->deadline_ms && now >= s->deadline_ms) {
         progress_clear(s);
@@ -166,7 +160,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     (void)what;
     /* a wrapper (timeout(1), a shell) may forward the one Ctrl-C a second time: a repeat within
      * a second is the same interruption, not the "abort" one */
-    uint64_t now = now_ms();
+    uint64_t now = tg_mono_ms();
     if (s->interrupts && now - s->last_signal_ms < 1000)
         return;
     s->last_signal_ms = now;
@@ -208,7 +202,7 @@ int tc_session_init(struct tc_session *s, struct tc_rpc *rpc, uint32_t duration_
     s->duration_ms = duration_ms;
     s->progress = progress;
     s->tty = isatty(STDERR_FILENO);
-    s->t0_ms = now_ms();
+    s->t0_ms = tg_mono_ms();
     s->stats.fn = stats_part;
     s->stats.arg = s;
     s->enable.fn = enable_part;
@@ -263,7 +257,7 @@ int tc_session_enable(struct tc_session *s, const uint8_t *args, size_t len, int
     if (tc_rpc_start(s->rpc, "EnableTracing", args, len, fd, &s->enable) != 0)
         return -1;
     s->enable_started = 1;
-    s->t0_ms = now_ms();
+    s->t0_ms = tg_mono_ms();
     if (s->duration_ms)
         s->deadline_ms = s->t0_ms + s->duration_ms + OVERDUE_GRACE_MS;
     return 0;
@@ -301,7 +295,7 @@ void tc_session_stop(struct tc_session *s)
     if (s->stop_requested || !s->enable_started || s->enable.done)
         return;
     s->stop_requested = 1;
-    s->deadline_ms = now_ms() + STOP_GRACE_MS;
+    s->deadline_ms = tg_mono_ms() + STOP_GRACE_MS;
     if (s->rpc->disconnected) { /* reconnecting: sent once the session is resumed */
         s->stop_deferred = 1;
         return;
@@ -427,7 +421,7 @@ static int read_part(void *arg, const uint8_t *reply, size_t len, int has_more)
 {
     struct read_ctx *rc = arg;
     (void)has_more;
-    rc->last_activity = now_ms();
+    rc->last_activity = tg_mono_ms();
     if (rc->failed)
         return 1;
     if (rc->s->read_gap) {
@@ -470,7 +464,7 @@ int tc_session_read(struct tc_session *s, struct tc_trace_writer *w)
     rc.s = s;
     rc.w = w;
     tc_assembler_init(&rc.as);
-    rc.last_activity = now_ms();
+    rc.last_activity = tg_mono_ms();
     s->reading = 1;
 
     struct tc_async a = {.fn = read_part, .arg = &rc};
@@ -486,11 +480,11 @@ int tc_session_read(struct tc_session *s, struct tc_trace_writer *w)
         if (rpc->disconnected) {
             if (session_recover(s) != 0)
                 break;
-            rc.last_activity = now_ms();
+            rc.last_activity = tg_mono_ms();
             continue;
         }
         event_base_loop(rpc->base, EVLOOP_ONCE);
-        if (!a.done && now_ms() - rc.last_activity > READ_IDLE_MS) {
+        if (!a.done && tg_mono_ms() - rc.last_activity > READ_IDLE_MS) {
             idle = 1;
             break;
         }

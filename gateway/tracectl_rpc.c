@@ -1,6 +1,7 @@
 /* tracectl_rpc.c: connect/bind/call helpers that drive a private libevent loop for tracectl, and
  * session survival: reconnect and TracegateSession.Resume through a tracegate gateway. */
 #include "tracectl_rpc.h"
+#include "tracegate/clock.h"
 
 #include <event2/event.h>
 #include <stdio.h>
@@ -18,19 +19,12 @@
 #define BACKOFF_FIRST_MS 100
 #define BACKOFF_MAX_MS 2000
 
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 static void on_disconnect(tg_ipc_client *cli, const char *reason, void *arg)
 {
     struct tc_rpc *rpc = arg;
     (void)cli;
     rpc->disconnected = 1;
-    rpc->disconnected_at_ms = mono_ms();
+    rpc->disconnected_at_ms = tg_mono_ms();
     if (!rpc->error[0])
         snprintf(rpc->error, sizeof rpc->error, "connection closed: %s", reason);
 }
@@ -517,7 +511,7 @@ int tc_rpc_recover(struct tc_rpc *rpc)
             break;
         }
         tg_debug(LOG, "resume attempt %u failed: %s", attempt, why);
-        uint64_t now = mono_ms();
+        uint64_t now = tg_mono_ms();
         if (now + (uint64_t)delay >= deadline) {
             snprintf(rpc->error, sizeof rpc->error,
                      "could not reconnect within the %u ms resume window (%.200s; %.200s)", rpc->resume_window_ms,

@@ -1,5 +1,6 @@
 /* conn.c: framed IPC connection over a socket (with SCM_RIGHTS) or a bufferevent (see tracegate/conn.h). */
 #include "tracegate/conn.h"
+#include "tracegate/clock.h"
 #include "tracegate/frame.h"
 #include "tracegate/log.h"
 
@@ -66,13 +67,6 @@ struct tg_conn {
     uint64_t last_progress_ms, last_input_ms, flush_deadline_ms;
     struct tg_conn_stats stats;
 };
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 void tg_conn_opts_default(struct tg_conn_opts *o)
 {
@@ -184,7 +178,7 @@ static int sock_flush(tg_conn *c)
         evbuffer_drain(c->out, (size_t)n);
         c->out_sent += (uint64_t)n;
         c->stats.bytes_out += (uint64_t)n;
-        c->last_progress_ms = now_ms();
+        c->last_progress_ms = tg_mono_ms();
         if (attach >= 0 && n > 0) {
             close(attach);
             memmove(c->fdq, c->fdq + 1, (c->fdq_len - 1) * sizeof *c->fdq);
@@ -222,7 +216,7 @@ static int after_enqueue(tg_conn *c)
     if (len > c->opts.out_high)
         c->congested = 1;
     if (!c->bev && len > 0 && !event_pending(c->write_ev, EV_WRITE, NULL)) {
-        c->last_progress_ms = now_ms();
+        c->last_progress_ms = tg_mono_ms();
         event_add(c->write_ev, NULL);
     }
     if (c->opts.send_timeout_ms)
@@ -366,7 +360,7 @@ static void sock_read_cb(evutil_socket_t sfd, short what, void *arg)
         }
         evbuffer_commit_space(c->in, v, nv);
         c->stats.bytes_in += (uint64_t)n;
-        c->last_input_ms = now_ms();
+        c->last_input_ms = tg_mono_ms();
         if ((size_t)n < room)
             break;
     }
@@ -418,7 +412,7 @@ static void bev_read_cb(struct bufferevent *bev, void *arg)
 {
     tg_conn *c = arg;
     (void)bev;
-    c->last_input_ms = now_ms();
+    c->last_input_ms = tg_mono_ms();
     dispatch_frames(c);
 }
 
@@ -426,7 +420,7 @@ static void bev_write_cb(struct bufferevent *bev, void *arg)
 {
     tg_conn *c = arg;
     (void)bev;
-    c->last_progress_ms = now_ms();
+    c->last_progress_ms = tg_mono_ms();
     check_drain(c);
 }
 
@@ -525,7 +519,7 @@ void tg_conn_close_after_flush(tg_conn *c, const char *reason)
     c->flushing = 1;
     tg_conn_pause_read(c);
     int ms = c->opts.send_timeout_ms ? c->opts.send_timeout_ms : FLUSH_CLOSE_DEFAULT_MS;
-    c->flush_deadline_ms = now_ms() + (uint64_t)ms;
+    c->flush_deadline_ms = tg_mono_ms() + (uint64_t)ms;
     arm_timer(c);
     check_drain(c);
 }
@@ -545,7 +539,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
     (void)what;
     if (c->closing)
         return;
-    uint64_t now = now_ms();
+    uint64_t now = tg_mono_ms();
     if (c->flushing && now >= c->flush_deadline_ms) {
         schedule_close(c, c->reason);
         return;
@@ -567,7 +561,7 @@ static void arm_timer(tg_conn *c)
 {
     if (c->closing)
         return;
-    uint64_t now = now_ms(), next = UINT64_MAX;
+    uint64_t now = tg_mono_ms(), next = UINT64_MAX;
     if (c->opts.send_timeout_ms && tg_conn_output_len(c) > 0)
         next = c->last_progress_ms + (uint64_t)c->opts.send_timeout_ms;
     if (c->opts.idle_timeout_ms) {
@@ -601,7 +595,7 @@ static tg_conn *conn_alloc(struct event_base *base, const struct tg_conn_opts *o
         c->cbs = *cbs;
     c->arg = arg;
     apply_opts(c, opts);
-    c->last_progress_ms = c->last_input_ms = now_ms();
+    c->last_progress_ms = c->last_input_ms = tg_mono_ms();
     c->timer_ev = event_new(base, -1, 0, timer_cb, c);
     c->close_ev = event_new(base, -1, 0, close_cb, c);
     c->resume_ev = event_new(base, -1, 0, resume_cb, c);
