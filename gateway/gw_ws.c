@@ -24,27 +24,6 @@ static const struct lws_protocols k_protocols[] = {
     {NULL, NULL, 0, 0, 0, NULL, 0},
 };
 
-/* ------------------------------------------------------------ lws logging */
-
-static void lws_log_emit(int level, const char *line)
-{
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s", line);
-    size_t n = strlen(buf);
-    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
-        buf[--n] = '\0';
-    if (level & LLL_ERR)
-        tg_error("lws", "%s", buf);
-    else
-        tg_warn("lws", "%s", buf);
-}
-
-/* Only errors and warnings: lws' lower levels print headers, which may hold tokens. */
-static void setup_lws_logging(void)
-{
-    lws_set_log_level(LLL_ERR | LLL_WARN, lws_log_emit);
-}
-
 /* ------------------------------------------------ libevent side of the hand-off */
 
 static void on_handoff(void *arg, int fd, const struct tg_gw_client_info *info)
@@ -248,7 +227,7 @@ struct tg_gw_ws *tg_gw_ws_start(struct tg_gw *gw, struct event_base *base, const
         ws_free(ws);
         return NULL;
     }
-    setup_lws_logging();
+    tg_ws_setup_lws_logging(0);
 
     struct lws_context_creation_info ci;
     memset(&ci, 0, sizeof ci);

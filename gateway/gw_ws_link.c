@@ -2,12 +2,15 @@
 #include "gw_ws_link.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include "tracegate/log.h"
 
 #define DEFAULT_MAX_MESSAGE (1u << 20)
 /* Bytes a link may hold for the socket beyond what flow control should
@@ -364,4 +367,29 @@ int tg_ws_link_raw_callback(struct lws *wsi, enum lws_callback_reasons reason, v
     (void)in;
     (void)len;
     return 0;
+}
+
+/* ------------------------------------------------------------ lws logging */
+
+static atomic_int g_quiet_warnings;
+
+static void lws_log_emit(int level, const char *line)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", line);
+    size_t n = strlen(buf);
+    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+        buf[--n] = '\0';
+    if (level & LLL_ERR)
+        tg_error("lws", "%s", buf);
+    else if (atomic_load(&g_quiet_warnings))
+        tg_debug("lws", "%s", buf);
+    else
+        tg_warn("lws", "%s", buf);
+}
+
+void tg_ws_setup_lws_logging(int quiet_warnings)
+{
+    atomic_store(&g_quiet_warnings, quiet_warnings);
+    lws_set_log_level(LLL_ERR | LLL_WARN, lws_log_emit);
 }

@@ -67,4 +67,9 @@ int tg_ws_link_raw_callback(struct lws *wsi, enum lws_callback_reasons reason, v
 /* Live links on this thread (for tests and metrics). */
 int tg_ws_link_count(void);
 
+/* Routes libwebsockets' own log lines to tracegate's log. Only errors and warnings are enabled:
+ * lws' lower levels print headers, which may hold tokens. quiet_warnings logs warnings at debug
+ * level (the client: a CLI should not chatter). Process-wide, as lws logging is. */
+void tg_ws_setup_lws_logging(int quiet_warnings);
+
 #endif

@@ -170,19 +170,6 @@ void tg_ws_client_shutdown_all(void) { reap(1); }
 
 static void register_atexit(void) { atexit(tg_ws_client_shutdown_all); }
 
-static void lws_log_emit(int level, const char *line)
-{
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s", line);
-    size_t n = strlen(buf);
-    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
-        buf[--n] = '\0';
-    if (level & LLL_ERR)
-        tg_error("lws", "%s", buf);
-    else
-        tg_debug("lws", "%s", buf);
-}
-
 static int token_fits_subprotocol(const char *t)
 {
     size_t n = strlen(t);
@@ -245,7 +232,7 @@ tg_conn *tg_ws_client_open(struct event_base *base, const struct tg_endpoint *ep
     }
     c->sock = sv[0];
 
-    lws_set_log_level(LLL_ERR | LLL_WARN, lws_log_emit);
+    tg_ws_setup_lws_logging(1);
     struct lws_context_creation_info ci;
     memset(&ci, 0, sizeof ci);
     ci.port = CONTEXT_PORT_NO_LISTEN;
