@@ -159,8 +159,11 @@ int tg_gw_upstream_connect(struct tg_gw_upstream *u, char *err, size_t errlen)
     }
     int fd = tg_addr_connect(&u->addr);
     if (fd < 0) {
-        snprintf(err, errlen, "cannot connect to %s: %s", u->addr.text, strerror(errno));
-        set_healthy(u, 0);
+        int e = errno;
+        snprintf(err, errlen, "cannot connect to %s: %s", u->addr.text, strerror(e));
+        /* out of descriptors, or a full backlog, is our trouble or a burst: not an unreachable upstream */
+        if (e != EMFILE && e != ENFILE && e != EAGAIN && e != ENOBUFS)
+            set_healthy(u, 0);
         return -1;
     }
     if (u->addr.family != AF_UNIX) {

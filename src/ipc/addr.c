@@ -202,6 +202,27 @@ int tg_addr_listen(const struct tg_addr *a, int backlog, unsigned mode)
     return fd;
 }
 
+/* A non-blocking AF_UNIX connect fails with EAGAIN when the listener's backlog is full (a burst of
+ * clients); it never completes later. A blocking connect waits for room: allow it briefly, rather
+ * than refusing the client outright. */
+static int connect_unix_backlogged(const struct tg_addr *a)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    struct timeval tv = {0, 200 * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    if (connect(fd, (const struct sockaddr *)&a->ss, a->len) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e == EINPROGRESS ? EAGAIN : e;
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+    return fd;
+}
+
 int tg_addr_connect(const struct tg_addr *a)
 {
     int fd = new_socket(a->family);
@@ -214,6 +235,8 @@ int tg_addr_connect(const struct tg_addr *a)
     if (connect(fd, (const struct sockaddr *)&a->ss, a->len) != 0 && errno != EINPROGRESS) {
         int e = errno;
         close(fd);
+        if (e == EAGAIN && a->family == AF_UNIX)
+            return connect_unix_backlogged(a);
         errno = e;
         return -1;
     }
