@@ -22,7 +22,7 @@ static const struct command k_commands[] = {
     {"query", tc_cmd_query, "query [URL]            show producers, data sources, sessions and capabilities", 1},
     {"record", tc_cmd_record,
      "record [URL] [-c CONFIG] [--duration 10s] [--buffer 32mb] [--ds NAME]... [--fill ring|discard]\n"
-     "                         [-o FILE] [--detach KEY] [--no-progress]\n"
+     "                         [-o FILE] [--detach KEY] [--no-progress] [--no-resume]\n"
      "                         record a trace into a .pftrace file (default trace.pftrace)", 1},
     {"attach", tc_cmd_attach, "attach [URL] KEY [-o FILE] [--stop]\n"
                               "                         collect a session started with record --detach KEY", 1},
