@@ -47,25 +47,9 @@ static void timeout_cb(evutil_socket_t fd, short what, void *arg)
     *(int *)arg = 1;
 }
 
-/* Runs the loop until *flag, a disconnect or the timeout; no resume. */
-static void pump_raw(struct tc_rpc *rpc, const int *flag, int timeout_ms)
-{
-    int timed_out = 0;
-    struct event *t = NULL;
-    if (timeout_ms > 0) {
-        t = evtimer_new(rpc->base, timeout_cb, &timed_out);
-        struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-        evtimer_add(t, &tv);
-    }
-    while (!*flag && !rpc->disconnected && !timed_out && !(rpc->abort_flag && *rpc->abort_flag))
-        event_base_loop(rpc->base, EVLOOP_ONCE);
-    if (t)
-        event_free(t);
-    if (timed_out && !*flag && !rpc->error[0])
-        snprintf(rpc->error, sizeof rpc->error, "timed out after %d ms", timeout_ms);
-}
-
-void tc_rpc_pump(struct tc_rpc *rpc, const int *flag, int timeout_ms)
+/* Runs the loop until *flag or the timeout. On a disconnect: with `recover`, resume the session
+ * (tc_rpc_recover) and go on; without, stop (as on an abort request). */
+static void pump(struct tc_rpc *rpc, const int *flag, int timeout_ms, int recover)
 {
     int timed_out = 0;
     struct event *t = NULL;
@@ -76,10 +60,12 @@ void tc_rpc_pump(struct tc_rpc *rpc, const int *flag, int timeout_ms)
     }
     while (!*flag && !timed_out) {
         if (rpc->disconnected) {
-            if (tc_rpc_recover(rpc) != 0)
+            if (!recover || tc_rpc_recover(rpc) != 0)
                 break;
             continue;
         }
+        if (!recover && rpc->abort_flag && *rpc->abort_flag)
+            break;
         event_base_loop(rpc->base, EVLOOP_ONCE);
     }
     if (t)
@@ -87,6 +73,11 @@ void tc_rpc_pump(struct tc_rpc *rpc, const int *flag, int timeout_ms)
     if (timed_out && !*flag && !rpc->error[0])
         snprintf(rpc->error, sizeof rpc->error, "timed out after %d ms", timeout_ms);
 }
+
+/* No resume: used while connecting, authenticating and resuming. */
+static void pump_raw(struct tc_rpc *rpc, const int *flag, int timeout_ms) { pump(rpc, flag, timeout_ms, 0); }
+
+void tc_rpc_pump(struct tc_rpc *rpc, const int *flag, int timeout_ms) { pump(rpc, flag, timeout_ms, 1); }
 
 /* ================================================================ in-band auth */
 
