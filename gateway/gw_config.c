@@ -1,6 +1,7 @@
 /* gw_config.c: tracegated's option table, command line and config file parsing, and validation
  * (see gw_config.h and docs/config.md). */
 #include "gw_config.h"
+#include "tracegate/errbuf.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -100,18 +101,6 @@ static const struct opt_def k_opts[] = {
 };
 #define N_OPTS (sizeof k_opts / sizeof k_opts[0])
 
-static int set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 void tg_gw_config_init(struct tg_gw_config *c)
 {
     memset(c, 0, sizeof *c);
@@ -162,7 +151,7 @@ static int set_str(char **dst, const char *v, const char *name, char *err, size_
 {
     char *d = strdup(v);
     if (!d)
-        return set_err(err, errlen, "%s: out of memory", name);
+        return tg_errf(err, errlen, "%s: out of memory", name);
     free(*dst);
     *dst = d;
     return 0;
@@ -224,9 +213,9 @@ int tg_gw_config_set(struct tg_gw_config *c, const char *name, const char *value
 {
     const struct opt_def *o = find_opt(name);
     if (!o || o->cli_only)
-        return set_err(err, errlen, "unknown option '%s'", name);
+        return tg_errf(err, errlen, "unknown option '%s'", name);
     if (o->arg && !value)
-        return set_err(err, errlen, "option '%s' needs a value (%s)", name, o->arg);
+        return tg_errf(err, errlen, "option '%s' needs a value (%s)", name, o->arg);
     int b;
     unsigned long u;
     size_t sz;
@@ -238,7 +227,7 @@ int tg_gw_config_set(struct tg_gw_config *c, const char *name, const char *value
     case O_CONSUMER_MODE: {
         unsigned m;
         if (parse_mode(value, &m) != 0)
-            return set_err(err, errlen, "%s: '%s' is not an octal mode", name, value);
+            return tg_errf(err, errlen, "%s: '%s' is not an octal mode", name, value);
         *(o->id == O_PRODUCER_MODE ? &c->producer_mode : &c->consumer_mode) = m;
         return 0;
     }
@@ -250,7 +239,7 @@ int tg_gw_config_set(struct tg_gw_config *c, const char *name, const char *value
             return -1;
         struct tg_gw_listen_spec *nl = realloc(c->listen, (c->n_listen + 1) * sizeof *nl);
         if (!nl)
-            return set_err(err, errlen, "out of memory");
+            return tg_errf(err, errlen, "out of memory");
         c->listen = nl;
         c->listen[c->n_listen++] = spec;
         return 0;
@@ -259,16 +248,16 @@ int tg_gw_config_set(struct tg_gw_config *c, const char *name, const char *value
     case O_WEB_ROOT: return set_str(&c->web_root, value, name, err, errlen);
     case O_ALLOW_ORIGIN:
         if (!*value || strchr(value, ' '))
-            return set_err(err, errlen, "allow-origin: '%s' is not an origin (scheme://host[:port])", value);
+            return tg_errf(err, errlen, "allow-origin: '%s' is not an origin (scheme://host[:port])", value);
         if (push_str(&c->allow_origins, &c->n_allow_origins, value) != 0)
-            return set_err(err, errlen, "out of memory");
+            return tg_errf(err, errlen, "out of memory");
         return 0;
     case O_TOKEN_FILE: return set_str(&c->token_file, value, name, err, errlen);
     case O_LOCAL_ROLES:
     case O_CERT_ROLES: {
         unsigned r = tg_gw_roles_parse(value);
         if (!r)
-            return set_err(err, errlen, "%s: '%s' is not a role list (observer, recorder, producer, admin)", name,
+            return tg_errf(err, errlen, "%s: '%s' is not a role list (observer, recorder, producer, admin)", name,
                            value);
         *(o->id == O_LOCAL_ROLES ? &c->local_roles : &c->cert_roles) = r;
         return 0;
@@ -282,7 +271,7 @@ int tg_gw_config_set(struct tg_gw_config *c, const char *name, const char *value
     case O_TLS_REQUIRE_CLIENT_CERT:
     case O_SYSLOG: {
         if (parse_bool(value, &b) != 0)
-            return set_err(err, errlen, "%s: '%s' is not a boolean (true/false)", name, value);
+            return tg_errf(err, errlen, "%s: '%s' is not a boolean (true/false)", name, value);
         int *dst = o->id == O_NO_HTTP      ? &c->no_http
                    : o->id == O_HTTP_TLS   ? &c->http_tls
                    : o->id == O_INSECURE   ? &c->insecure
@@ -298,7 +287,7 @@ int tg_gw_config_set(struct tg_gw_config *c, const char *name, const char *value
     case O_OUT_SOFT:
     case O_OUT_HARD: {
         if (tg_gw_parse_size(value, &sz) != 0)
-            return set_err(err, errlen, "%s: '%s' is not a size (e.g. 65536, 64k, 1m)", name, value);
+            return tg_errf(err, errlen, "%s: '%s' is not a size (e.g. 65536, 64k, 1m)", name, value);
         size_t *dst = o->id == O_WS_MAX_MESSAGE ? &c->ws_max_message
                       : o->id == O_MAX_FRAME    ? &c->limits.max_frame
                       : o->id == O_OUT_HIGH     ? &c->limits.out_high
@@ -314,7 +303,7 @@ int tg_gw_config_set(struct tg_gw_config *c, const char *name, const char *value
     case O_IDLE_TIMEOUT:
     case O_DRAIN_TIMEOUT: {
         if (tg_gw_parse_duration_ms(value, &ms) != 0)
-            return set_err(err, errlen, "%s: '%s' is not a duration (e.g. 10, 10s, 500ms, 5m)", name, value);
+            return tg_errf(err, errlen, "%s: '%s' is not a duration (e.g. 10, 10s, 500ms, 5m)", name, value);
         uint32_t *dst = o->id == O_PROBE_INTERVAL      ? &c->probe_interval_ms
                         : o->id == O_OUT_SOFT_GRACE    ? &c->limits.soft_grace_ms
                         : o->id == O_HANDSHAKE_TIMEOUT ? &c->limits.handshake_timeout_ms
@@ -325,7 +314,7 @@ int tg_gw_config_set(struct tg_gw_config *c, const char *name, const char *value
     }
     case O_RESUME_WINDOW: /* session survival (gw_resume.c) */
         if (tg_gw_parse_duration_ms(value, &ms) != 0)
-            return set_err(err, errlen, "%s: '%s' is not a duration (e.g. 60s, 500ms, 0 = off)", name, value);
+            return tg_errf(err, errlen, "%s: '%s' is not a duration (e.g. 60s, 500ms, 0 = off)", name, value);
         c->resume_window_ms = ms;
         return 0;
     case O_RATE: {
@@ -333,7 +322,7 @@ int tg_gw_config_set(struct tg_gw_config *c, const char *name, const char *value
         errno = 0;
         double r = strtod(value, &end);
         if (errno || *end || r < 0 || r > 1e9)
-            return set_err(err, errlen, "rate: '%s' is not a number of messages per second", value);
+            return tg_errf(err, errlen, "rate: '%s' is not a number of messages per second", value);
         c->limits.rate = r;
         return 0;
     }
@@ -341,7 +330,7 @@ int tg_gw_config_set(struct tg_gw_config *c, const char *name, const char *value
     case O_MAX_CONNS:
     case O_MAX_CONNS_PER_SOURCE:
         if (parse_uint(value, 100000000ul, &u) != 0)
-            return set_err(err, errlen, "%s: '%s' is not a count", name, value);
+            return tg_errf(err, errlen, "%s: '%s' is not a count", name, value);
         *(o->id == O_BURST       ? &c->limits.burst
           : o->id == O_MAX_CONNS ? &c->limits.max_conns
                                  : &c->limits.max_conns_per_source) = (uint32_t)u;
@@ -349,7 +338,7 @@ int tg_gw_config_set(struct tg_gw_config *c, const char *name, const char *value
     case O_LOG_LEVEL: {
         int lv = tg_log_level_from_string(value);
         if (lv < 0)
-            return set_err(err, errlen, "log-level: '%s' is not debug, info, warn or error", value);
+            return tg_errf(err, errlen, "log-level: '%s' is not debug, info, warn or error", value);
         c->log_level = lv;
         return 0;
     }
@@ -359,11 +348,11 @@ int tg_gw_config_set(struct tg_gw_config *c, const char *name, const char *value
         else if (strcmp(value, "json") == 0)
             c->log_format = TG_LOG_JSON;
         else
-            return set_err(err, errlen, "log-format: '%s' is not text or json", value);
+            return tg_errf(err, errlen, "log-format: '%s' is not text or json", value);
         return 0;
     default: break;
     }
-    return set_err(err, errlen, "unknown option '%s'", name);
+    return tg_errf(err, errlen, "unknown option '%s'", name);
 }
 
 /* ------------------------------------------------------------ config file */
@@ -391,7 +380,7 @@ int tg_gw_config_parse_text(struct tg_gw_config *c, const char *text, size_t len
         size_t ll = (size_t)(le - ls);
         p = nl ? nl + 1 : end;
         if (ll >= sizeof line)
-            return set_err(err, errlen, "%s:%d: line too long", name, lineno);
+            return tg_errf(err, errlen, "%s:%d: line too long", name, lineno);
         memcpy(line, ls, ll);
         line[ll] = '\0';
         char *s = trim(line);
@@ -414,11 +403,11 @@ int tg_gw_config_parse_text(struct tg_gw_config *c, const char *text, size_t len
         if (*value == '"') {
             char *q = strchr(value + 1, '"');
             if (!q)
-                return set_err(err, errlen, "%s:%d: unterminated quote", name, lineno);
+                return tg_errf(err, errlen, "%s:%d: unterminated quote", name, lineno);
             *q = '\0';
             char *rest = trim(q + 1);
             if (*rest && *rest != '#')
-                return set_err(err, errlen, "%s:%d: unexpected text after the quoted value", name, lineno);
+                return tg_errf(err, errlen, "%s:%d: unexpected text after the quoted value", name, lineno);
             value++;
         } else {
             for (char *h = value; *h; h++)
@@ -430,12 +419,12 @@ int tg_gw_config_parse_text(struct tg_gw_config *c, const char *text, size_t len
         }
         const struct opt_def *o = find_opt(key);
         if (!o || o->cli_only)
-            return set_err(err, errlen, "%s:%d: unknown option '%s'", name, lineno, key);
+            return tg_errf(err, errlen, "%s:%d: unknown option '%s'", name, lineno, key);
         if (o->arg && !*value)
-            return set_err(err, errlen, "%s:%d: '%s' needs a value (%s)", name, lineno, key, o->arg);
+            return tg_errf(err, errlen, "%s:%d: '%s' needs a value (%s)", name, lineno, key, o->arg);
         char e2[400];
         if (tg_gw_config_set(c, key, *value ? value : NULL, e2, sizeof e2) != 0)
-            return set_err(err, errlen, "%s:%d: %s", name, lineno, e2);
+            return tg_errf(err, errlen, "%s:%d: %s", name, lineno, e2);
     }
     return 0;
 }
@@ -444,13 +433,13 @@ int tg_gw_config_load_file(struct tg_gw_config *c, const char *path, char *err, 
 {
     FILE *f = fopen(path, "re");
     if (!f)
-        return set_err(err, errlen, "cannot open config file %s: %s", path, strerror(errno));
+        return tg_errf(err, errlen, "cannot open config file %s: %s", path, strerror(errno));
     char *buf = NULL;
     size_t len = 0;
     FILE *m = open_memstream(&buf, &len);
     if (!m) {
         fclose(f);
-        return set_err(err, errlen, "out of memory");
+        return tg_errf(err, errlen, "out of memory");
     }
     char chunk[4096];
     size_t n;
@@ -461,7 +450,7 @@ int tg_gw_config_load_file(struct tg_gw_config *c, const char *path, char *err, 
     fclose(m);
     if (rerr) {
         free(buf);
-        return set_err(err, errlen, "cannot read config file %s", path);
+        return tg_errf(err, errlen, "cannot read config file %s", path);
     }
     int rc = tg_gw_config_parse_text(c, buf, len, path, err, errlen);
     free(buf);
@@ -509,8 +498,8 @@ int tg_gw_config_parse_args(struct tg_gw_config *c, int argc, char **argv, struc
         if (ch == '?' || ch == ':') {
             opterr = saved_opterr;
             if (optopt >= 256)
-                return set_err(err, errlen, "option --%s needs a value", k_opts[optopt - 256].name);
-            return set_err(err, errlen, "unknown option '%s'", argv[optind - 1]);
+                return tg_errf(err, errlen, "option --%s needs a value", k_opts[optopt - 256].name);
+            return tg_errf(err, errlen, "unknown option '%s'", argv[optind - 1]);
         }
         const struct opt_def *o = &k_opts[ch - 256];
         switch (o->id) {
@@ -528,7 +517,7 @@ int tg_gw_config_parse_args(struct tg_gw_config *c, int argc, char **argv, struc
     }
     opterr = saved_opterr;
     if (optind < argc)
-        return set_err(err, errlen, "unexpected argument '%s'", argv[optind]);
+        return tg_errf(err, errlen, "unexpected argument '%s'", argv[optind]);
     return 0;
 }
 
@@ -553,7 +542,7 @@ static int listen_option(struct tg_gw_listen_spec *o, const char *k, size_t kl, 
 {
     char val[256];
     if (copy_field(val, sizeof val, v, vl) != 0)
-        return set_err(err, errlen, "listener option value too long");
+        return tg_errf(err, errlen, "listener option value too long");
 #define KEY(s) (kl == strlen(s) && strncmp(k, s, kl) == 0)
     if (KEY("auth")) {
         if (!strcmp(val, "local"))
@@ -563,26 +552,26 @@ static int listen_option(struct tg_gw_listen_spec *o, const char *k, size_t kl, 
         else if (!strcmp(val, "none"))
             o->auth = TG_GW_LAUTH_NONE;
         else
-            return set_err(err, errlen, "listener auth= must be local, token or none, not '%s'", val);
+            return tg_errf(err, errlen, "listener auth= must be local, token or none, not '%s'", val);
     } else if (KEY("roles")) {
         o->roles = tg_gw_roles_parse(val);
         if (!o->roles)
-            return set_err(err, errlen, "listener roles= '%s' is not a role list", val);
+            return tg_errf(err, errlen, "listener roles= '%s' is not a role list", val);
     } else if (KEY("max-connections")) {
         unsigned long u;
         if (parse_uint(val, 100000000ul, &u) != 0)
-            return set_err(err, errlen, "listener max-connections= '%s' is not a count", val);
+            return tg_errf(err, errlen, "listener max-connections= '%s' is not a count", val);
         o->max_conns = (unsigned)u;
     } else if (KEY("mode")) {
         if (parse_mode(val, &o->mode) != 0)
-            return set_err(err, errlen, "listener mode= '%s' is not an octal mode", val);
+            return tg_errf(err, errlen, "listener mode= '%s' is not an octal mode", val);
     } else if (KEY("cert") || KEY("key") || KEY("ca")) {
         char *dst = KEY("cert") ? o->cert : KEY("key") ? o->key : o->ca;
         snprintf(dst, 256, "%s", val);
     } else {
         char kk[64];
         snprintf(kk, sizeof kk, "%.*s", (int)(kl < 60 ? kl : 60), k);
-        return set_err(err, errlen, "unknown listener option '%s' (auth, roles, max-connections, mode, cert, key, ca)",
+        return tg_errf(err, errlen, "unknown listener option '%s' (auth, roles, max-connections, mode, cert, key, ca)",
                        kk);
     }
 #undef KEY
@@ -593,24 +582,24 @@ int tg_gw_listen_parse(const char *s, struct tg_gw_listen_spec *out, char *err, 
 {
     memset(out, 0, sizeof *out);
     if (!s || strlen(s) >= sizeof out->text)
-        return set_err(err, errlen, "listener spec too long");
+        return tg_errf(err, errlen, "listener spec too long");
     snprintf(out->text, sizeof out->text, "%s", s);
     const char *eq = strchr(s, '=');
     if (!eq)
-        return set_err(err, errlen, "listener '%s': expected PORT=URL (consumer=tcp://127.0.0.1:7001)", s);
+        return tg_errf(err, errlen, "listener '%s': expected PORT=URL (consumer=tcp://127.0.0.1:7001)", s);
     size_t pl = (size_t)(eq - s);
     if (pl == 8 && strncmp(s, "consumer", 8) == 0)
         out->port = TG_GW_PORT_CONSUMER;
     else if (pl == 8 && strncmp(s, "producer", 8) == 0)
         out->port = TG_GW_PORT_PRODUCER;
     else
-        return set_err(err, errlen, "listener '%s': the port must be consumer= or producer=", s);
+        return tg_errf(err, errlen, "listener '%s': the port must be consumer= or producer=", s);
     const char *url = eq + 1;
     const char *q = strchr(url, '?');
     size_t ul = q ? (size_t)(q - url) : strlen(url);
     char u[512];
     if (copy_field(u, sizeof u, url, ul) != 0 || !*u)
-        return set_err(err, errlen, "listener '%s': missing or too long address", s);
+        return tg_errf(err, errlen, "listener '%s': missing or too long address", s);
     const char *addr;
     if (strncmp(u, "unix:", 5) == 0) {
         out->kind = TG_GW_L_UNIX;
@@ -625,7 +614,7 @@ int tg_gw_listen_parse(const char *s, struct tg_gw_listen_spec *out, char *err, 
         out->kind = TG_GW_L_UNIX;
         addr = u;
     } else if (strstr(u, "://")) {
-        return set_err(err, errlen, "listener '%s': unknown scheme (use unix:, tcp:// or tls://)", s);
+        return tg_errf(err, errlen, "listener '%s': unknown scheme (use unix:, tcp:// or tls://)", s);
     } else {
         out->kind = TG_GW_L_TCP;
         addr = u;
@@ -633,7 +622,7 @@ int tg_gw_listen_parse(const char *s, struct tg_gw_listen_spec *out, char *err, 
     if (out->kind != TG_GW_L_UNIX) {
         const char *colon = strrchr(addr, ':');
         if (!colon || !colon[1] || strspn(colon + 1, "0123456789") != strlen(colon + 1))
-            return set_err(err, errlen, "listener '%s': %s needs HOST:PORT", s, tg_gw_listen_kind_name(out->kind));
+            return tg_errf(err, errlen, "listener '%s': %s needs HOST:PORT", s, tg_gw_listen_kind_name(out->kind));
     }
     snprintf(out->address, sizeof out->address, "%s", addr);
     if (q) {
@@ -643,15 +632,15 @@ int tg_gw_listen_parse(const char *s, struct tg_gw_listen_spec *out, char *err, 
             size_t len = amp ? (size_t)(amp - o) : strlen(o);
             const char *oeq = memchr(o, '=', len);
             if (!oeq)
-                return set_err(err, errlen, "listener '%s': options are key=value pairs joined by '&'", s);
+                return tg_errf(err, errlen, "listener '%s': options are key=value pairs joined by '&'", s);
             char e2[256];
             if (listen_option(out, o, (size_t)(oeq - o), oeq + 1, len - (size_t)(oeq - o) - 1, e2, sizeof e2) != 0)
-                return set_err(err, errlen, "listener '%s': %s", s, e2);
+                return tg_errf(err, errlen, "listener '%s': %s", s, e2);
             o += len + (amp ? 1 : 0);
         }
     }
     if (out->kind != TG_GW_L_TLS && (out->cert[0] || out->key[0] || out->ca[0]))
-        return set_err(err, errlen, "listener '%s': cert=, key= and ca= only apply to tls://", s);
+        return tg_errf(err, errlen, "listener '%s': cert=, key= and ca= only apply to tls://", s);
     return 0;
 }
 
@@ -660,7 +649,7 @@ int tg_gw_listen_parse(const char *s, struct tg_gw_listen_spec *out, char *err, 
 static int readable(const char *path, char *err, size_t errlen, const char *what)
 {
     if (access(path, R_OK) != 0)
-        return set_err(err, errlen, "%s %s is not readable: %s", what, path, strerror(errno));
+        return tg_errf(err, errlen, "%s %s is not readable: %s", what, path, strerror(errno));
     return 0;
 }
 
@@ -668,7 +657,7 @@ int tg_gw_config_validate(struct tg_gw_config *c, char *err, size_t errlen)
 {
     char e2[400];
     if (tg_gw_limits_validate(&c->limits, e2, sizeof e2) != 0)
-        return set_err(err, errlen, "%s", e2);
+        return tg_errf(err, errlen, "%s", e2);
     if (c->limits.max_conns && c->limits.max_conns_per_source > c->limits.max_conns)
         c->limits.max_conns_per_source = c->limits.max_conns;
 
@@ -676,15 +665,15 @@ int tg_gw_config_validate(struct tg_gw_config *c, char *err, size_t errlen)
     if (c->token_file) {
         struct tg_gw_tokens *t = NULL;
         if (tg_gw_tokens_load(c->token_file, &t, e2, sizeof e2) != 0)
-            return set_err(err, errlen, "%s", e2);
+            return tg_errf(err, errlen, "%s", e2);
         n_tokens = tg_gw_tokens_count(t);
         tg_gw_tokens_free(t);
     }
     struct tg_addr a;
     if (c->upstream_consumer && tg_addr_parse(c->upstream_consumer, &a, e2, sizeof e2) != 0)
-        return set_err(err, errlen, "upstream-consumer: %s", e2);
+        return tg_errf(err, errlen, "upstream-consumer: %s", e2);
     if (c->upstream_producer && tg_addr_parse(c->upstream_producer, &a, e2, sizeof e2) != 0)
-        return set_err(err, errlen, "upstream-producer: %s", e2);
+        return tg_errf(err, errlen, "upstream-producer: %s", e2);
     if (c->tls_cert && readable(c->tls_cert, err, errlen, "tls-cert") != 0)
         return -1;
     if (c->tls_key && readable(c->tls_key, err, errlen, "tls-key") != 0)
@@ -694,30 +683,30 @@ int tg_gw_config_validate(struct tg_gw_config *c, char *err, size_t errlen)
     if (c->web_root) {
         struct stat st;
         if (stat(c->web_root, &st) != 0 || !S_ISDIR(st.st_mode))
-            return set_err(err, errlen, "web-root %s is not a directory", c->web_root);
+            return tg_errf(err, errlen, "web-root %s is not a directory", c->web_root);
     }
 
     for (size_t i = 0; i < c->n_listen; i++) {
         struct tg_gw_listen_spec *l = &c->listen[i];
         if (tg_addr_parse(l->address, &l->addr, e2, sizeof e2) != 0)
-            return set_err(err, errlen, "listener %s: %s", l->text, e2);
+            return tg_errf(err, errlen, "listener %s: %s", l->text, e2);
         if ((l->kind == TG_GW_L_UNIX) != (l->addr.family == AF_UNIX))
-            return set_err(err, errlen, "listener %s: the address does not match the scheme", l->text);
+            return tg_errf(err, errlen, "listener %s: the address does not match the scheme", l->text);
         l->loopback = tg_addr_is_loopback(&l->addr);
         size_t tl = strlen(l->addr.text);
         int ephemeral = l->kind != TG_GW_L_UNIX && tl > 2 && strcmp(l->addr.text + tl - 2, ":0") == 0;
         for (size_t j = 0; j < i && !ephemeral; j++)
             if (strcmp(c->listen[j].addr.text, l->addr.text) == 0)
-                return set_err(err, errlen, "listeners %s and %s use the same address", c->listen[j].text, l->text);
+                return tg_errf(err, errlen, "listeners %s and %s use the same address", c->listen[j].text, l->text);
         int has_ca = l->ca[0] || c->tls_ca;
         if (l->kind == TG_GW_L_TLS) {
             if (!tg_gw_listener_tls_available())
-                return set_err(err, errlen,
+                return tg_errf(err, errlen,
                                "listener %s: TLS listeners are not available in this build (gw_tls is missing)",
                                l->text);
             const char *cert = l->cert[0] ? l->cert : c->tls_cert, *key = l->key[0] ? l->key : c->tls_key;
             if (!cert || !key)
-                return set_err(err, errlen, "listener %s: tls:// needs a certificate and key (--tls-cert, --tls-key)",
+                return tg_errf(err, errlen, "listener %s: tls:// needs a certificate and key (--tls-cert, --tls-key)",
                                l->text);
             if (readable(cert, err, errlen, "certificate") != 0 || readable(key, err, errlen, "key") != 0)
                 return -1;
@@ -725,21 +714,21 @@ int tg_gw_config_validate(struct tg_gw_config *c, char *err, size_t errlen)
                 return -1;
         }
         if ((l->auth == TG_GW_LAUTH_TOKEN) && !n_tokens && !(l->kind == TG_GW_L_TLS && has_ca))
-            return set_err(err, errlen, "listener %s: auth=token needs --token-file with at least one token",
+            return tg_errf(err, errlen, "listener %s: auth=token needs --token-file with at least one token",
                            l->text);
         if (!l->loopback && !c->insecure) {
             if (l->kind != TG_GW_L_TLS)
-                return set_err(err, errlen,
+                return tg_errf(err, errlen,
                                "listener %s binds a non-loopback address without TLS: use tls:// with client "
                                "certificates (--tls-ca) or a token file, or pass --insecure",
                                l->text);
             if (!has_ca && !n_tokens)
-                return set_err(err, errlen,
+                return tg_errf(err, errlen,
                                "listener %s binds a non-loopback address without client authentication: configure "
                                "--tls-ca (client certificates) or --token-file, or pass --insecure",
                                l->text);
             if (l->auth == TG_GW_LAUTH_NONE)
-                return set_err(err, errlen, "listener %s: auth=none on a non-loopback address needs --insecure",
+                return tg_errf(err, errlen, "listener %s: auth=none on a non-loopback address needs --insecure",
                                l->text);
         }
     }
@@ -747,17 +736,17 @@ int tg_gw_config_validate(struct tg_gw_config *c, char *err, size_t errlen)
     if (!c->no_http) {
         const char *h = c->http ? c->http : "127.0.0.1:8037";
         if (tg_addr_parse(h, &a, e2, sizeof e2) != 0 || a.family == AF_UNIX)
-            return set_err(err, errlen, "http: '%s' is not HOST:PORT", h);
+            return tg_errf(err, errlen, "http: '%s' is not HOST:PORT", h);
         if (c->http_tls && (!c->tls_cert || !c->tls_key))
-            return set_err(err, errlen, "http-tls needs --tls-cert and --tls-key");
+            return tg_errf(err, errlen, "http-tls needs --tls-cert and --tls-key");
         if (!tg_addr_is_loopback(&a) && !c->insecure) {
             if (!c->http_tls)
-                return set_err(err, errlen,
+                return tg_errf(err, errlen,
                                "http %s is not a loopback address: use --http-tls with client certificates or a token "
                                "file, or pass --insecure",
                                h);
             if (!c->tls_ca && !n_tokens)
-                return set_err(err, errlen,
+                return tg_errf(err, errlen,
                                "http %s is not a loopback address: configure --tls-ca or --token-file, or pass "
                                "--insecure",
                                h);

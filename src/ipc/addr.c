@@ -1,5 +1,6 @@
 /* addr.c: parse, listen on and connect to Perfetto-style socket addresses (see tracegate/addr.h). */
 #include "tracegate/addr.h"
+#include "tracegate/errbuf.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -16,25 +17,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-__attribute__((format(printf, 3, 4))) static int set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 static int parse_unix(const char *path, int abstract, struct tg_addr *out, char *err, size_t errlen)
 {
     struct sockaddr_un *sun = (struct sockaddr_un *)&out->ss;
     size_t n = strlen(path);
     if (n == 0)
-        return set_err(err, errlen, "empty UNIX socket path");
+        return tg_errf(err, errlen, "empty UNIX socket path");
     if (n + 1 > sizeof sun->sun_path)
-        return set_err(err, errlen, "UNIX socket path too long: %s", path);
+        return tg_errf(err, errlen, "UNIX socket path too long: %s", path);
     memset(out, 0, sizeof *out);
     sun->sun_family = AF_UNIX;
     out->family = AF_UNIX;
@@ -64,7 +54,7 @@ static int parse_tcp(const char *host, const char *port, struct tg_addr *out, ch
     }
     int rc = getaddrinfo(host, port, &hints, &res);
     if (rc != 0 || !res)
-        return set_err(err, errlen, "cannot resolve address: %s", gai_strerror(rc));
+        return tg_errf(err, errlen, "cannot resolve address: %s", gai_strerror(rc));
     memset(out, 0, sizeof *out);
     memcpy(&out->ss, res->ai_addr, res->ai_addrlen);
     out->len = (socklen_t)res->ai_addrlen;
@@ -84,7 +74,7 @@ static int parse_tcp(const char *host, const char *port, struct tg_addr *out, ch
 int tg_addr_parse(const char *s, struct tg_addr *out, char *err, size_t errlen)
 {
     if (!s || !*s)
-        return set_err(err, errlen, "empty address");
+        return tg_errf(err, errlen, "empty address");
     if (strncmp(s, "unix:", 5) == 0)
         return s[5] == '@' ? parse_unix(s + 6, 1, out, err, errlen) : parse_unix(s + 5, 0, out, err, errlen);
     if (strncmp(s, "tcp://", 6) == 0)
@@ -106,19 +96,19 @@ int tg_addr_parse(const char *s, struct tg_addr *out, char *err, size_t errlen)
     char host[256];
     size_t hlen = (size_t)(colon - s);
     if (hlen >= sizeof host)
-        return set_err(err, errlen, "host name too long: %s", s);
+        return tg_errf(err, errlen, "host name too long: %s", s);
     memcpy(host, s, hlen);
     host[hlen] = '\0';
     if (host[0] == '[') { /* [v6]:port */
         size_t hl = strlen(host);
         if (hl < 2 || host[hl - 1] != ']')
-            return set_err(err, errlen, "bad IPv6 address: %s", s);
+            return tg_errf(err, errlen, "bad IPv6 address: %s", s);
         host[hl - 1] = '\0';
         memmove(host, host + 1, hl - 1);
     }
     long port = strtol(colon + 1, NULL, 10);
     if (port < 0 || port > 65535)
-        return set_err(err, errlen, "bad port in %s", s);
+        return tg_errf(err, errlen, "bad port in %s", s);
     return parse_tcp(host, colon + 1, out, err, errlen);
 }
 
