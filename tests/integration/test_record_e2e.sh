@@ -4,44 +4,8 @@
 # then `tracectl dump` must show the demos' slices on trusted sequences >= 2 (one per transport),
 # and the service's clock snapshots, sync marker, trace config and system info.
 # Environment (from `make check`): TG_BUILDDIR, TG_SRCDIR, TG_SHARED_DIR. Exit 77 = skipped.
-set -u
-
-B=${TG_BUILDDIR:-$(pwd)}
-TRACEGATED=$B/gateway/tracegated
-TRACECTL=$B/gateway/tracectl
-DEMO=$B/gateway/tracegate-demo
-
-for bin in "$TRACEGATED" "$TRACECTL" "$DEMO"; do
-    if [ ! -x "$bin" ]; then
-        echo "SKIP: $bin is not built yet"
-        exit 77
-    fi
-done
-if ! command -v timeout >/dev/null 2>&1; then
-    echo "SKIP: timeout(1) is not available"
-    exit 77
-fi
-
-T=$(mktemp -d "${TMPDIR:-/tmp}/tg-rec-e2e.XXXXXX") || exit 99
-PIDS=""
-cleanup() {
-    for p in $PIDS; do kill "$p" 2>/dev/null; done
-    sleep 0.3
-    for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
-    if [ "${KEEP_TMP:-0}" = 1 ]; then echo "kept $T"; else rm -rf "$T"; fi
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-
-fail() {
-    echo "FAIL: $*"
-    for f in "$T"/*.log; do
-        [ -f "$f" ] || continue
-        echo "---- $f (last 40 lines)"
-        tail -n 40 "$f"
-    done
-    exit 1
-}
+REC_TAG=rec-e2e
+. "$(dirname "$0")/record_lib.sh"
 
 # ---- the service, on a free TCP port (retry if another process grabbed it) ----
 PSOCK=$T/p.sock
