@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash contrib/install-deps.sh
-if [ ! -x gateway/tracegated ] || [ ! -x gateway/tracectl ] || [ ! -x gateway/tracegate-demo ]; then
+if [ ! -x gateway/tracegated ] || [ ! -x src/tracectl/tracectl ] || [ ! -x src/demo/tracegate-demo ]; then
   [ -x configure ] || autoreconf -fi
   [ -f Makefile ] || ./configure
   make -j"$(nproc)"
@@ -21,13 +21,13 @@ pids+=($!)
 sleep 1
 kill -0 "${pids[0]}" 2>/dev/null || { echo "tracegated did not start" >&2; exit 1; }
 
-./gateway/tracegate-demo &
+./src/demo/tracegate-demo &
 pids+=($!)
 sleep 1
 
-./gateway/tracectl query || true
+./src/tracectl/tracectl query || true
 echo
-./gateway/tracectl record --duration 5s -o demo.pftrace
+./src/tracectl/tracectl record --duration 5s -o demo.pftrace
 echo
 cat <<MSG
 tracegate is running.
@@ -35,7 +35,7 @@ tracegate is running.
   - record live from a browser: open https://ui.perfetto.dev, "Record new trace",
     target "Linux" via websocket ws://127.0.0.1:8037/traced (tracegate serves it)
   - tracegate's own page: http://127.0.0.1:8037/   metrics: http://127.0.0.1:8037/metrics
-  - from a shell: ./gateway/tracectl record --duration 10s -o t.pftrace
+  - from a shell: ./src/tracectl/tracectl record --duration 10s -o t.pftrace
 Press Ctrl-C to stop.
 MSG
 wait "${pids[0]}"

@@ -21,7 +21,7 @@
 #include "tracegate/addr.h"
 #include "tracegate/log.h"
 
-#include "gw_tls.h"
+#include "net/tls.h"
 
 #define LOG "gw-listener"
 #define ACCEPTS_PER_EVENT 64

@@ -4,7 +4,7 @@
  * tg_gw_listen_spec in gw_config.h). Accepted sockets become tg_conns and go
  * to the gateway core, which pairs each with its own upstream connection.
  *
- * TLS listeners use gw_tls.h (tg_tls_server_*): the listener owns a
+ * TLS listeners use net/tls.h (tg_tls_server_*): the listener owns a
  * server context (reloaded on SIGHUP; established connections keep theirs),
  * runs the handshake with the handshake timeout, and a client whose
  * certificate verified against the CA gets auth=cert, the cert roles and the

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "gw_ws_int.h"
-#include "gw_ws_link.h"
+#include "net/ws_link.h"
 #include "tracegate/conn.h"
 #include "tracegate/log.h"
 

@@ -35,12 +35,8 @@
 
 #include "gw.h"
 #include "gw_ws.h"
+#include "net/ws_wire.h"
 
-#define TG_WS_SUBPROTOCOL "tracegate"
-#define TG_WS_TOKEN_PREFIX "tracegate.token."
-#define TG_WS_MAX_PROTOCOL_HEADER 127
-#define TG_WS_MAX_PROTOCOL_TOKEN 96
-#define TG_WS_MAX_TOKEN 512
 
 enum tg_ws_route {
     TG_WS_ROUTE_NOT_FOUND = 0,

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "gw_ws_int.h"
-#include "gw_ws_link.h"
+#include "net/ws_link.h"
 #include "gw_ws_policy.h"
 #include "tracegate/log.h"
 

@@ -9,7 +9,7 @@ B=${TG_BUILDDIR:-$(pwd)}
 S=${TG_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 HERE=$S/tests/browser
 TRACEGATED=$B/gateway/tracegated
-DEMO=$B/gateway/tracegate-demo
+DEMO=$B/src/demo/tracegate-demo
 CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
 
 for bin in "$TRACEGATED" "$DEMO"; do

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "endpoint.h"
+#include "tracegate/endpoint.h"
 #include "gw_auth.h"
 #include "gw_config.h"
 #include "gw_ws_policy.h"

@@ -5,8 +5,8 @@
 B=${TG_BUILDDIR:-$(pwd)}
 S=${TG_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 TRACEGATED=$B/gateway/tracegated
-TRACECTL=$B/gateway/tracectl
-DEMO=$B/gateway/tracegate-demo
+TRACECTL=$B/src/tracectl/tracectl
+DEMO=$B/src/demo/tracegate-demo
 CLIENT=$B/tests/integration/gw_testclient
 
 need() {

@@ -5,8 +5,8 @@ set -u
 
 B=${TG_BUILDDIR:-$(pwd)}
 TRACEGATED=$B/gateway/tracegated
-TRACECTL=$B/gateway/tracectl
-DEMO=$B/gateway/tracegate-demo
+TRACECTL=$B/src/tracectl/tracectl
+DEMO=$B/src/demo/tracegate-demo
 
 for bin in "$TRACEGATED" "$TRACECTL" "$DEMO"; do
     if [ ! -x "$bin" ]; then

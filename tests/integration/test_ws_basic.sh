@@ -7,7 +7,7 @@ set -u
 
 B=${TG_BUILDDIR:-$(pwd)}
 TRACEGATED=$B/gateway/tracegated
-TRACECTL=$B/gateway/tracectl
+TRACECTL=$B/src/tracectl/tracectl
 
 for bin in "$TRACEGATED" "$TRACECTL"; do
     if [ ! -x "$bin" ]; then

@@ -1,4 +1,6 @@
 /* test_gw_tls.c: TLS listener/client tests: echo over TLS, mTLS accept/refuse, server verification, reload. */
+#include "config.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,7 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "gw_tls.h"
+#include "net/tls.h"
 #include "tracegate/addr.h"
 #include "tracegate/frame.h"
 

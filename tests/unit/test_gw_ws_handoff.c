@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "gw_ws.h"
-#include "gw_ws_link.h"
+#include "net/ws_link.h"
 #include "test_gw_ws_double.h"
 #include "test_ws_rawclient.h"
 #include "tg_test_util.h"

@@ -1,4 +1,4 @@
-/* test_tracectl_dump.c: `tracectl dump` (gateway/tracectl_dump.c) over the real traces that the
+/* test_tracectl_dump.c: `tracectl dump` (src/tracectl/tracectl_dump.c) over the real traces that the
  * perfetto CLI wrote (../shared/interop/traces), plus truncated and undecodable input. */
 #include <setjmp.h>
 #include <stdarg.h>

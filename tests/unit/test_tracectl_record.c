@@ -2,7 +2,7 @@
  * process) against a scripted fake ConsumerPort served in this process with tg_ipc_host: the
  * config tracectl builds, the call sequences of the perfetto CLI (deferred EnableTracing reply,
  * Flush+DisableTracing on Ctrl-C and --stop, streamed ReadBuffers, FreeBuffers, Detach/Attach),
- * the .pftrace it writes, and its errors. Skipped when $TG_BUILDDIR/gateway/tracectl is absent. */
+ * the .pftrace it writes, and its errors. Skipped when $TG_BUILDDIR/src/tracectl/tracectl is absent. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -294,7 +294,7 @@ static const char *tracectl_path(void)
 {
     static char path[1024];
     const char *b = getenv("TG_BUILDDIR");
-    snprintf(path, sizeof path, "%s/gateway/tracectl", b ? b : ".");
+    snprintf(path, sizeof path, "%s/src/tracectl/tracectl", b ? b : ".");
     return access(path, X_OK) == 0 ? path : NULL;
 }
 

@@ -1,4 +1,4 @@
-/* test_tracectl_trace_file.c: .pftrace framing (gateway/trace_file.c): writer/reader round trip,
+/* test_tracectl_trace_file.c: .pftrace framing (src/tracectl/trace_file.c): writer/reader round trip,
  * record headers, ReadBuffers slice assembly, truncated and corrupt input. */
 #include <setjmp.h>
 #include <stdarg.h>

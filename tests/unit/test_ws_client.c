@@ -1,4 +1,6 @@
 /* test_ws_client.c: tracectl's ws:// / wss:// client transport against the WebSocket front end (tokens, TLS, mTLS, reload, failures). */
+#include "config.h"
+
 #include <event2/event.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -15,7 +17,7 @@
 #include "gw_ws.h"
 #include "test_gw_ws_double.h"
 #include "tg_test_util.h"
-#include "ws_client.h"
+#include "net/ws_client.h"
 
 /* Known third-party leak: with libwebsockets 4.1.6 and OpenSSL 3, a context
  * that served TLS connections leaves its SSL_CTX (certificates, CA store)

@@ -1,11 +1,11 @@
 /* endpoint_transport.h: open a framed connection (tg_conn) to an endpoint over
- * its transport (UNIX, TCP, TLS, WebSocket). Internal to gateway/. */
-#ifndef TRACEGATE_GATEWAY_ENDPOINT_TRANSPORT_H
-#define TRACEGATE_GATEWAY_ENDPOINT_TRANSPORT_H
+ * its transport (UNIX, TCP, TLS, WebSocket). Internal to libtracegate. */
+#ifndef TRACEGATE_NET_ENDPOINT_TRANSPORT_H
+#define TRACEGATE_NET_ENDPOINT_TRANSPORT_H
 
 #include <stddef.h>
 
-#include "endpoint.h"
+#include "tracegate/endpoint.h"
 #include "tracegate/conn.h"
 
 struct event_base;

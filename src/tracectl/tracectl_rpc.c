@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "endpoint_transport.h"
+#include "net/endpoint_transport.h"
 #include "tracegate/log.h"
 #include "tracegate_gateway.pb-c.h"
 

@@ -1,5 +1,5 @@
-/* gw_ws_link.c: moves bytes between one WebSocket and a socketpair end adopted as a raw-file wsi (see gw_ws_link.h). */
-#include "gw_ws_link.h"
+/* ws_link.c: moves bytes between one WebSocket and a socketpair end adopted as a raw-file wsi (see ws_link.h). */
+#include "net/ws_link.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,11 +1,11 @@
 /* endpoint.c: parse tracegate endpoint URLs and open IPC clients on them (see endpoint.h). */
-#include "endpoint.h"
+#include "tracegate/endpoint.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "endpoint_transport.h"
+#include "net/endpoint_transport.h"
 
 const char *tg_endpoint_kind_name(enum tg_endpoint_kind k)
 {

@@ -24,7 +24,7 @@
 #include "config.h"
 #include "counter_descriptor.pb-c.h"
 #include "debug_annotation.pb-c.h"
-#include "endpoint.h"
+#include "tracegate/endpoint.h"
 #include "process_descriptor.pb-c.h"
 #include "thread_descriptor.pb-c.h"
 #include "trace_packet.pb-c.h"

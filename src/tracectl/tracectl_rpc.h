@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "endpoint.h"
+#include "tracegate/endpoint.h"
 #include "tracegate/ipc_client.h"
 
 struct event_base;

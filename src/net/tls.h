@@ -1,4 +1,4 @@
-/* gw_tls.h: TLS for tracegate's listeners and clients (OpenSSL through
+/* tls.h: TLS for tracegate's listeners and clients (OpenSSL through
  * libevent's bufferevent_openssl).
  *
  * Servers: TLS 1.2+ with modern AEAD ciphers, optional client-certificate
@@ -9,8 +9,8 @@
  * host name checked against the certificate, optional client certificate.
  *
  * Threading: all functions run on the event_base's thread. */
-#ifndef TRACEGATE_GATEWAY_GW_TLS_H
-#define TRACEGATE_GATEWAY_GW_TLS_H
+#ifndef TRACEGATE_NET_TLS_H
+#define TRACEGATE_NET_TLS_H
 
 #include <stddef.h>
 

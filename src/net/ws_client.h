@@ -4,12 +4,12 @@
  * tg_ws_client_open() returns a tg_conn at once: its fd is one end of a UNIX
  * socketpair (fd passing disabled); the other end is joined to the
  * WebSocket by a libwebsockets client running on its own thread, through
- * the same seam as the server (gw_ws_link.h). Frames written before the
+ * the same seam as the server (net/ws_link.h). Frames written before the
  * handshake completes wait in the socketpair. If the connection fails, the
  * reason is logged and the tg_conn sees EOF (its on_close follows).
  *
  * Tokens are sent as the subprotocol pair "tracegate",
- * "tracegate.token.<token>" (see gw_ws_policy.h); tokens too long or with
+ * "tracegate.token.<token>" (see net/ws_wire.h); tokens too long or with
  * other characters go in the ?token= query instead. No Origin is sent (a
  * non-browser client). wss:// verifies the server against --cacert (or the
  * system CAs) and the host name (or creds->server_name); creds->cert/key
@@ -18,12 +18,12 @@
  * Threading: call from the thread of base. Each connection has an lws
  * thread that ends when the connection does; tg_ws_client_shutdown_all()
  * (also run at exit) stops and joins them. */
-#ifndef TRACEGATE_GATEWAY_WS_CLIENT_H
-#define TRACEGATE_GATEWAY_WS_CLIENT_H
+#ifndef TRACEGATE_NET_WS_CLIENT_H
+#define TRACEGATE_NET_WS_CLIENT_H
 
 #include <stddef.h>
 
-#include "endpoint.h"
+#include "tracegate/endpoint.h"
 #include "tracegate/conn.h"
 
 struct event_base;

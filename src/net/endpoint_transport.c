@@ -1,13 +1,13 @@
 /* endpoint_transport.c: open an endpoint's transport (UNIX, TCP, TLS, WebSocket) as a tg_conn. */
-#include "endpoint_transport.h"
-#include "gw_tls.h"
+#include "net/endpoint_transport.h"
+#include "net/tls.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "tracegate/addr.h"
-#include "ws_client.h"
+#include "net/ws_client.h"
 
 /* tls://host:port: a blocking connect (a CLI can wait), then the handshake runs on the loop. */
 static tg_conn *tg_endpoint_open_tls(struct event_base *base, const struct tg_endpoint *ep,

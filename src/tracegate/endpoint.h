@@ -6,8 +6,8 @@
  * "wss://host:port/path".
  *
  * Threading: call from the thread that runs the given event_base. */
-#ifndef TRACEGATE_GATEWAY_ENDPOINT_H
-#define TRACEGATE_GATEWAY_ENDPOINT_H
+#ifndef TRACEGATE_ENDPOINT_H
+#define TRACEGATE_ENDPOINT_H
 
 #include <stddef.h>
 

@@ -3,8 +3,8 @@
  * assembling packets from ReadBuffers slices, writing records, reading them back.
  *
  * Used by tracectl (record, attach, dump). Single-threaded; no global state. */
-#ifndef TRACEGATE_GATEWAY_TRACE_FILE_H
-#define TRACEGATE_GATEWAY_TRACE_FILE_H
+#ifndef TRACEGATE_TRACECTL_TRACE_FILE_H
+#define TRACEGATE_TRACECTL_TRACE_FILE_H
 
 #include <stddef.h>
 #include <stdint.h>

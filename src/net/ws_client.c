@@ -1,5 +1,5 @@
 /* ws_client.c: ws:// and wss:// client transport: a libwebsockets client on its own thread joined to a tg_conn by a socketpair (see ws_client.h). */
-#include "ws_client.h"
+#include "net/ws_client.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -10,8 +10,8 @@
 
 #include <libwebsockets.h>
 
-#include "gw_ws_link.h"
-#include "gw_ws_policy.h"
+#include "net/ws_link.h"
+#include "net/ws_wire.h"
 #include "tracegate/log.h"
 
 #define LOG "ws-client"

@@ -1,5 +1,5 @@
-/* gw_tls.c: TLS server contexts (mTLS, SNI, reload) and TLS client connections over bufferevent_openssl. */
-#include "gw_tls.h"
+/* tls.c: TLS server contexts (mTLS, SNI, reload) and TLS client connections over bufferevent_openssl. */
+#include "net/tls.h"
 
 #include <arpa/inet.h>
 #include <event2/bufferevent.h>

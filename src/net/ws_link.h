@@ -1,4 +1,4 @@
-/* gw_ws_link.h: the socketpair seam between one WebSocket and a libevent
+/* ws_link.h: the socketpair seam between one WebSocket and a libevent
  * thread (see docs/gateway.md, "WebSocket hand-off").
  *
  * A link joins a WebSocket wsi to one end of a UNIX socketpair, which the lws
@@ -24,8 +24,8 @@
  * Used by the server (gw_ws_proto.c) and the client (ws_client.c).
  * Threading: everything here runs on the lws service thread of the link's
  * context, except tg_ws_link_socketpair() (any thread). */
-#ifndef TRACEGATE_GATEWAY_GW_WS_LINK_H
-#define TRACEGATE_GATEWAY_GW_WS_LINK_H
+#ifndef TRACEGATE_NET_WS_LINK_H
+#define TRACEGATE_NET_WS_LINK_H
 
 #include <stddef.h>
 
