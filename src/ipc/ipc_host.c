@@ -64,6 +64,8 @@ struct tg_ipc_peer {
     int identity_set;
     uid_t uid;
     pid_t pid;
+    char principal[128];
+    int privileged;
     uint32_t machine_id;
     char machine_name[128];
     void *user;
@@ -262,8 +264,10 @@ static void handle_peer_identity(tg_ipc_peer *p, const struct tg_frame_info *fi)
     if (!id)
         return;
     p->identity_set = 1;
-    if (id->has_uid)
+    if (id->has_uid) {
         p->uid = (uid_t)id->uid;
+        snprintf(p->principal, sizeof p->principal, "net:uid:%d", (int)id->uid);
+    }
     if (id->has_pid)
         p->pid = (pid_t)id->pid;
     if (id->machine_id_hint && *id->machine_id_hint) {
@@ -345,6 +349,12 @@ tg_ipc_peer *tg_ipc_host_adopt_conn(tg_ipc_host *h, tg_conn *c)
     p->conn = c;
     p->uid = tg_conn_peer_uid(c);
     p->pid = tg_conn_peer_pid(c);
+    if (tg_conn_is_unix(c)) {
+        snprintf(p->principal, sizeof p->principal, "uid:%u", (unsigned)p->uid);
+        p->privileged = p->uid == 0;
+    } else {
+        snprintf(p->principal, sizeof p->principal, "net:uid:%d", (int)p->uid);
+    }
     p->next = h->peers;
     if (h->peers)
         h->peers->prev = p;
@@ -475,6 +485,23 @@ size_t tg_ipc_host_peer_count(const tg_ipc_host *h) { return h->n_peers; }
 
 int tg_ipc_peer_is_unix(const tg_ipc_peer *p) { return tg_conn_is_unix(p->conn); }
 uid_t tg_ipc_peer_uid(const tg_ipc_peer *p) { return p->uid; }
+const char *tg_ipc_peer_principal(const tg_ipc_peer *p) { return p->principal; }
+int tg_ipc_peer_privileged(const tg_ipc_peer *p) { return p->privileged; }
+
+void tg_ipc_peer_set_identity(tg_ipc_peer *p, const struct tg_ipc_identity *id)
+{
+    p->identity_set = 1; /* a later SetPeerIdentity cannot override what the adopter knows */
+    p->uid = id->uid;
+    p->pid = id->pid;
+    if (id->principal)
+        snprintf(p->principal, sizeof p->principal, "%s", id->principal);
+    else
+        snprintf(p->principal, sizeof p->principal, "uid:%u", (unsigned)id->uid);
+    p->privileged = id->privileged != 0;
+    p->machine_id = id->machine_id;
+    if (id->machine_name)
+        snprintf(p->machine_name, sizeof p->machine_name, "%s", id->machine_name);
+}
 pid_t tg_ipc_peer_pid(const tg_ipc_peer *p) { return p->pid; }
 uint32_t tg_ipc_peer_machine_id(const tg_ipc_peer *p) { return p->machine_id; }
 const char *tg_ipc_peer_machine_name(const tg_ipc_peer *p) { return p->machine_name; }

@@ -91,6 +91,8 @@ static void *consumer_open(tg_ipc_peer *peer, void *svc_ctx)
     c->peer = peer;
     tg_svc_peer_nodelay(peer);
     c->uid = (int32_t)tg_ipc_peer_uid(peer);
+    snprintf(c->principal, sizeof c->principal, "%s", tg_ipc_peer_principal(peer));
+    c->privileged = tg_ipc_peer_privileged(peer);
     c->next = svc->consumers;
     svc->consumers = c;
     return c;
@@ -312,7 +314,7 @@ static void m_detach(tg_ipc_call *call, const ProtobufCMessage *msg, void *svc_c
         return;
     }
     for (tg_svc_session *s = svc->sessions; s; s = s->next) {
-        if (s->detach_key && s->uid == c->uid && strcmp(s->detach_key, key) == 0) {
+        if (s->detach_key && tg_svc_same_principal(s, c) && strcmp(s->detach_key, key) == 0) {
             tg_ipc_call_reject(call); /* key already taken */
             return;
         }
@@ -342,7 +344,7 @@ static void m_attach(tg_ipc_call *call, const ProtobufCMessage *msg, void *svc_c
         return;
     }
     for (tg_svc_session *s = svc->sessions; s; s = s->next) {
-        if (!s->detach_key || s->uid != c->uid || strcmp(s->detach_key, key) != 0)
+        if (!s->detach_key || !tg_svc_same_principal(s, c) || strcmp(s->detach_key, key) != 0)
             continue;
         free(s->detach_key);
         s->detach_key = NULL;
@@ -549,7 +551,7 @@ static void m_clone_session(tg_ipc_call *call, const ProtobufCMessage *msg, void
         reply_clone(call, NULL, false, "Tracing session not found");
         return;
     }
-    if (c->uid != 0 && src->uid != c->uid) {
+    if (!tg_svc_may_see(c, src)) {
         reply_clone(call, NULL, false, "Not allowed to clone a session from another UID");
         return;
     }

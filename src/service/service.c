@@ -179,14 +179,23 @@ int tg_service_adopt_fd(tg_service *svc, int fd, int producer_port)
     return tg_ipc_host_adopt_fd(h, fd) ? 0 : -1;
 }
 
-int tg_service_connect_local(tg_service *svc, int producer_port)
+int tg_service_connect_local_as(tg_service *svc, int producer_port, const struct tg_ipc_identity *id)
 {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
         return -1;
-    if (tg_service_adopt_fd(svc, sv[1], producer_port) != 0) {
+    tg_ipc_host *h = producer_port ? svc->producer_host : svc->consumer_host;
+    tg_ipc_peer *p = tg_ipc_host_adopt_fd(h, sv[1]);
+    if (!p) {
         close(sv[0]);
         return -1;
     }
+    if (id)
+        tg_ipc_peer_set_identity(p, id);
     return sv[0];
+}
+
+int tg_service_connect_local(tg_service *svc, int producer_port)
+{
+    return tg_service_connect_local_as(svc, producer_port, NULL);
 }

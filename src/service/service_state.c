@@ -93,7 +93,7 @@ void tg_svc_query_service_state(tg_service *svc, tg_svc_consumer *c, tg_ipc_call
     for (tg_svc_session *s = svc->sessions; s; s = s->next) {
         if (s->state == TG_SESS_STARTED)
             started++;
-        if (c->uid != 0 && s->uid != c->uid)
+        if (!tg_svc_may_see(c, s))
             continue;
         Perfetto__Protos__TracingServiceState__TracingSession *x = &ts[is];
         perfetto__protos__tracing_service_state__tracing_session__init(x);

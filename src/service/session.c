@@ -33,13 +33,23 @@ const char *tg_svc_session_state_name(const tg_svc_session *s)
     }
 }
 
-int tg_svc_count_sessions(const tg_service *svc, int32_t uid)
+int tg_svc_count_sessions(const tg_service *svc, const char *principal)
 {
     int n = 0;
     for (const tg_svc_session *s = svc->sessions; s; s = s->next)
-        if (!s->read_only && (uid < 0 || s->uid == uid))
+        if (!s->read_only && (!principal || strcmp(s->principal, principal) == 0))
             n++;
     return n;
+}
+
+bool tg_svc_same_principal(const tg_svc_session *s, const tg_svc_consumer *c)
+{
+    return strcmp(s->principal, c->principal) == 0;
+}
+
+bool tg_svc_may_see(const tg_svc_consumer *c, const tg_svc_session *s)
+{
+    return c->privileged || tg_svc_same_principal(s, c);
 }
 
 static const Perfetto__Protos__TraceConfig__BuiltinDataSource *builtin(const tg_svc_session *s)
@@ -367,14 +377,13 @@ static int validate(tg_service *svc, tg_svc_consumer *c, const Perfetto__Protos_
                               "trigger_timeout_ms");
         return -1;
     }
-    if (tg_svc_count_sessions(svc, -1) >= TG_SVC_MAX_SESSIONS) {
+    if (tg_svc_count_sessions(svc, NULL) >= TG_SVC_MAX_SESSIONS) {
         snprintf(err, errlen, "Too many concurrent tracing sesions (%d)", TG_SVC_MAX_SESSIONS);
         return -1;
     }
-    int32_t uid = c ? c->uid : 0;
-    if (tg_svc_count_sessions(svc, uid) >= TG_SVC_MAX_SESSIONS_PER_UID) {
-        snprintf(err, errlen, "Too many concurrent tracing sesions for uid %d (%d)", uid,
-                 TG_SVC_MAX_SESSIONS_PER_UID);
+    const char *who = c ? c->principal : "uid:0";
+    if (tg_svc_count_sessions(svc, who) >= TG_SVC_MAX_SESSIONS_PER_UID) {
+        snprintf(err, errlen, "Too many concurrent tracing sesions for %s (%d)", who, TG_SVC_MAX_SESSIONS_PER_UID);
         return -1;
     }
     if (cfg->unique_session_name && *cfg->unique_session_name) {
@@ -398,6 +407,7 @@ static tg_svc_session *session_alloc(tg_service *svc, tg_svc_consumer *c)
     s->svc = svc;
     s->consumer = c;
     s->uid = c ? c->uid : 0;
+    snprintf(s->principal, sizeof s->principal, "%s", c ? c->principal : "uid:0");
     s->file_fd = -1;
     s->next_seq_id = 2;
     tg_svc_pkt_list_init(&s->clock_snapshots);

@@ -187,6 +187,7 @@ struct tg_svc_session {
     uint64_t id;
     tg_svc_consumer *consumer; /* NULL when detached */
     int32_t uid;
+    char principal[128];       /* the creating consumer's: decides visibility, attach, clone, quota */
     char *detach_key;
     enum tg_sess_state state;
     bool read_only;          /* a clone: nothing is traced into it */
@@ -238,6 +239,8 @@ struct tg_svc_consumer {
     tg_svc_consumer *next;
     tg_ipc_peer *peer;
     int32_t uid;
+    char principal[128]; /* tg_ipc_peer_principal at bind time */
+    bool privileged;     /* sees and may clone every principal's sessions */
     tg_svc_session *session;
     tg_ipc_call *enable_call;  /* deferred EnableTracing reply */
     tg_ipc_call *observe_call; /* ObserveEvents stream */
@@ -371,7 +374,12 @@ void tg_svc_session_event(tg_svc_session *s, enum tg_svc_event ev);
 uint32_t tg_svc_session_seq_id(tg_svc_session *s, uint32_t producer_id, uint16_t writer_id);
 /* Copies the buffers of src into a new read-only session owned by c. */
 tg_svc_session *tg_svc_session_clone(tg_svc_session *src, tg_svc_consumer *c, char *err, size_t errlen);
-int tg_svc_count_sessions(const tg_service *svc, int32_t uid);
+/* Sessions that are not clones, of one principal (NULL = all). */
+int tg_svc_count_sessions(const tg_service *svc, const char *principal);
+/* traced's per-uid rules, applied per principal: a session belongs to the
+ * principal whose consumer created it; privileged consumers see every one. */
+bool tg_svc_same_principal(const tg_svc_session *s, const tg_svc_consumer *c);
+bool tg_svc_may_see(const tg_svc_consumer *c, const tg_svc_session *s);
 const char *tg_svc_session_state_name(const tg_svc_session *s);
 
 /* ---- data_source_match.c ---- */

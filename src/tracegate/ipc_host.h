@@ -89,6 +89,25 @@ int tg_ipc_call_drop_reply(const tg_ipc_call *call);
 const uint8_t *tg_ipc_call_args(const tg_ipc_call *call, size_t *len);
 
 /* ---- peers ---- */
+/* Who a peer is, for the service's per-principal rules (session visibility,
+ * attach/detach keys, clone, quotas). By default a UNIX peer is
+ * "uid:<SO_PEERCRED uid>", privileged when that uid is 0 (traced's rule); a
+ * non-UNIX peer is "net:uid:<uid>" (uid 0 as Perfetto assumes, or what its
+ * SetPeerIdentity said) and never privileged. An in-process adopter that
+ * knows better (the gateway: a local uid it looked up, a token or a
+ * certificate name) sets the identity right after adopting the fd, before
+ * any frame; SetPeerIdentity frames are then ignored. */
+struct tg_ipc_identity {
+    uid_t uid;               /* reported as trusted_uid / consumer_uid; (uid_t)-1 = none */
+    pid_t pid;               /* -1 = unknown */
+    const char *principal;   /* distinct name, e.g. "uid:1000", "token:ci"; NULL = "uid:<uid>" */
+    int privileged;          /* sees and may clone every principal's sessions */
+    uint32_t machine_id;     /* 0 = this machine */
+    const char *machine_name; /* NULL = keep */
+};
+void tg_ipc_peer_set_identity(tg_ipc_peer *p, const struct tg_ipc_identity *id);
+const char *tg_ipc_peer_principal(const tg_ipc_peer *p);
+int tg_ipc_peer_privileged(const tg_ipc_peer *p);
 int tg_ipc_peer_is_unix(const tg_ipc_peer *p);
 uid_t tg_ipc_peer_uid(const tg_ipc_peer *p);
 pid_t tg_ipc_peer_pid(const tg_ipc_peer *p);

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tracegate/ipc_host.h"
+
 struct event_base;
 typedef struct tg_service tg_service;
 
@@ -42,6 +44,10 @@ void tg_service_free(tg_service *svc);
  * served by the producer (producer_port != 0) or consumer port; -1 on error.
  * The caller owns the returned fd. */
 int tg_service_connect_local(tg_service *svc, int producer_port);
+/* The same for a client whose identity the caller established (the gateway:
+ * a local uid, a token or certificate principal). The service applies its
+ * per-principal rules to `id`, not to the caller's own uid. */
+int tg_service_connect_local_as(tg_service *svc, int producer_port, const struct tg_ipc_identity *id);
 
 /* Serves an already connected socket (UNIX or TCP) as a producer
  * (producer_port != 0) or consumer connection; the fd is taken over (closed

@@ -138,12 +138,16 @@ static int tcp_pair(int *client, int *server)
     return 0;
 }
 
-int ts_raw_open(struct ts_env *e, struct ts_raw *r, int producer_port, int tcp)
+static int raw_open(struct ts_env *e, struct ts_raw *r, int producer_port, int tcp, const struct tg_ipc_identity *id)
 {
     memset(r, 0, sizeof *r);
     r->pending_fd = -1;
     r->fd = -1;
-    if (tcp) {
+    if (id) {
+        r->fd = tg_service_connect_local_as(e->svc, producer_port, id);
+        if (r->fd < 0)
+            return -1;
+    } else if (tcp) {
         int c, s;
         if (tcp_pair(&c, &s) != 0)
             return -1;
@@ -163,6 +167,16 @@ int ts_raw_open(struct ts_env *e, struct ts_raw *r, int producer_port, int tcp)
     r->fr = tg_frame_reader_new(4u << 20);
     reg_raw(r);
     return r->fr ? 0 : -1;
+}
+
+int ts_raw_open(struct ts_env *e, struct ts_raw *r, int producer_port, int tcp)
+{
+    return raw_open(e, r, producer_port, tcp, NULL);
+}
+
+int ts_raw_open_as(struct ts_env *e, struct ts_raw *r, int producer_port, const struct tg_ipc_identity *id)
+{
+    return raw_open(e, r, producer_port, 0, id);
 }
 
 int ts_raw_connect_addr(struct ts_raw *r, const char *addr)
@@ -807,14 +821,19 @@ int ts_prod_commit(struct ts_prod *p, uint64_t flush_rid)
 
 /* ------------------------------------------------------------ consumers */
 
-int ts_cons_connect(struct ts_env *e, struct ts_cons *c)
+int ts_cons_connect_as(struct ts_env *e, struct ts_cons *c, const struct tg_ipc_identity *id)
 {
     memset(c, 0, sizeof *c);
     c->e = e;
-    if (ts_raw_open(e, &c->r, 0, 0) != 0)
+    if (raw_open(e, &c->r, 0, 0, id) != 0)
         return -1;
     c->rid = 1;
     return ts_raw_bind(e, &c->r, 1, "ConsumerPort", NULL);
+}
+
+int ts_cons_connect(struct ts_env *e, struct ts_cons *c)
+{
+    return ts_cons_connect_as(e, c, NULL);
 }
 
 void ts_cons_close(struct ts_cons *c)

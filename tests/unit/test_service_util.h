@@ -64,6 +64,9 @@ struct ts_raw {
 /* Opens a connection to the producer or consumer port: a socketpair, or a
  * TCP connection on 127.0.0.1 (tcp != 0, producers then get emulation). */
 int ts_raw_open(struct ts_env *e, struct ts_raw *r, int producer_port, int tcp);
+/* A socketpair whose service end carries an explicit identity (what the
+ * gateway does with tg_service_connect_local_as). */
+int ts_raw_open_as(struct ts_env *e, struct ts_raw *r, int producer_port, const struct tg_ipc_identity *id);
 /* Connects to a Perfetto-style address (a listening service). */
 int ts_raw_connect_addr(struct ts_raw *r, const char *addr);
 void ts_raw_close(struct ts_raw *r);
@@ -171,6 +174,8 @@ struct ts_cons {
 };
 
 int ts_cons_connect(struct ts_env *e, struct ts_cons *c);
+/* A consumer whose connection carries `id` (NULL = the test's own uid). */
+int ts_cons_connect_as(struct ts_env *e, struct ts_cons *c, const struct tg_ipc_identity *id);
 void ts_cons_close(struct ts_cons *c);
 uint64_t ts_cons_enable(struct ts_cons *c, const Perfetto__Protos__TraceConfig *cfg, int fd);
 /* Waits for the EnableTracing reply; 1 = got it (error copied if any). */
