@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "gw_auth.h"
@@ -48,6 +49,7 @@ void tg_gw_client_gone(struct tg_gw *gw, const struct tg_gw_client_info *info, s
 }
 
 size_t tg_gw_session_count(const struct tg_gw *gw) { return gw->n_sessions; }
+unsigned tg_gw_local_user_roles(const struct tg_gw *gw) { return gw->local_user_roles; }
 size_t tg_gw_listener_count(const struct tg_gw *gw) { return gw->n_listeners; }
 struct tg_gw_listener *tg_gw_listener_at(const struct tg_gw *gw, size_t i)
 {
@@ -236,6 +238,21 @@ static void drained_cb(evutil_socket_t fd, short what, void *arg)
 
 /* ------------------------------------------------------------ lifecycle */
 
+/* Roles of local users other than root and ours. Bridging to traced over a UNIX socket, traced
+ * sees tracegated's uid for every client and cannot keep users apart: unless configured, such
+ * users get nothing here (they can use traced's own socket, where traced knows them). */
+static unsigned user_roles_for(const struct tg_gw *gw, const struct tg_gw_config *cfg, int log)
+{
+    const struct tg_gw_upstream *u = gw->upstream[0];
+    if (cfg->local_user_roles_set || !u || !tg_gw_upstream_is_external_unix(u))
+        return cfg->local_user_roles;
+    if (log)
+        tg_warn(LOG, "bridging to %s over a UNIX socket: it sees uid %u for every gateway client, so local users "
+                     "other than root and uid %u get no roles here (set --local-user-roles to override)",
+                tg_gw_upstream_describe(u), (unsigned)geteuid(), (unsigned)geteuid());
+    return 0;
+}
+
 struct tg_gw *tg_gw_new(struct event_base *base, const struct tg_gw_config *cfg, struct tg_service *svc, char *err,
                         size_t errlen)
 {
@@ -280,7 +297,8 @@ struct tg_gw *tg_gw_new(struct event_base *base, const struct tg_gw_config *cfg,
         enum tg_gw_port p = i ? TG_GW_PORT_PRODUCER : TG_GW_PORT_CONSUMER;
         if (ext[i]) {
             char e2[300];
-            gw->upstream[i] = tg_gw_upstream_new_external(base, ext[i], p, cfg->probe_interval_ms, e2, sizeof e2);
+            gw->upstream[i] = tg_gw_upstream_new_external(base, ext[i], p, cfg->probe_interval_ms,
+                                                          !cfg->auto_bridge, e2, sizeof e2);
             if (!gw->upstream[i]) {
                 snprintf(err, errlen, "upstream-%s: %s", i ? "producer" : "consumer", e2);
                 tg_gw_free(gw);
@@ -290,6 +308,7 @@ struct tg_gw *tg_gw_new(struct event_base *base, const struct tg_gw_config *cfg,
             gw->upstream[i] = tg_gw_upstream_new_embedded(base, svc, p);
         }
     }
+    gw->local_user_roles = user_roles_for(gw, cfg, 1);
     struct timeval tv = {.tv_sec = 0, .tv_usec = SWEEP_MS * 1000};
     event_add(gw->sweep_ev, &tv);
     return gw;
@@ -357,6 +376,7 @@ int tg_gw_reload(struct tg_gw *gw, const struct tg_gw_config *cfg, char *err, si
     }
     gw->local_roles = cfg->local_roles;
     gw->cert_roles = cfg->cert_roles;
+    gw->local_user_roles = user_roles_for(gw, cfg, 0);
     tg_info(LOG, "reloaded: %zu token(s), %zu extra allowed origin(s)", n_tokens, cfg->n_allow_origins);
     return 0;
 }

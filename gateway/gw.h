@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "tracegate/conn.h"
 
@@ -44,7 +45,10 @@ struct tg_gw_client_info {
     int loopback;        /* peer is on loopback or a UNIX socket */
     enum tg_gw_auth_kind auth;
     unsigned roles;      /* TG_GW_ROLE_* granted so far (0 = must authenticate in-band) */
-    char principal[96];  /* token name or certificate subject; never a secret */
+    char principal[160]; /* "uid:N", "token:NAME", "cert:SUBJECT", "anonymous" (gw_identity.h); never a secret */
+    int has_uid;         /* the kernel told us the peer's uid (UNIX, loopback TCP/WS) */
+    uid_t uid;
+    pid_t pid;           /* -1 when unknown */
     char node[64];       /* "/traced/<node>" target, "" = this host */
 };
 

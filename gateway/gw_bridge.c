@@ -12,6 +12,7 @@
 
 #include "gw_auth.h"
 #include "gw_core.h"
+#include "gw_identity.h"
 #include "gw_listener.h"
 #include "gw_metrics.h"
 #include "gw_upstream.h"
@@ -353,7 +354,7 @@ tg_conn *tg_gw_session_ensure_up(struct tg_gw_session *s)
         return NULL;
     }
     char err[256];
-    int fd = tg_gw_upstream_connect(u, err, sizeof err);
+    int fd = tg_gw_upstream_connect(u, &s->info, err, sizeof err);
     if (fd < 0) {
         tg_gw_metrics_upstream_error(s->gw->metrics, s->info.port);
         tg_warn(LOG, "session %llu: %s", (unsigned long long)s->id, err);
@@ -368,6 +369,12 @@ tg_conn *tg_gw_session_ensure_up(struct tg_gw_session *s)
     s->up = tg_conn_new_fd(s->gw->base, fd, &o, &k_up_cbs, s);
     if (!s->up) {
         tg_gw_session_close(s, "out of memory", 0);
+        return NULL;
+    }
+    uint8_t idf[64];
+    size_t idl = tg_gw_upstream_identity_frame(u, &s->info, idf, sizeof idf);
+    if (idl && tg_conn_send(s->up, idf + 4, idl - 4, -1) != 0) {
+        tg_gw_session_close(s, "cannot queue the client's identity upstream", 0);
         return NULL;
     }
     apply_pause(s);
@@ -526,6 +533,14 @@ static void auth_authenticate(struct tg_gw_session *s, uint64_t rid, const uint8
     }
     if (req)
         tracegate__authenticate_request__free_unpacked(req, NULL);
+    if (roles && s->up_opened) {
+        /* the upstream already carries the identity the client had: it cannot change now */
+        tg_warn(LOG, "session %llu: %s tried to authenticate after using the service as %s", (unsigned long long)s->id,
+                s->info.peer, who(s));
+        tg_gw_session_reply(s, rid, 0, 0, NULL, 0);
+        tg_gw_session_close(s, "authenticate before anything else", 1);
+        return;
+    }
     if (!roles) {
         tg_gw_metrics_auth_failure(gw->metrics, s->info.transport, req ? "bad_token" : "bad_request");
         tg_warn(LOG, "session %llu: authentication failed for %s (%s)", (unsigned long long)s->id, s->info.peer,
@@ -534,16 +549,14 @@ static void auth_authenticate(struct tg_gw_session *s, uint64_t rid, const uint8
         tg_gw_session_close(s, "authentication failed", 1);
         return;
     }
-    s->info.roles = roles;
-    s->info.auth = TG_GW_AUTH_TOKEN;
-    snprintf(s->info.principal, sizeof s->info.principal, "%s", principal);
+    tg_gw_identity_token(&s->info, principal, roles);
     if (s->hs_ev)
         event_del(s->hs_ev);
     tg_gw_metrics_auth_success(gw->metrics, "token");
     char rl[64];
     tg_gw_roles_format(roles, rl, sizeof rl);
     tg_info(LOG, "session %llu: %s authenticated as %s (roles %s)", (unsigned long long)s->id, s->info.peer,
-            principal, rl);
+            s->info.principal, rl);
 
     Tracegate__AuthenticateResponse resp = TRACEGATE__AUTHENTICATE_RESPONSE__INIT;
     char *names[4];
@@ -553,7 +566,7 @@ static void auth_authenticate(struct tg_gw_session *s, uint64_t rid, const uint8
             names[n++] = (char *)tg_gw_role_name(bit);
     resp.roles = names;
     resp.n_roles = n;
-    resp.principal = principal;
+    resp.principal = s->info.principal;
     uint8_t out[512];
     size_t ol = tracegate__authenticate_response__get_packed_size(&resp);
     if (ol > sizeof out) {

@@ -23,7 +23,7 @@ enum opt_id {
     O_PRODUCER_SOCKET, O_CONSUMER_SOCKET, O_PRODUCER_MODE, O_CONSUMER_MODE,
     O_UPSTREAM_CONSUMER, O_UPSTREAM_PRODUCER, O_PROBE_INTERVAL,
     O_LISTEN, O_HTTP, O_NO_HTTP, O_HTTP_TLS, O_WEB_ROOT, O_WS_MAX_MESSAGE, O_ALLOW_ORIGIN,
-    O_TOKEN_FILE, O_LOCAL_ROLES, O_CERT_ROLES, O_INSECURE,
+    O_TOKEN_FILE, O_LOCAL_ROLES, O_LOCAL_USER_ROLES, O_CERT_ROLES, O_INSECURE,
     O_TLS_CERT, O_TLS_KEY, O_TLS_CA, O_TLS_REQUIRE_CLIENT_CERT,
     O_MAX_FRAME, O_OUT_HIGH, O_OUT_LOW, O_OUT_SOFT, O_OUT_SOFT_GRACE, O_OUT_HARD, O_RATE, O_BURST,
     O_MAX_CONNS, O_MAX_CONNS_PER_SOURCE, O_HANDSHAKE_TIMEOUT, O_IDLE_TIMEOUT, O_DRAIN_TIMEOUT,
@@ -68,7 +68,11 @@ static const struct opt_def k_opts[] = {
      0, "allow WebSocket clients from ORIGIN (repeatable; ui.perfetto.dev is always allowed)"},
 
     {O_TOKEN_FILE, "token-file", "FILE", 0, "bearer tokens: `name role[,role] sha256hex` lines (reloaded on SIGHUP)"},
-    {O_LOCAL_ROLES, "local-roles", "ROLES", 0, "roles of UNIX and loopback clients (default admin)"},
+    {O_LOCAL_ROLES, "local-roles", "ROLES",
+     0, "roles of local clients running as root or as tracegated's own user (default admin)"},
+    {O_LOCAL_USER_ROLES, "local-user-roles", "ROLES",
+     0, "roles of local clients running as any other user: their own sessions, as traced gives them "
+        "(default recorder,producer; none in bridge mode to a UNIX upstream)"},
     {O_CERT_ROLES, "cert-roles", "ROLES", 0, "roles of clients with a verified certificate (default recorder)"},
     {O_INSECURE, "insecure", NULL, 0, "allow non-loopback listeners without TLS and authentication (logged)"},
     {O_TLS_CERT, "tls-cert", "FILE", 0, "server certificate chain (PEM) for tls:// listeners and --http-tls"},
@@ -106,6 +110,7 @@ void tg_gw_config_init(struct tg_gw_config *c)
     memset(c, 0, sizeof *c);
     c->probe_interval_ms = 5000;
     c->local_roles = TG_GW_ROLE_ADMIN;
+    c->local_user_roles = TG_GW_ROLE_RECORDER | TG_GW_ROLE_PRODUCER;
     c->cert_roles = TG_GW_ROLE_RECORDER;
     c->ws_max_message = 1u << 20;
     c->log_level = TG_LOG_INFO;
@@ -253,6 +258,15 @@ int tg_gw_config_set(struct tg_gw_config *c, const char *name, const char *value
             return tg_errf(err, errlen, "out of memory");
         return 0;
     case O_TOKEN_FILE: return set_str(&c->token_file, value, name, err, errlen);
+    case O_LOCAL_USER_ROLES: {
+        unsigned r = strcmp(value, "none") == 0 ? 0 : tg_gw_roles_parse(value);
+        if (!r && strcmp(value, "none") != 0)
+            return tg_errf(err, errlen, "%s: '%s' is not a role list (observer, recorder, producer, admin, none)", name,
+                           value);
+        c->local_user_roles = r;
+        c->local_user_roles_set = 1;
+        return 0;
+    }
     case O_LOCAL_ROLES:
     case O_CERT_ROLES: {
         unsigned r = tg_gw_roles_parse(value);
@@ -562,6 +576,9 @@ static int listen_option(struct tg_gw_listen_spec *o, const char *k, size_t kl, 
         if (parse_uint(val, 100000000ul, &u) != 0)
             return tg_errf(err, errlen, "listener max-connections= '%s' is not a count", val);
         o->max_conns = (unsigned)u;
+    } else if (KEY("uids")) {
+        if (tg_gw_uids_parse(val, o->uids, TG_GW_MAX_UIDS, &o->n_uids, err, errlen) != 0)
+            return -1;
     } else if (KEY("mode")) {
         if (parse_mode(val, &o->mode) != 0)
             return tg_errf(err, errlen, "listener mode= '%s' is not an octal mode", val);
@@ -571,7 +588,7 @@ static int listen_option(struct tg_gw_listen_spec *o, const char *k, size_t kl, 
     } else {
         char kk[64];
         snprintf(kk, sizeof kk, "%.*s", (int)(kl < 60 ? kl : 60), k);
-        return tg_errf(err, errlen, "unknown listener option '%s' (auth, roles, max-connections, mode, cert, key, ca)",
+        return tg_errf(err, errlen, "unknown listener option '%s' (auth, roles, uids, max-connections, mode, cert, key, ca)",
                        kk);
     }
 #undef KEY

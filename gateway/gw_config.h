@@ -18,6 +18,7 @@
 #include <stdio.h>
 
 #include "gw.h"
+#include "gw_identity.h"
 #include "gw_limits.h"
 #include "tracegate/addr.h"
 
@@ -38,6 +39,8 @@ struct tg_gw_listen_spec {
     char address[512];             /* Perfetto-style address for tg_addr_parse */
     enum tg_gw_listen_auth auth;
     unsigned roles;                /* ?roles=: roles of clients admitted without a token (0 = local-roles) */
+    uid_t uids[TG_GW_MAX_UIDS];    /* ?uids=: the only local uids admitted without a token */
+    size_t n_uids;                 /* 0 = every local uid (abstract sockets: root and our own uid) */
     unsigned max_conns;            /* ?max-connections= (0 = only the global limits) */
     unsigned mode;                 /* ?mode=: permissions of a UNIX socket file (0 = 0600) */
     char cert[256], key[256], ca[256]; /* ?cert= ?key= ?ca= (TLS; "" = the global --tls-*) */
@@ -55,6 +58,7 @@ struct tg_gw_config {
 
     /* upstream: NULL = embedded service (or an already running traced) */
     char *upstream_consumer, *upstream_producer;
+    int auto_bridge; /* the upstreams are Perfetto's default sockets, found live (not named by the operator) */
     uint32_t probe_interval_ms;
 
     struct tg_gw_listen_spec *listen;
@@ -72,6 +76,8 @@ struct tg_gw_config {
     /* authentication */
     char *token_file;
     unsigned local_roles, cert_roles;
+    unsigned local_user_roles;     /* local uids other than root and ours */
+    int local_user_roles_set;      /* given explicitly (else bridge mode to UNIX turns it off) */
     int insecure;
     char *tls_cert, *tls_key, *tls_ca;
     int tls_require_client_cert;

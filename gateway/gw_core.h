@@ -37,6 +37,7 @@ struct tg_gw {
     struct event_base *base;
     struct tg_gw_limits limits;
     unsigned local_roles, cert_roles; /* reloadable (SIGHUP): used for new clients */
+    unsigned local_user_roles;        /* reloadable: local uids other than root and ours */
     int insecure;
     struct tg_gw_auth *auth;         /* tokens + origins: any thread */
     struct tg_gw_metrics *metrics;   /* any thread */
@@ -88,6 +89,9 @@ void tg_gw_drain(struct tg_gw *gw, void (*done)(void *arg), void *arg);
 /* Closes every session now (drain timeout). */
 void tg_gw_close_all(struct tg_gw *gw, const char *reason);
 size_t tg_gw_session_count(const struct tg_gw *gw);
+/* Roles of local users other than root and ours, as in effect (bridge mode
+ * over a UNIX socket turns the default off). */
+unsigned tg_gw_local_user_roles(const struct tg_gw *gw);
 void tg_gw_free(struct tg_gw *gw);
 
 /* Accept path used by listeners (l may be NULL for transports without one). */

@@ -17,9 +17,11 @@
 
 #include "gw_config.h"
 #include "gw_core.h"
+#include "gw_identity.h"
 #include "gw_metrics.h"
 #include "tracegate/addr.h"
 #include "tracegate/log.h"
+#include "tracegate/peer_cred.h"
 
 #include "net/tls.h"
 
@@ -39,6 +41,7 @@ struct tg_gw_listener {
     uint64_t last_emfile_log_us;
     struct tg_tls_server *tls;
     enum tg_gw_listen_auth auth;
+    int abstract; /* an @abstract UNIX socket: no file permissions */
 };
 
 int tg_gw_listener_tls_available(void) { return 1; }
@@ -128,16 +131,28 @@ static void tls_accepted(void *arg, tg_conn *c, const struct tg_tls_peer *peer, 
         return;
     }
     if (peer && peer->cert_verified) {
-        p->info.auth = TG_GW_AUTH_CERT;
-        p->info.roles = gw->cert_roles;
-        const char *subj = peer->subject[0] ? peer->subject : "cert";
-        size_t n = strnlen(subj, sizeof p->info.principal - 1);
-        memcpy(p->info.principal, subj, n); /* long subjects are cut, never overflowed */
-        p->info.principal[n] = '\0';
+        tg_gw_identity_cert(&p->info, peer->subject, gw->cert_roles);
         tg_gw_metrics_auth_success(gw->metrics, "cert");
     }
     tg_gw_accept_from(gw, c, &p->info, l);
     free(p);
+}
+
+/* Who counts as local on this listener and what they get. */
+static void local_policy(const struct tg_gw_listener *l, struct tg_gw_local_policy *pol)
+{
+    const struct tg_gw *gw = l->gw;
+    unsigned ceiling = l->spec.roles ? l->spec.roles : gw->local_roles;
+    pol->owner_roles = ceiling;
+    pol->user_roles = tg_gw_roles_cap(gw->local_user_roles, ceiling);
+    pol->n_uids = l->spec.n_uids;
+    memcpy(pol->uids, l->spec.uids, sizeof pol->uids);
+    if (pol->n_uids == 0 && l->abstract) {
+        /* an abstract socket has no permissions: anyone on the host can connect */
+        pol->uids[0] = 0;
+        pol->uids[1] = geteuid();
+        pol->n_uids = 2;
+    }
 }
 
 static void accept_one(struct tg_gw_listener *l, int fd)
@@ -161,6 +176,13 @@ static void accept_one(struct tg_gw_listener *l, int fd)
         setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
     }
     unsigned listener_roles = l->spec.roles ? l->spec.roles : gw->local_roles;
+    struct tg_peer_cred cred;
+    int known = info.loopback && tg_peer_cred_of(fd, &cred) == 0;
+    if (known) {
+        info.has_uid = 1;
+        info.uid = cred.uid;
+        info.pid = cred.pid;
+    }
     switch (effective_auth(l)) {
     case TG_GW_LAUTH_NONE:
         info.auth = TG_GW_AUTH_NONE;
@@ -168,10 +190,14 @@ static void accept_one(struct tg_gw_listener *l, int fd)
         snprintf(info.principal, sizeof info.principal, "anonymous");
         break;
     case TG_GW_LAUTH_LOCAL:
-        if (info.loopback) {
-            info.auth = TG_GW_AUTH_LOCAL;
-            info.roles = listener_roles;
-            snprintf(info.principal, sizeof info.principal, "local");
+        if (known) {
+            struct tg_gw_local_policy pol;
+            local_policy(l, &pol);
+            if (!tg_gw_identity_local(&info, &cred, &pol))
+                tg_info(LOG, "%s: %s (uid %u) is not admitted as local here: it must authenticate", l->bound,
+                        info.peer, (unsigned)cred.uid);
+        } else if (info.loopback) {
+            tg_info(LOG, "%s: the uid of %s is unknown: it must authenticate", l->bound, info.peer);
         }
         break;
     default: break; /* token: roles stay 0 until Authenticate (or a client certificate) */
@@ -280,6 +306,10 @@ struct tg_gw_listener *tg_gw_listener_new(struct tg_gw *gw, const struct tg_gw_l
         return NULL;
     }
     l->spec.loopback = tg_addr_is_loopback(&l->spec.addr);
+    {
+        const struct sockaddr_un *sun = (const struct sockaddr_un *)&l->spec.addr.ss;
+        l->abstract = l->spec.addr.family == AF_UNIX && sun->sun_path[0] == '\0';
+    }
     l->auth = resolve_auth(&l->spec, cfg);
     if (l->spec.kind == TG_GW_L_TLS) {
         struct tg_tls_server_config tc;

@@ -13,8 +13,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "gw_identity.h"
 #include "tracegate/addr.h"
+#include "tracegate/frame.h"
+#include "tracegate/ipc_host.h"
 #include "tracegate/log.h"
+#include "tracegate/pbwire.h"
 #include "tracegate/service.h"
 
 #define LOG "gw-upstream"
@@ -30,7 +34,23 @@ struct tg_gw_upstream {
     struct event *probe_timer, *probe_io;
     int probe_fd;
     char desc[300];
+    uid_t owners[3]; /* UNIX upstreams: uids allowed to own the listening socket */
+    size_t n_owners;
 };
+
+/* UNIX upstreams: whether the socket at the other end belongs to a uid we trust. */
+static int owner_ok(const struct tg_gw_upstream *u, int fd, uid_t *who)
+{
+    struct ucred cred;
+    socklen_t cl = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0)
+        return 0;
+    *who = cred.uid;
+    for (size_t i = 0; i < u->n_owners; i++)
+        if (u->owners[i] == cred.uid)
+            return 1;
+    return 0;
+}
 
 static void set_healthy(struct tg_gw_upstream *u, int ok)
 {
@@ -105,7 +125,8 @@ static void probe_timer_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 struct tg_gw_upstream *tg_gw_upstream_new_external(struct event_base *base, const char *addr, enum tg_gw_port port,
-                                                   uint32_t probe_interval_ms, char *err, size_t errlen)
+                                                   uint32_t probe_interval_ms, int trust_owner, char *err,
+                                                   size_t errlen)
 {
     struct tg_gw_upstream *u = calloc(1, sizeof *u);
     if (!u) {
@@ -122,8 +143,28 @@ struct tg_gw_upstream *tg_gw_upstream_new_external(struct event_base *base, cons
         return NULL;
     }
     snprintf(u->desc, sizeof u->desc, "%s", u->addr.text);
+    u->owners[u->n_owners++] = 0;
+    if (geteuid() != 0)
+        u->owners[u->n_owners++] = geteuid();
     int fd = tg_addr_connect_wait(&u->addr, 1000); /* startup only: bounded wait */
     atomic_store(&u->healthy, fd >= 0 ? 1 : 0);
+    if (fd >= 0 && u->addr.family == AF_UNIX) {
+        uid_t who = (uid_t)-1;
+        if (!owner_ok(u, fd, &who)) {
+            if (!trust_owner || who == (uid_t)-1) {
+                snprintf(err, errlen,
+                         "%s is served by a process of uid %d, neither root nor ours: refusing to bridge to it "
+                         "(another user may have taken the path; name the upstream explicitly to trust it)",
+                         u->addr.text, (int)who);
+                close(fd);
+                free(u);
+                return NULL;
+            }
+            u->owners[u->n_owners++] = who;
+            tg_warn(LOG, "upstream %s is served by uid %u (trusted because it was named explicitly)", u->addr.text,
+                    (unsigned)who);
+        }
+    }
     if (fd >= 0)
         close(fd);
     if (probe_interval_ms) {
@@ -149,10 +190,12 @@ void tg_gw_upstream_free(struct tg_gw_upstream *u)
     free(u);
 }
 
-int tg_gw_upstream_connect(struct tg_gw_upstream *u, char *err, size_t errlen)
+int tg_gw_upstream_connect(struct tg_gw_upstream *u, const struct tg_gw_client_info *who, char *err, size_t errlen)
 {
     if (!u->external) {
-        int fd = tg_service_connect_local(u->svc, u->port == TG_GW_PORT_PRODUCER);
+        struct tg_ipc_identity id;
+        tg_gw_identity_for_service(who, &id);
+        int fd = tg_service_connect_local_as(u->svc, u->port == TG_GW_PORT_PRODUCER, &id);
         if (fd < 0)
             snprintf(err, errlen, "the embedded service refused a connection");
         return fd;
@@ -169,8 +212,56 @@ int tg_gw_upstream_connect(struct tg_gw_upstream *u, char *err, size_t errlen)
     if (u->addr.family != AF_UNIX) {
         int one = 1;
         setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    } else {
+        uid_t owner = (uid_t)-1;
+        if (!owner_ok(u, fd, &owner)) {
+            snprintf(err, errlen, "%s is now served by uid %d, not a uid this gateway trusts: refused", u->addr.text,
+                     (int)owner);
+            tg_warn(LOG, "%s", err);
+            close(fd);
+            return -1;
+        }
     }
     return fd;
+}
+
+size_t tg_gw_upstream_identity_frame(const struct tg_gw_upstream *u, const struct tg_gw_client_info *who,
+                                     uint8_t *buf, size_t cap)
+{
+    if (!u->external || u->addr.family == AF_UNIX || u->port != TG_GW_PORT_CONSUMER)
+        return 0;
+    struct tg_ipc_identity id;
+    tg_gw_identity_for_service(who, &id);
+    int32_t uid = (int32_t)id.uid;
+    if (id.uid == (uid_t)-1) {
+        uint32_t h = tg_ipc_machine_id_from_hint(id.principal, strlen(id.principal));
+        uid = (int32_t)(0x40000000u + (h & 0xffffffu));
+    }
+    /* SetPeerIdentity{pid(1), uid(2)} inside IPCFrame field 8, request_id 0 */
+    uint8_t inner[32];
+    size_t il = 0;
+    if (id.pid > 0) {
+        il += tg_pb_put_tag(inner + il, 1, TG_PB_VARINT);
+        il += tg_pb_put_varint(inner + il, (uint64_t)id.pid);
+    }
+    il += tg_pb_put_tag(inner + il, 2, TG_PB_VARINT);
+    il += tg_pb_put_varint(inner + il, (uint64_t)(int64_t)uid);
+    size_t body = 2 + 1 + tg_pb_varint_size(il) + il; /* request_id = 0, then field 8 (set_peer_identity) */
+    if (cap < 4 + body)
+        return 0;
+    uint8_t *p = buf + 4;
+    p += tg_pb_put_tag(p, 2, TG_PB_VARINT);
+    p += tg_pb_put_varint(p, 0);
+    p += tg_pb_put_tag(p, 8, TG_PB_LEN);
+    p += tg_pb_put_varint(p, il);
+    memcpy(p, inner, il);
+    p += il;
+    size_t n = (size_t)(p - (buf + 4));
+    buf[0] = (uint8_t)n;
+    buf[1] = (uint8_t)(n >> 8);
+    buf[2] = (uint8_t)(n >> 16);
+    buf[3] = (uint8_t)(n >> 24);
+    return 4 + n;
 }
 
 void tg_gw_upstream_report(struct tg_gw_upstream *u, int ok)
@@ -181,4 +272,8 @@ void tg_gw_upstream_report(struct tg_gw_upstream *u, int ok)
 
 int tg_gw_upstream_is_healthy(const struct tg_gw_upstream *u) { return atomic_load(&u->healthy); }
 int tg_gw_upstream_is_external(const struct tg_gw_upstream *u) { return u->external; }
+int tg_gw_upstream_is_external_unix(const struct tg_gw_upstream *u)
+{
+    return u->external && u->addr.family == AF_UNIX;
+}
 const char *tg_gw_upstream_describe(const struct tg_gw_upstream *u) { return u->desc; }

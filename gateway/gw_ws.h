@@ -25,7 +25,8 @@ struct tg_gw_ws_config {
     int require_client_cert;  /* mTLS */
     const char *web_root;     /* static files for "/" (NULL = built-in page) */
     int require_token;        /* non-loopback clients must present a token */
-    unsigned local_roles;     /* roles of loopback clients without a token */
+    unsigned local_roles;     /* roles of local clients (root, our uid) without a token */
+    unsigned local_user_roles; /* roles of other local uids */
     size_t max_message;       /* max inbound WS message (default 1 MiB) */
     unsigned cert_roles;      /* roles of clients with a verified certificate (0 = recorder) */
 };

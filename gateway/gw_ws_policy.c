@@ -240,16 +240,15 @@ void tg_ws_decide_upgrade(struct tg_gw *gw, const struct tg_gw_ws_config *cfg, c
             d->reason = "invalid token";
             return;
         }
-        ci->auth = TG_GW_AUTH_TOKEN;
-        ci->roles = token_roles;
-        snprintf(ci->principal, sizeof ci->principal, "%s", principal);
+        tg_gw_identity_token(ci, principal, token_roles);
     } else if (cert) {
-        ci->auth = TG_GW_AUTH_CERT;
-        ci->roles = cfg->cert_roles ? cfg->cert_roles : TG_GW_ROLE_RECORDER;
-        snprintf(ci->principal, sizeof ci->principal, "%s", rq->cert_subject);
-    } else if (ci->loopback) {
-        ci->auth = TG_GW_AUTH_LOCAL;
-        ci->roles = cfg->local_roles;
+        tg_gw_identity_cert(ci, rq->cert_subject, cfg->cert_roles ? cfg->cert_roles : TG_GW_ROLE_RECORDER);
+    } else if (ci->loopback && rq->cred) {
+        /* a local user: its uid decides (root and ours: local-roles; others: local-user-roles) */
+        struct tg_gw_local_policy pol = {.owner_roles = cfg->local_roles,
+                                         .user_roles = tg_gw_roles_cap(cfg->local_user_roles, cfg->local_roles)};
+        if (!tg_gw_identity_local(ci, rq->cred, &pol))
+            ci->auth = TG_GW_AUTH_NONE; /* must authenticate in-band */
     } else if (cfg->require_token) {
         d->status = 401;
         d->reason = "a token is required";

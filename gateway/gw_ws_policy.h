@@ -22,10 +22,12 @@
  * loopback, and elsewhere only with a valid token or client certificate.
  *
  * Roles: a valid token → its roles (auth TOKEN); a verified client
- * certificate → cert_roles (auth CERT); a loopback client → local_roles
- * (auth LOCAL); otherwise, when require_token is set → 401, else roles 0
- * (auth NONE: the core asks for in-band authentication). A token that is
- * presented but unknown is always 401 (fail closed).
+ * certificate → cert_roles (auth CERT); a loopback client whose uid the
+ * kernel told us (rq->cred) → local_roles for root and our own uid,
+ * local_user_roles for any other uid (auth LOCAL, principal "uid:N");
+ * otherwise (incl. a loopback peer of unknown uid), when require_token is
+ * set → 401, else roles 0 (auth NONE: the core asks for in-band
+ * authentication). A token that is presented but unknown is always 401.
  *
  * Threading: pure functions plus the thread-safe tg_gw_* calls of gw.h. */
 #ifndef TRACEGATE_GATEWAY_GW_WS_POLICY_H
@@ -34,6 +36,7 @@
 #include <stddef.h>
 
 #include "gw.h"
+#include "gw_identity.h"
 #include "gw_ws.h"
 #include "net/ws_wire.h"
 
@@ -75,6 +78,7 @@ struct tg_ws_request {
     const char *cert_subject; /* verified client certificate's name, or NULL */
     const char *peer_ip;      /* printable */
     int peer_port;
+    const struct tg_peer_cred *cred; /* the local peer's uid (sock_diag), NULL when unknown or not local */
 };
 
 struct tg_ws_decision {

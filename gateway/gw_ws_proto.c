@@ -12,11 +12,13 @@
 #include "net/ws_link.h"
 #include "gw_ws_policy.h"
 #include "tracegate/log.h"
+#include "tracegate/peer_cred.h"
 
 /* Header copies for one request. */
 struct req_bufs {
     char path[512], origin[256], host[256], protocols[512], token[TG_WS_MAX_TOKEN + 8], ip[INET6_ADDRSTRLEN];
     char cert[128];
+    struct tg_peer_cred cred;
 };
 
 static const char *copy_hdr(struct lws *wsi, enum lws_token_indexes t, char *buf, size_t cap)
@@ -95,6 +97,8 @@ static void read_request(struct tg_gw_ws *ws, struct lws *wsi, struct req_bufs *
     rq->cert_subject = ws->cfg.tls ? cert_subject(wsi, b->cert, sizeof b->cert) : NULL;
     peer_of(wsi, b->ip, sizeof b->ip, &rq->peer_port);
     rq->peer_ip = b->ip;
+    if (tg_ws_ip_is_loopback(b->ip) && tg_peer_cred_of(lws_get_socket_fd(wsi), &b->cred) == 0)
+        rq->cred = &b->cred;
 }
 
 /* Printable copy of client-supplied text for logs. */

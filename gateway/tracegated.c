@@ -122,6 +122,7 @@ static int start_http(struct daemon *d)
     wc.web_root = c->web_root;
     wc.require_token = !c->insecure || c->token_file != NULL;
     wc.local_roles = c->local_roles;
+    wc.local_user_roles = tg_gw_local_user_roles(d->gw);
     wc.max_message = c->ws_max_message;
     wc.cert_roles = c->cert_roles;
     char err[512];
@@ -249,6 +250,7 @@ static int choose_upstream(struct daemon *d, char *err, size_t errlen)
             tg_info(LOG, "a tracing service already owns %s: running as a bridge to it", def_cons);
             c->upstream_consumer = strdup(def_cons);
             c->upstream_producer = strdup(def_prod);
+            c->auto_bridge = 1;
             d->auto_bridge = 1;
             if (!c->upstream_consumer || !c->upstream_producer) {
                 snprintf(err, errlen, "out of memory");

@@ -53,10 +53,10 @@ fi
 grep -q "authentication failed" "$T/q2.out" || fail "tracectl did not say why: $(cat "$T/q2.out")"
 echo "ok: tracectl --token in-band"
 
-grep -q "denied ConsumerPort.EnableTracing to 127.0.0.1:[0-9]* (ci, roles observer)" "$T/gw.log" ||
+grep -q "denied ConsumerPort.EnableTracing to 127.0.0.1:[0-9]* (token:ci, roles observer)" "$T/gw.log" ||
     fail "the denial is not logged with method and principal"
 grep -q "authentication failed for 127.0.0.1" "$T/gw.log" || fail "the failed authentication is not logged"
-grep -q "authenticated as alice (roles recorder)" "$T/gw.log" || fail "the recorder login is not logged"
+grep -q "authenticated as token:alice (roles recorder)" "$T/gw.log" || fail "the recorder login is not logged"
 if grep -q -e "$OBS_TOKEN" -e "$REC_TOKEN" -e "wrong-token" "$T/gw.log"; then
     fail "a token appears in the log"
 fi

@@ -104,7 +104,7 @@ if command -v openssl >/dev/null 2>&1 && bash "$S/certs/make-dev-pki.sh" "$T/pki
     grep -q "listening: consumer tls://$TADDR (auth=local, roles=admin)" "$T/tls.log" || fail "TLS listener not reported"
     timeout 10 "$TRACECTL" --cacert "$P/ca.crt" --cert "$P/client.crt" --key "$P/client.key" \
         query "tls://$TADDR" >"$T/tlsq.txt" 2>&1 || fail "mTLS query failed: $(cat "$T/tlsq.txt")"
-    grep -q "tls client 127.0.0.1:[0-9]* on the consumer port (/CN=tracegate-client, roles recorder)" "$T/tls.log" ||
+    grep -q "tls client 127.0.0.1:[0-9]* on the consumer port (cert:/CN=tracegate-client, roles recorder)" "$T/tls.log" ||
         fail "the client certificate did not set the principal and cert roles"
     timeout 10 "$TRACECTL" --cacert "$P/ca.crt" --cert "$P/rogue-client.crt" --key "$P/rogue-client.key" \
         query "tls://$TADDR" >"$T/tlsr.txt" 2>&1 && fail "a certificate from another CA was accepted"

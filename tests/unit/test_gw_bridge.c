@@ -464,7 +464,7 @@ static void test_token_auth(void **state)
     assert_non_null(resp);
     assert_int_equal(resp->n_roles, 1);
     assert_string_equal(resp->roles[0], "observer");
-    assert_string_equal(resp->principal, "ci");
+    assert_string_equal(resp->principal, "token:ci");
     tracegate__authenticate_response__free_unpacked(resp, NULL);
     tg_ipc_service_proxy *p = tc_bind(t, "ConsumerPort");
     assert_non_null(p);

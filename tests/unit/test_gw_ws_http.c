@@ -210,7 +210,7 @@ static void test_tokens(void **state)
     assert_int_equal(tdbl_info(0, &ci), 0);
     assert_int_equal(ci.auth, TG_GW_AUTH_TOKEN);
     assert_int_equal(ci.roles, TG_GW_ROLE_RECORDER);
-    assert_string_equal(ci.principal, "alice");
+    assert_string_equal(ci.principal, "token:alice");
 
     int fails = tdbl_auth_failures();
     assert_int_equal(

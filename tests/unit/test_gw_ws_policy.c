@@ -8,7 +8,10 @@
 
 #include <cmocka.h>
 
+#include <unistd.h>
+
 #include "gw_ws_policy.h"
+#include "tracegate/peer_cred.h"
 
 /* ---- a minimal stand-in for the core's thread-safe functions ---- */
 static int g_healthy = 1;
@@ -35,8 +38,14 @@ int tg_gw_upstream_healthy(struct tg_gw *gw)
     return g_healthy;
 }
 
-static const struct tg_gw_ws_config k_cfg = {
-    .bind_host = "127.0.0.1", .port = 8037, .local_roles = TG_GW_ROLE_ADMIN, .require_token = 1};
+static const struct tg_gw_ws_config k_cfg = {.bind_host = "127.0.0.1",
+                                             .port = 8037,
+                                             .local_roles = TG_GW_ROLE_ADMIN,
+                                             .local_user_roles = TG_GW_ROLE_RECORDER | TG_GW_ROLE_PRODUCER,
+                                             .require_token = 1};
+
+/* What the kernel says about loopback peers: our own uid, unless a test says otherwise. */
+static struct tg_peer_cred g_cred;
 
 static struct tg_ws_request req(const char *path, const char *ip)
 {
@@ -46,6 +55,11 @@ static struct tg_ws_request req(const char *path, const char *ip)
     r.peer_ip = ip;
     r.peer_port = 5555;
     r.host = "127.0.0.1:8037";
+    g_cred.uid = geteuid();
+    g_cred.pid = -1;
+    g_cred.via_diag = 1;
+    if (tg_ws_ip_is_loopback(ip))
+        r.cred = &g_cred;
     return r;
 }
 
@@ -177,13 +191,40 @@ static void test_auth_and_roles(void **state)
     assert_int_equal(d.info.roles, TG_GW_ROLE_ADMIN);
     assert_int_equal(d.info.loopback, 1);
     assert_int_equal(d.info.transport, TG_GW_T_WS);
+    char want[32];
+    snprintf(want, sizeof want, "uid:%u", (unsigned)geteuid());
+    assert_string_equal(d.info.principal, want);
+
+    /* another local user: its own sessions (recorder, producer), not admin */
+    g_cred.uid = 4242;
+    tg_ws_decide_upgrade(NULL, &k_cfg, &r, &d);
+    assert_int_equal(d.status, 0);
+    assert_int_equal(d.info.auth, TG_GW_AUTH_LOCAL);
+    assert_int_equal(d.info.roles, TG_GW_ROLE_RECORDER | TG_GW_ROLE_PRODUCER);
+    assert_string_equal(d.info.principal, "uid:4242");
+    /* ...and nothing at all when local users are given no roles: then it must authenticate */
+    struct tg_gw_ws_config none_cfg = k_cfg;
+    none_cfg.local_user_roles = 0;
+    tg_ws_decide_upgrade(NULL, &none_cfg, &r, &d);
+    assert_int_equal(d.status, 0);
+    assert_int_equal(d.info.roles, 0);
+    assert_int_equal(d.info.auth, TG_GW_AUTH_NONE);
+    /* root is an owner */
+    g_cred.uid = 0;
+    tg_ws_decide_upgrade(NULL, &k_cfg, &r, &d);
+    assert_int_equal(d.info.roles, TG_GW_ROLE_ADMIN);
+    /* a loopback peer the kernel cannot vouch for is not local: 401 when tokens are required */
+    r.cred = NULL;
+    tg_ws_decide_upgrade(NULL, &k_cfg, &r, &d);
+    assert_int_equal(d.status, 401);
+    r = req("/traced", "127.0.0.1");
 
     r.protocols = "tracegate, tracegate.token.good-token";
     tg_ws_decide_upgrade(NULL, &k_cfg, &r, &d);
     assert_int_equal(d.status, 0);
     assert_int_equal(d.info.auth, TG_GW_AUTH_TOKEN);
     assert_int_equal(d.info.roles, TG_GW_ROLE_RECORDER);
-    assert_string_equal(d.info.principal, "alice");
+    assert_string_equal(d.info.principal, "token:alice");
 
     r.protocols = "tracegate, tracegate.token.bad-token";
     tg_ws_decide_upgrade(NULL, &k_cfg, &r, &d);
@@ -217,7 +258,7 @@ static void test_auth_and_roles(void **state)
     assert_int_equal(d.info.roles, TG_GW_ROLE_RECORDER);
     assert_int_equal(d.info.port, TG_GW_PORT_PRODUCER);
     assert_int_equal(d.info.transport, TG_GW_T_WSS);
-    assert_string_equal(d.info.principal, "node-7");
+    assert_string_equal(d.info.principal, "cert:node-7");
     struct tg_gw_ws_config cc = k_cfg;
     cc.cert_roles = TG_GW_ROLE_PRODUCER;
     tg_ws_decide_upgrade(NULL, &cc, &r, &d);

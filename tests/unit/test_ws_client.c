@@ -155,7 +155,7 @@ static void test_plain_with_token(void **state)
     assert_int_equal(tdbl_info(0, &ci), 0);
     assert_int_equal(ci.transport, TG_GW_T_WS);
     assert_int_equal(ci.auth, TG_GW_AUTH_TOKEN);
-    assert_string_equal(ci.principal, "alice");
+    assert_string_equal(ci.principal, "token:alice");
     assert_int_equal(tdbl_unix_conns(), 0);
 
     /* a long token goes in the query */
@@ -234,7 +234,7 @@ static void test_mtls(void **state)
     struct tg_gw_client_info ci;
     assert_int_equal(tdbl_info(0, &ci), 0);
     assert_int_equal(ci.auth, TG_GW_AUTH_CERT);
-    assert_string_equal(ci.principal, "tracegate-client");
+    assert_string_equal(ci.principal, "cert:tracegate-client");
     assert_int_equal(ci.roles, TG_GW_ROLE_RECORDER);
     /* no client certificate, or one from another CA: refused */
     struct tg_endpoint_creds none = {.cacert = ca};
