@@ -1,6 +1,7 @@
 # gw_lib.sh: shared helpers for the tracegated integration tests (tests/integration/test_gw_*.sh):
 # binaries (exit 77 when one is not built), a temp dir, background processes killed on exit,
-# starting tracegated and reading back the ports it listens on. Source it; POSIX sh.
+# starting tracegated and reading back the ports it listens on, and (tg_wait.sh) waiting for
+# events with scaled safety-net deadlines. Source it; POSIX sh.
 
 B=${TG_BUILDDIR:-$(pwd)}
 S=${TG_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -8,6 +9,7 @@ TRACEGATED=$B/gateway/tracegated
 TRACECTL=$B/src/tracectl/tracectl
 DEMO=$B/src/demo/tracegate-demo
 CLIENT=$B/tests/integration/gw_testclient
+. "$S/tests/integration/tg_wait.sh"
 
 need() {
     for bin in "$@"; do
@@ -41,8 +43,8 @@ fail() {
 }
 
 # start_gw NAME [tracegated options...]: runs tracegated with its embedded service on private
-# sockets ($T/NAME-p.sock, $T/NAME-c.sock), logging to $T/NAME.log; waits until it is ready.
-# Sets GW_PID. Fails the test if it does not come up.
+# sockets ($T/NAME-p.sock, $T/NAME-c.sock), logging to $T/NAME.log; waits until it logs that it
+# is ready. Sets GW_PID. Fails the test if it exits or does not come up.
 start_gw() {
     name=$1
     shift
@@ -50,15 +52,10 @@ start_gw() {
         --log-level info "$@" >"$T/$name.log" 2>&1 &
     GW_PID=$!
     PIDS="$PIDS $GW_PID"
-    i=0
-    while [ $i -lt 100 ]; do
-        grep -q "tracegated .* ready" "$T/$name.log" 2>/dev/null && return 0
-        kill -0 "$GW_PID" 2>/dev/null || fail "tracegated ($name) exited at startup"
-        sleep 0.05
-        i=$((i + 1))
-    done
-    fail "tracegated ($name) did not become ready"
+    wait_for 20 _gw_up "$name" "$GW_PID" || fail "tracegated ($name) did not become ready"
+    grep -q "tracegated .* ready" "$T/$name.log" || fail "tracegated ($name) exited at startup"
 }
+_gw_up() { grep -q "tracegated .* ready" "$T/$1.log" 2>/dev/null || ! kill -0 "$2" 2>/dev/null; }
 
 # gw_addr NAME N: the address ("127.0.0.1:PORT" or a path) of the Nth (1-based) gateway listener
 gw_addr() {
@@ -66,17 +63,12 @@ gw_addr() {
 }
 
 # wait_exit PID SECONDS: waits for PID (a child of this shell) to exit; sets WAIT_RC to its exit
-# status, or to "timeout". (Not usable inside $(...): a subshell cannot wait for our children.)
+# status, or to "timeout" after SECONDS (scaled: a safety net). (Not usable inside $(...): a
+# subshell cannot wait for our children.)
 wait_exit() {
     WAIT_RC=timeout
-    j=0
-    while [ $j -lt $(($2 * 10)) ]; do
-        if ! kill -0 "$1" 2>/dev/null; then
-            wait "$1" 2>/dev/null
-            WAIT_RC=$?
-            return 0
-        fi
-        sleep 0.1
-        j=$((j + 1))
-    done
+    if wait_gone "$2" "$1"; then
+        wait "$1" 2>/dev/null
+        WAIT_RC=$?
+    fi
 }

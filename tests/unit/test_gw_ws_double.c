@@ -1,5 +1,6 @@
 /* test_gw_ws_double.c: a stand-in gateway core (tg_gw_accept + thread-safe tg_gw_* functions) for the WebSocket tests (see test_gw_ws_double.h). */
 #include "test_gw_ws_double.h"
+#include "tg_test_util.h"
 
 #include <event2/event.h>
 #include <event2/thread.h>
@@ -293,10 +294,15 @@ void tdbl_last_close_reason(char *buf, size_t len)
 
 int tdbl_wait_count(int (*fn)(void), int want, int ms)
 {
-    for (int waited = 0; waited <= ms; waited += 5) {
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    long limit = tg_test_ms(ms);
+    for (;;) {
         if (fn() >= want)
             return 1;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 > limit)
+            return fn() >= want;
         usleep(5000);
     }
-    return fn() >= want;
 }

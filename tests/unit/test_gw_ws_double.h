@@ -47,7 +47,8 @@ void tdbl_last_close_reason(char *buf, size_t len);
 #define TDBL_FNV_INIT 1469598103934665603ull
 uint64_t tdbl_fnv(uint64_t h, const void *p, size_t n);
 
-/* Waits (polling, up to ms) until fn() >= want. Returns 1 if reached. */
+/* Waits (polling) until fn() >= want; ms, scaled by tg_test_ms, is only the safety net.
+ * Returns 1 if reached. */
 int tdbl_wait_count(int (*fn)(void), int want, int ms);
 
 #endif
