@@ -23,9 +23,10 @@ command -v timeout >/dev/null 2>&1 || { echo "SKIP: timeout(1) is not available"
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/tg-gw-it.XXXXXX") || exit 99
 PIDS=""
+_all_gone() { for p in $PIDS; do kill -0 "$p" 2>/dev/null && return 1; done; return 0; }
 cleanup() {
     for p in $PIDS; do kill "$p" 2>/dev/null; done
-    sleep 0.2
+    wait_for 5 _all_gone # sanitizer builds take a moment to exit; then whatever is left is killed
     for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
     if [ "${KEEP_TMP:-0}" = 1 ]; then echo "kept $T"; else rm -rf "$T"; fi
 }
