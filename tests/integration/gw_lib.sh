@@ -56,6 +56,32 @@ start_gw() {
     wait_for 20 _gw_up "$name" "$GW_PID" || fail "tracegated ($name) did not become ready"
     grep -q "tracegated .* ready" "$T/$name.log" || fail "tracegated ($name) exited at startup"
 }
+# start_gw_http NAME [tracegated options...]: start_gw with --http on a free port (--http needs a
+# port number: a port that another process takes in between makes tracegated exit, and the next
+# one is tried). Sets HTTP_PORT and GW_PID.
+start_gw_http() {
+    name=$1
+    shift
+    HTTP_PORT=
+    try=0
+    while [ -z "$HTTP_PORT" ] && [ $try -lt 8 ]; do
+        try=$((try + 1))
+        cand=$("$CLIENT" free-port)
+        rm -f "$T/$name-p.sock" "$T/$name-c.sock"
+        "$TRACEGATED" --producer-socket "$T/$name-p.sock" --consumer-socket "$T/$name-c.sock" \
+            --log-level info --http "127.0.0.1:$cand" "$@" >"$T/$name.log" 2>&1 &
+        GW_PID=$!
+        wait_for 20 _gw_up "$name" "$GW_PID" || fail "tracegated ($name) did not become ready"
+        if grep -q "tracegated .* ready" "$T/$name.log"; then
+            HTTP_PORT=$cand
+            PIDS="$PIDS $GW_PID"
+        else
+            wait "$GW_PID" 2>/dev/null
+            cp "$T/$name.log" "$T/$name.try$try.txt"
+        fi
+    done
+    [ -n "$HTTP_PORT" ] || fail "tracegated ($name) did not start on any of $try HTTP ports: $(cat "$T/$name.log")"
+}
 _gw_up() { grep -q "tracegated .* ready" "$T/$1.log" 2>/dev/null || ! kill -0 "$2" 2>/dev/null; }
 
 # gw_addr NAME N: the address ("127.0.0.1:PORT" or a path) of the Nth (1-based) gateway listener
