@@ -88,14 +88,3 @@ _gw_up() { grep -q "tracegated .* ready" "$T/$1.log" 2>/dev/null || ! kill -0 "$
 gw_addr() {
     sed -n 's/.*listening: \(consumer\|producer\) \(tcp\|unix\|tls\):\/\/\([^ ]*\) (.*/\3/p' "$T/$1.log" | sed -n "${2}p"
 }
-
-# wait_exit PID SECONDS: waits for PID (a child of this shell) to exit; sets WAIT_RC to its exit
-# status, or to "timeout" after SECONDS (scaled: a safety net). (Not usable inside $(...): a
-# subshell cannot wait for our children.)
-wait_exit() {
-    WAIT_RC=timeout
-    if wait_gone "$2" "$1"; then
-        wait "$1" 2>/dev/null
-        WAIT_RC=$?
-    fi
-}

@@ -27,12 +27,13 @@ demo_visible() {
 }
 wait_for 30 demo_visible || fail "the demo producer is not visible through the gateway: $(cat "$T/query.txt")"
 
-# ---- record through the TCP consumer listener until the buffer holds data, then Ctrl-C ----
+# ---- record through the TCP consumer listener until the demo drew into it, then Ctrl-C ----
 OUT=$T/out.pftrace
 "$TRACECTL" record "tcp://$CADDR" -o "$OUT" >"$T/record.log" 2>&1 &
 RPID=$!
 PIDS="$PIDS $RPID"
-wait_for_line 60 "$T/record.log" "buffer [0-9.]*[1-9][0-9.]*% of" || fail "no data recorded: $(cat "$T/record.log")"
+wait_for_line 60 "$T/demo.log" "session instance [0-9]* started" || fail "the demo did not start tracing"
+wait_for_line 60 "$T/demo.log" "first frame drawn" || fail "the demo drew nothing"
 kill -INT "$RPID"
 wait_exit "$RPID" 60
 [ "$WAIT_RC" = 0 ] || fail "tracectl record through the gateway exited $WAIT_RC: $(cat "$T/record.log")"

@@ -7,6 +7,9 @@
 #   wait_for N CMD...          runs CMD until it succeeds (0) or N scaled seconds pass (1)
 #   wait_for_line N FILE ERE   wait_for a line matching ERE (grep -E) in FILE
 #   wait_gone N PID            waits until PID (any process) has exited; 1 if it is still there
+#   wait_exit PID N            waits until PID, a child of this shell, has exited; WAIT_RC is its
+#                              exit status, or "timeout" (not usable inside $(...): a subshell
+#                              cannot wait for our children)
 
 case ${TG_TEST_TIMEOUT_SCALE:-} in
 '') TG_TEST_TIMEOUT_SCALE=4 ;;
@@ -48,4 +51,12 @@ wait_for_line() {
 _tg_gone() { ! kill -0 "$1" 2>/dev/null; }
 wait_gone() {
     wait_for "$1" _tg_gone "$2"
+}
+
+wait_exit() {
+    WAIT_RC=timeout
+    if wait_gone "$2" "$1"; then
+        wait "$1" 2>/dev/null
+        WAIT_RC=$?
+    fi
 }
