@@ -86,6 +86,8 @@ static void on_frame(tg_conn *c, const uint8_t *body, size_t len, void *arg)
         unsigned long long a = 0, b = 0;
         if (!strcmp(cmd, "!sink")) {
             p->sink = 1;
+        } else if (!strcmp(cmd, "!pause")) {
+            tg_conn_pause_read(c); /* until tdbl_resume_all() */
         } else if (sscanf(cmd, "!pause:%llu", &a) == 1) {
             tg_conn_pause_read(c);
             struct timeval tv = {(time_t)(a / 1000), (suseconds_t)((a % 1000) * 1000)};
@@ -289,6 +291,15 @@ void tdbl_last_close_reason(char *buf, size_t len)
 {
     pthread_mutex_lock(&g_mu);
     snprintf(buf, len, "%s", g_last_reason);
+    pthread_mutex_unlock(&g_mu);
+}
+
+void tdbl_resume_all(void)
+{
+    pthread_mutex_lock(&g_mu);
+    for (int i = 0; i < MAX_CONNS; i++)
+        if (g_peers[i])
+            event_active(g_peers[i]->timer, EV_TIMEOUT, 1); /* its callback resumes reading */
     pthread_mutex_unlock(&g_mu);
 }
 
