@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # install-deps.sh: install everything tracegate needs to build, test and benchmark on Debian 12.
 # Idempotent; needs root (or sudo). Used by the README's commands and by .ci/run.
+# Optional extras: TRACEGATE_BROWSER_DEPS=1 (the browser test), TRACEGATE_STRESS_DEPS=1 (make check-stress).
 set -euo pipefail
 
 SUDO=""
@@ -18,6 +19,10 @@ if [ "${TRACEGATE_BROWSER_DEPS:-0}" = "1" ]; then
   # the machine may already carry a newer Node.js (with npm) than Debian's: keep it
   command -v node >/dev/null 2>&1 || PKGS+=(nodejs)
   command -v npm >/dev/null 2>&1 || PKGS+=(npm)
+fi
+# `make check-stress` (contrib/stress-check.sh) loads the CPUs with stress-ng while the suite runs
+if [ "${TRACEGATE_STRESS_DEPS:-0}" = "1" ]; then
+  PKGS+=(stress-ng)
 fi
 
 missing=()

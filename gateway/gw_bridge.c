@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "gw_auth.h"
@@ -244,13 +245,21 @@ static void violation(struct tg_gw_session *s, const char *label, const char *wh
     tg_gw_session_close(s, why, 0);
 }
 
-/* Cuts only the client connection: filters may keep the session (detach). */
+/* Cuts only the client connection: filters may keep the session (detach). With replies still
+ * queued for it (a slow client) the close is an abort (RST): a graceful FIN would wait behind the
+ * data the client is not reading, so the client would never learn it was cut and the kernel would
+ * keep the orphaned socket and its buffers for minutes. */
 static void cut_down(struct tg_gw_session *s, const char *label, const char *why)
 {
     if (!s->down || tg_conn_is_closing(s->down))
         return;
     tg_gw_metrics_conn_rejected(s->gw->metrics, label);
     tg_warn(LOG, "session %llu: cutting client %s (%s): %s", (unsigned long long)s->id, s->info.peer, who(s), why);
+    int fd = tg_conn_fd(s->down);
+    if (fd >= 0 && !tg_conn_is_unix(s->down) && tg_conn_output_len(s->down) > 0) {
+        struct linger lg = {1, 0};
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    }
     tg_conn_close(s->down, why);
 }
 

@@ -339,6 +339,8 @@ static void frame_cb(evutil_socket_t fd, short what, void *arg)
     if (tg_trace_writer_take_incremental_reset(in->main_w))
         emit_main_descriptors(in, t0);
     uint64_t frame = ++in->frame;
+    if (frame == 1) /* scripts wait for this line: from here on the session holds data of ours */
+        tg_info(LOG, "session instance %llu: first frame drawn", (unsigned long long)in->id);
     double period_ns = 1e9 / d->o.rate;
     uint64_t fl = flow_id(in, frame);
 

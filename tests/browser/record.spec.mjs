@@ -8,6 +8,9 @@ import { readFile } from 'node:fs/promises';
 import { chromium } from 'playwright-core';
 
 const base = process.argv[2];
+// waits are safety nets, scaled like every test deadline (TG_TEST_TIMEOUT_SCALE, default 4)
+const scale = Number(process.env.TG_TEST_TIMEOUT_SCALE) > 0 ? Number(process.env.TG_TEST_TIMEOUT_SCALE) : 4;
+const WAIT_MS = Math.round(90000 * scale);
 const wantTrackEvents = process.argv.includes('--want-track-events');
 if (!base) {
   console.error('usage: node record.spec.mjs BASE_URL [--want-track-events]');
@@ -61,19 +64,22 @@ async function check(name, fn) {
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
   headless: true,
+  timeout: WAIT_MS,
   args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
     '--disable-background-networking', '--disable-component-update', '--disable-sync'],
 });
 try {
   const context = await browser.newContext({ acceptDownloads: true });
+  context.setDefaultTimeout(WAIT_MS);
+  context.setDefaultNavigationTimeout(WAIT_MS);
   const page = await context.newPage();
   page.on('console', (m) => console.log(`[page] ${m.text()}`));
 
   let trace;
   await check('the page records a trace over /traced and downloads it', async () => {
-    const download = page.waitForEvent('download', { timeout: 90000 });
+    const download = page.waitForEvent('download', { timeout: WAIT_MS });
     await page.goto(`${base}/test-record.html?duration=2000`);
-    const failed = page.waitForFunction(() => window.__tgResult && window.__tgResult.error, null, { timeout: 90000 })
+    const failed = page.waitForFunction(() => window.__tgResult && window.__tgResult.error, null, { timeout: WAIT_MS })
       .then(async () => { throw new Error(await page.evaluate(() => window.__tgResult.error)); });
     const dl = await Promise.race([download, failed]);
     assert.equal(dl.suggestedFilename(), 'tracegate-test.pftrace');

@@ -11,6 +11,7 @@ HERE=$S/tests/browser
 TRACEGATED=$B/gateway/tracegated
 DEMO=$B/src/demo/tracegate-demo
 CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
+. "$S/tests/integration/tg_wait.sh"
 
 for bin in "$TRACEGATED" "$DEMO"; do
     if [ ! -x "$bin" ]; then echo "SKIP: $bin is not built yet"; exit 77; fi
@@ -33,9 +34,10 @@ fi
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/tg-browser.XXXXXX") || exit 99
 PIDS=""
+_all_gone() { for p in $PIDS; do kill -0 "$p" 2>/dev/null && return 1; done; return 0; }
 cleanup() {
     for p in $PIDS; do kill "$p" 2>/dev/null; done
-    sleep 0.3
+    wait_for 5 _all_gone
     for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
     if [ "${KEEP_TMP:-0}" = 1 ]; then echo "kept $T"; else rm -rf "$T"; fi
 }
@@ -52,6 +54,7 @@ fail() {
     exit 1
 }
 
+http_up_or_gone() { curl -s -o /dev/null "http://127.0.0.1:$1/healthz" || ! kill -0 "$2" 2>/dev/null; }
 PORT=
 try=0
 while [ $try -lt 8 ]; do
@@ -61,25 +64,22 @@ while [ $try -lt 8 ]; do
     "$TRACEGATED" --producer-socket "$T/p.sock" --consumer-socket "$T/c.sock" --http "127.0.0.1:$cand" \
         --web-root "$S/web" --log-level info >"$T/tracegated.log" 2>&1 &
     DPID=$!
-    i=0
-    while [ $i -lt 50 ]; do
-        if curl -s -o /dev/null "http://127.0.0.1:$cand/healthz"; then PORT=$cand; break; fi
-        kill -0 "$DPID" 2>/dev/null || break
-        sleep 0.1
-        i=$((i + 1))
-    done
+    # up (answers /healthz), or gone (the port was taken: try another)
+    wait_for 20 http_up_or_gone "$cand" "$DPID" || fail "tracegated did not start"
+    kill -0 "$DPID" 2>/dev/null && PORT=$cand
     if [ -n "$PORT" ]; then PIDS="$PIDS $DPID"; break; fi
     kill "$DPID" 2>/dev/null
     wait "$DPID" 2>/dev/null
 done
 [ -n "$PORT" ] || fail "tracegated did not start"
 
-"$DEMO" --producer-socket "$T/p.sock" --rate 100 >"$T/demo.log" 2>&1 &
+"$DEMO" --producer-socket "$T/p.sock" --rate 100 --duration 1200 >"$T/demo.log" 2>&1 &
 PIDS="$PIDS $!"
-sleep 0.5
+# the demo is registered before the page starts its session (it then starts drawing at once)
+wait_for_line 30 "$T/demo.log" "registered with the tracing service" || fail "the demo did not register"
 
 cd "$HERE" || exit 99
-timeout 180 node record.spec.mjs "http://127.0.0.1:$PORT" --want-track-events 2>&1 | tee "$T/spec.log"
+tg_timeout 180 node record.spec.mjs "http://127.0.0.1:$PORT" --want-track-events 2>&1 | tee "$T/spec.log"
 rc=$(tail -n 1 "$T/spec.log" | grep -q '^[0-9]* passed, 0 failed$' && echo 0 || echo 1)
 [ "$rc" = 0 ] || fail "the browser test failed"
 exit 0

@@ -1,6 +1,7 @@
 # gw_lib.sh: shared helpers for the tracegated integration tests (tests/integration/test_gw_*.sh):
 # binaries (exit 77 when one is not built), a temp dir, background processes killed on exit,
-# starting tracegated and reading back the ports it listens on. Source it; POSIX sh.
+# starting tracegated and reading back the ports it listens on, and (tg_wait.sh) waiting for
+# events with scaled safety-net deadlines. Source it; POSIX sh.
 
 B=${TG_BUILDDIR:-$(pwd)}
 S=${TG_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -8,6 +9,7 @@ TRACEGATED=$B/gateway/tracegated
 TRACECTL=$B/src/tracectl/tracectl
 DEMO=$B/src/demo/tracegate-demo
 CLIENT=$B/tests/integration/gw_testclient
+. "$S/tests/integration/tg_wait.sh"
 
 need() {
     for bin in "$@"; do
@@ -21,9 +23,10 @@ command -v timeout >/dev/null 2>&1 || { echo "SKIP: timeout(1) is not available"
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/tg-gw-it.XXXXXX") || exit 99
 PIDS=""
+_all_gone() { for p in $PIDS; do kill -0 "$p" 2>/dev/null && return 1; done; return 0; }
 cleanup() {
     for p in $PIDS; do kill "$p" 2>/dev/null; done
-    sleep 0.2
+    wait_for 5 _all_gone # sanitizer builds take a moment to exit; then whatever is left is killed
     for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
     if [ "${KEEP_TMP:-0}" = 1 ]; then echo "kept $T"; else rm -rf "$T"; fi
 }
@@ -41,8 +44,8 @@ fail() {
 }
 
 # start_gw NAME [tracegated options...]: runs tracegated with its embedded service on private
-# sockets ($T/NAME-p.sock, $T/NAME-c.sock), logging to $T/NAME.log; waits until it is ready.
-# Sets GW_PID. Fails the test if it does not come up.
+# sockets ($T/NAME-p.sock, $T/NAME-c.sock), logging to $T/NAME.log; waits until it logs that it
+# is ready. Sets GW_PID. Fails the test if it exits or does not come up.
 start_gw() {
     name=$1
     shift
@@ -50,33 +53,38 @@ start_gw() {
         --log-level info "$@" >"$T/$name.log" 2>&1 &
     GW_PID=$!
     PIDS="$PIDS $GW_PID"
-    i=0
-    while [ $i -lt 100 ]; do
-        grep -q "tracegated .* ready" "$T/$name.log" 2>/dev/null && return 0
-        kill -0 "$GW_PID" 2>/dev/null || fail "tracegated ($name) exited at startup"
-        sleep 0.05
-        i=$((i + 1))
-    done
-    fail "tracegated ($name) did not become ready"
+    wait_for 20 _gw_up "$name" "$GW_PID" || fail "tracegated ($name) did not become ready"
+    grep -q "tracegated .* ready" "$T/$name.log" || fail "tracegated ($name) exited at startup"
 }
+# start_gw_http NAME [tracegated options...]: start_gw with --http on a free port (--http needs a
+# port number: a port that another process takes in between makes tracegated exit, and the next
+# one is tried). Sets HTTP_PORT and GW_PID.
+start_gw_http() {
+    name=$1
+    shift
+    HTTP_PORT=
+    try=0
+    while [ -z "$HTTP_PORT" ] && [ $try -lt 8 ]; do
+        try=$((try + 1))
+        cand=$("$CLIENT" free-port)
+        rm -f "$T/$name-p.sock" "$T/$name-c.sock"
+        "$TRACEGATED" --producer-socket "$T/$name-p.sock" --consumer-socket "$T/$name-c.sock" \
+            --log-level info --http "127.0.0.1:$cand" "$@" >"$T/$name.log" 2>&1 &
+        GW_PID=$!
+        wait_for 20 _gw_up "$name" "$GW_PID" || fail "tracegated ($name) did not become ready"
+        if grep -q "tracegated .* ready" "$T/$name.log"; then
+            HTTP_PORT=$cand
+            PIDS="$PIDS $GW_PID"
+        else
+            wait "$GW_PID" 2>/dev/null
+            cp "$T/$name.log" "$T/$name.try$try.txt"
+        fi
+    done
+    [ -n "$HTTP_PORT" ] || fail "tracegated ($name) did not start on any of $try HTTP ports: $(cat "$T/$name.log")"
+}
+_gw_up() { grep -q "tracegated .* ready" "$T/$1.log" 2>/dev/null || ! kill -0 "$2" 2>/dev/null; }
 
 # gw_addr NAME N: the address ("127.0.0.1:PORT" or a path) of the Nth (1-based) gateway listener
 gw_addr() {
     sed -n 's/.*listening: \(consumer\|producer\) \(tcp\|unix\|tls\):\/\/\([^ ]*\) (.*/\3/p' "$T/$1.log" | sed -n "${2}p"
-}
-
-# wait_exit PID SECONDS: waits for PID (a child of this shell) to exit; sets WAIT_RC to its exit
-# status, or to "timeout". (Not usable inside $(...): a subshell cannot wait for our children.)
-wait_exit() {
-    WAIT_RC=timeout
-    j=0
-    while [ $j -lt $(($2 * 10)) ]; do
-        if ! kill -0 "$1" 2>/dev/null; then
-            wait "$1" 2>/dev/null
-            WAIT_RC=$?
-            return 0
-        fi
-        sleep 0.1
-        j=$((j + 1))
-    done
 }

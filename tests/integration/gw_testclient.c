@@ -1,17 +1,24 @@
 /* gw_testclient.c: a small Perfetto IPC client for tracegated's integration tests
  * (tests/integration/test_gw_*.sh). Not installed.
  *
- *   gw_testclient call ADDR METHOD [--token T] [--count N] [--hold-ms MS] [--then METHOD] [--timeout-ms MS]
+ *   gw_testclient call ADDR METHOD [--token T] [--count N] [--then METHOD] [--ready-file F]
+ *                  [--hold-until F] [--timeout-ms MS]
  *       N clients at once: connect, (Authenticate with T), bind ConsumerPort, call METHOD with
- *       empty arguments; after --hold-ms call --then METHOD on the same connection. Prints one
- *       line "first=R then=R" for N=1, or "ok=.. refused=.. auth_refused=.. disconnected=.."
+ *       empty arguments; then call --then METHOD on the same connection. --ready-file: create F
+ *       once the first call was answered (the session is open); --hold-until: make the --then
+ *       call only once F exists (the test says when), holding the connection meanwhile. Prints
+ *       one line "first=R then=R" for N=1, or "ok=.. refused=.. auth_refused=.. disconnected=.."
  *       (first call) for N>1, where R is ok|refused|auth_refused|disconnected|timeout.
+ *       A refused BindService is followed by a second one: no answer but a close means the
+ *       gateway closed the connection ("disconnected"), an answer that it kept it ("refused").
  *       Exit 0 if every call was ok, 1 otherwise.
  *   gw_testclient slow ADDR [--timeout-ms MS]
  *       binds ConsumerPort, then floods QueryServiceState without ever reading replies and
  *       waits for the gateway to cut it. Prints "cut after N ms" (exit 0) or "not cut" (1).
  *   gw_testclient http-get HOST:PORT PATH      prints the response body (exit 0 on 200)
  *   gw_testclient free-port                    prints a TCP port free on 127.0.0.1 a moment ago
+ * Every time limit (--timeout-ms, default 10 s; connect and HTTP waits) is only a safety net and
+ * is multiplied by $TG_TEST_TIMEOUT_SCALE (default 4), as in the other tests.
  */
 #include <errno.h>
 #include <event2/event.h>
@@ -21,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,9 +43,24 @@ enum result { RES_PENDING = 0, RES_OK, RES_REFUSED, RES_AUTH_REFUSED, RES_DISCON
 static const char *const k_result_names[] = {"pending", "ok", "refused", "auth_refused", "disconnected", "timeout"};
 
 struct opts {
-    const char *addr, *method, *token, *then;
-    int count, hold_ms, timeout_ms;
+    const char *addr, *method, *token, *then, *ready_file, *hold_until;
+    int count, timeout_ms;
 };
+
+/* ms times $TG_TEST_TIMEOUT_SCALE (default 4): deadlines are safety nets */
+static int scaled_ms(int ms)
+{
+    double k = 4;
+    const char *env = getenv("TG_TEST_TIMEOUT_SCALE");
+    if (env && *env) {
+        char *end;
+        double v = strtod(env, &end);
+        if (*end == '\0' && v > 0 && v <= 1000)
+            k = v;
+    }
+    double v = (double)ms * k;
+    return v > 1e9 ? 1000000000 : (int)v;
+}
 
 struct client {
     struct opts *o;
@@ -73,6 +96,8 @@ static void on_disconnect(tg_ipc_client *cli, const char *reason, void *arg)
     (void)reason;
     if (c->settling) {
         c->first = RES_DISCONNECTED; /* the refusal was followed by a close */
+        c->settling = 0;
+        finish(c);
         return;
     }
     if (!c->done) {
@@ -81,22 +106,29 @@ static void on_disconnect(tg_ipc_client *cli, const char *reason, void *arg)
     }
 }
 
-/* A refused bind: wait a moment to see whether the gateway also closes. */
-static void settle_cb(evutil_socket_t fd, short what, void *arg)
+static void on_probe_bound(tg_ipc_client *cli, tg_ipc_service_proxy *proxy, void *arg)
 {
     struct client *c = arg;
-    (void)fd;
-    (void)what;
+    (void)cli;
+    (void)proxy;
+    if (!c->settling)
+        return;
     c->settling = 0;
+    if (!tg_ipc_client_connected(c->cli))
+        c->first = RES_DISCONNECTED;
     finish(c);
 }
 
+/* A refused bind: did the gateway also close? A second bind tells without guessing a time: the
+ * gateway answers it if it kept the connection, and reads nothing more if it is closing it. */
 static void settle(struct client *c)
 {
     c->settling = 1;
-    struct timeval tv = {0, 300000};
-    c->hold_ev = evtimer_new(c->base, settle_cb, c);
-    evtimer_add(c->hold_ev, &tv);
+    if (tg_ipc_client_bind(c->cli, "ConsumerPort", on_probe_bound, c) != 0) {
+        c->settling = 0;
+        c->first = RES_DISCONNECTED;
+        finish(c);
+    }
 }
 
 static void on_then_reply(tg_ipc_client *cli, int success, int has_more, const uint8_t *reply, size_t len, void *arg)
@@ -122,10 +154,25 @@ static void hold_cb(evutil_socket_t fd, short what, void *arg)
     (void)what;
     if (c->done)
         return;
+    struct stat st;
+    if (c->o->hold_until && stat(c->o->hold_until, &st) != 0) {
+        struct timeval tv = {0, 20000}; /* the test has not released us yet */
+        evtimer_add(c->hold_ev, &tv);
+        return;
+    }
     if (!tg_ipc_client_invoke(c->cli, c->port, c->o->then, NULL, -1, on_then_reply, c)) {
         record(c, RES_DISCONNECTED);
         finish(c);
     }
+}
+
+static void touch(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (f)
+        fclose(f);
+    else
+        fprintf(stderr, "gw_testclient: cannot create %s\n", path);
 }
 
 static void on_first_reply(tg_ipc_client *cli, int success, int has_more, const uint8_t *reply, size_t len, void *arg)
@@ -142,11 +189,13 @@ static void on_first_reply(tg_ipc_client *cli, int success, int has_more, const 
         return;
     }
     record(c, success ? RES_OK : RES_REFUSED);
+    if (c->o->ready_file)
+        touch(c->o->ready_file);
     if (!c->o->then) {
         finish(c);
         return;
     }
-    struct timeval tv = {c->o->hold_ms / 1000, (c->o->hold_ms % 1000) * 1000};
+    struct timeval tv = {0, 0};
     c->hold_ev = evtimer_new(c->base, hold_cb, c);
     evtimer_add(c->hold_ev, &tv);
 }
@@ -238,7 +287,8 @@ static int cmd_call(struct opts *o)
             tg_ipc_client_bind(c->cli, "ConsumerPort", on_bound, c);
     }
     struct event *t = evtimer_new(base, timeout_cb, &timed_out);
-    struct timeval tv = {o->timeout_ms / 1000, (o->timeout_ms % 1000) * 1000};
+    int limit = scaled_ms(o->timeout_ms);
+    struct timeval tv = {limit / 1000, (limit % 1000) * 1000};
     evtimer_add(t, &tv);
     while (n_done < o->count && !timed_out)
         event_base_loop(base, EVLOOP_ONCE);
@@ -352,9 +402,9 @@ static int cmd_slow(struct opts *o)
     /* flood, never read */
     int fl = 1;
     (void)fl;
-    uint64_t start = now_ms(), rid = 2;
+    uint64_t start = now_ms(), rid = 2, limit = (uint64_t)scaled_ms(o->timeout_ms);
     struct pollfd p = {.fd = fd, .events = POLLOUT | POLLRDHUP};
-    while (now_ms() - start < (uint64_t)o->timeout_ms) {
+    while (now_ms() - start < limit) {
         int rc = poll(&p, 1, 100);
         if (rc < 0 && errno == EINTR)
             continue;
@@ -402,7 +452,7 @@ static int cmd_http_get(const char *hostport, const char *path)
         fprintf(stderr, "gw_testclient: %s\n", err);
         return 2;
     }
-    int fd = tg_addr_connect_wait(&a, 3000);
+    int fd = tg_addr_connect_wait(&a, scaled_ms(3000));
     if (fd < 0) {
         fprintf(stderr, "gw_testclient: cannot connect to %s\n", hostport);
         return 1;
@@ -410,7 +460,7 @@ static int cmd_http_get(const char *hostport, const char *path)
     int fl = 0;
     (void)fl;
     struct pollfd p = {.fd = fd, .events = POLLOUT};
-    poll(&p, 1, 3000);
+    poll(&p, 1, scaled_ms(3000));
     char req[512];
     int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", path, hostport);
     if (write_all(fd, (const uint8_t *)req, (size_t)n) != 0)
@@ -419,7 +469,7 @@ static int cmd_http_get(const char *hostport, const char *path)
     size_t len = 0, cap = 0;
     for (;;) {
         struct pollfd q = {.fd = fd, .events = POLLIN};
-        if (poll(&q, 1, 5000) <= 0)
+        if (poll(&q, 1, scaled_ms(5000)) <= 0)
             break;
         if (cap - len < 4096) {
             cap = cap ? cap * 2 : 65536;
@@ -482,8 +532,10 @@ int main(int argc, char **argv)
             o.token = argv[i + 1];
         else if (strcmp(argv[i], "--count") == 0)
             o.count = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--hold-ms") == 0)
-            o.hold_ms = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--ready-file") == 0)
+            o.ready_file = argv[i + 1];
+        else if (strcmp(argv[i], "--hold-until") == 0)
+            o.hold_until = argv[i + 1];
         else if (strcmp(argv[i], "--then") == 0)
             o.then = argv[i + 1];
         else if (strcmp(argv[i], "--timeout-ms") == 0)

@@ -2,7 +2,7 @@
 # replay_server.py: serves one recorded Perfetto service conversation (shared/interop/recordings/*.bin)
 # on a UNIX socket: it reads the client's frames and answers each with the service bytes the real
 # traced sent at that point, then closes. Used to check tracegate's clients against real answers.
-import socket, struct, sys
+import os, socket, struct, sys
 
 def records(path):
     data = open(path, 'rb').read()
@@ -41,7 +41,8 @@ def main():
     srv.listen(1)
     print('ready', flush=True)
     conn, _ = srv.accept()
-    conn.settimeout(10)
+    # a safety net, scaled like the other tests' deadlines (TG_TEST_TIMEOUT_SCALE, default 4)
+    conn.settimeout(10 * float(os.environ.get('TG_TEST_TIMEOUT_SCALE') or 4))
     got, pending = 0, b''
     for need, out in steps:
         while got < need:

@@ -26,7 +26,7 @@ OBS=$(gw_addr gw 2)
 expect() { # expect WANTED_OUTPUT gw_testclient args...
     want=$1
     shift
-    got=$(timeout 20 "$CLIENT" "$@" 2>&1)
+    got=$(tg_timeout 20 "$CLIENT" "$@" 2>&1)
     [ "$got" = "$want" ] || fail "gw_testclient $*: expected '$want', got '$got'"
     echo "ok: $* -> $got"
 }
@@ -44,10 +44,10 @@ expect "first=auth_refused then=-" call "$TOK" QueryServiceState --token "wrong-
 expect "first=disconnected then=-" call "$TOK" QueryServiceState
 
 # tracectl sends its --token in-band (TracegateAuth) on raw TCP
-timeout 20 "$TRACECTL" --token "$REC_TOKEN" query "tcp://$TOK" >"$T/q.out" 2>&1 ||
+tg_timeout 20 "$TRACECTL" --token "$REC_TOKEN" query "tcp://$TOK" >"$T/q.out" 2>&1 ||
     fail "tracectl query with a right token failed: $(cat "$T/q.out")"
 grep -q "PRODUCERS CONNECTED" "$T/q.out" || fail "tracectl query printed no service state"
-if timeout 20 "$TRACECTL" --token wrong-token query "tcp://$TOK" >"$T/q2.out" 2>&1; then
+if tg_timeout 20 "$TRACECTL" --token wrong-token query "tcp://$TOK" >"$T/q2.out" 2>&1; then
     fail "tracectl query with a wrong token succeeded"
 fi
 grep -q "authentication failed" "$T/q2.out" || fail "tracectl did not say why: $(cat "$T/q2.out")"

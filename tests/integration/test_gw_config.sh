@@ -11,7 +11,7 @@ check() { # check WANT_RC PATTERN args...
     want=$1
     pat=$2
     shift 2
-    timeout 10 "$TRACEGATED" "$@" --check-config >"$T/check.out" 2>&1
+    tg_timeout 10 "$TRACEGATED" "$@" --check-config >"$T/check.out" 2>&1
     rc=$?
     [ "$rc" = "$want" ] || fail "tracegated $* --check-config: exit $rc, expected $want: $(cat "$T/check.out")"
     grep -q -- "$pat" "$T/check.out" || fail "tracegated $*: output lacks '$pat': $(cat "$T/check.out")"
@@ -66,7 +66,7 @@ start_gw run --config "$T/run.conf" --log-format text
 grep -q "listening: consumer tcp://127.0.0.1:[0-9]* (auth=local, roles=observer)" "$T/run.log" ||
     fail "the config file's listener is not used"
 grep -q '^{' "$T/run.log" && fail "--log-format text on the command line did not win over the file"
-out=$(timeout 10 "$CLIENT" call "$(gw_addr run 1)" EnableTracing --then QueryServiceState)
+out=$(tg_timeout 10 "$CLIENT" call "$(gw_addr run 1)" EnableTracing --then QueryServiceState)
 [ "$out" = "first=refused then=ok" ] || fail "the file's roles= is not applied: $out"
 echo "PASS"
 exit 0

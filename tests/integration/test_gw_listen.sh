@@ -21,24 +21,24 @@ echo "consumer listener: tcp://$CADDR"
 "$DEMO" --producer-socket "$T/gw-producer.sock" --name demo-gw --duration 60 >"$T/demo.log" 2>&1 &
 DEMO_PID=$!
 PIDS="$PIDS $DEMO_PID"
-i=0
-n=0
-while [ $i -lt 100 ]; do
-    timeout 5 "$TRACECTL" query "tcp://$CADDR" >"$T/query.txt" 2>&1
-    n=$(sed -n '/^PRODUCERS CONNECTED/,/^DATA SOURCES/p' "$T/query.txt" | grep -c 'demo-gw')
-    [ "$n" -ge 1 ] && break
-    sleep 0.1
-    i=$((i + 1))
-done
-[ "$n" -ge 1 ] || fail "the demo producer is not visible through the gateway: $(cat "$T/query.txt")"
+demo_visible() {
+    tg_timeout 10 "$TRACECTL" query "tcp://$CADDR" >"$T/query.txt" 2>&1
+    sed -n '/^PRODUCERS CONNECTED/,/^DATA SOURCES/p' "$T/query.txt" | grep -q 'demo-gw'
+}
+wait_for 30 demo_visible || fail "the demo producer is not visible through the gateway: $(cat "$T/query.txt")"
 
-# ---- record 2 s through the TCP consumer listener ----
+# ---- record through the TCP consumer listener until the demo drew into it, then Ctrl-C ----
 OUT=$T/out.pftrace
-timeout 60 "$TRACECTL" record "tcp://$CADDR" --duration 2s -o "$OUT" --no-progress >"$T/record.log" 2>&1
-rc=$?
-[ $rc -eq 0 ] || fail "tracectl record through the gateway exited $rc: $(cat "$T/record.log")"
+"$TRACECTL" record "tcp://$CADDR" -o "$OUT" >"$T/record.log" 2>&1 &
+RPID=$!
+PIDS="$PIDS $RPID"
+wait_for_line 60 "$T/demo.log" "session instance [0-9]* started" || fail "the demo did not start tracing"
+wait_for_line 60 "$T/demo.log" "first frame drawn" || fail "the demo drew nothing"
+kill -INT "$RPID"
+wait_exit "$RPID" 60
+[ "$WAIT_RC" = 0 ] || fail "tracectl record through the gateway exited $WAIT_RC: $(cat "$T/record.log")"
 [ -s "$OUT" ] || fail "no trace written"
-timeout 30 "$TRACECTL" dump "$OUT" >"$T/dump.txt" 2>"$T/dump.log" || fail "tracectl dump failed"
+tg_timeout 30 "$TRACECTL" dump "$OUT" >"$T/dump.txt" 2>"$T/dump.log" || fail "tracectl dump failed"
 grep -q "process{pid=$DEMO_PID " "$T/dump.txt" || fail "the trace has nothing from the demo (pid $DEMO_PID)"
 grep -q '^slices: .*"DrawFrame" [1-9]' "$T/dump.txt" || fail "the trace holds no DrawFrame slices"
 grep -q "session [0-9]*: tcp client 127.0.0.1:[0-9]* on the consumer port" "$T/gw.log" ||
@@ -49,7 +49,7 @@ echo "recorded $(wc -c <"$OUT") bytes through tcp://$CADDR"
 
 # ---- non-loopback binds: refused without TLS unless --insecure ----
 PORT=$("$CLIENT" free-port)
-timeout 10 "$TRACEGATED" --producer-socket "$T/x-p.sock" --consumer-socket "$T/x-c.sock" --no-http \
+tg_timeout 10 "$TRACEGATED" --producer-socket "$T/x-p.sock" --consumer-socket "$T/x-c.sock" --no-http \
     --listen "consumer=tcp://0.0.0.0:$PORT" >"$T/nonloop.log" 2>&1
 rc=$?
 [ $rc -ne 0 ] || fail "a plaintext non-loopback listener was accepted"
@@ -59,13 +59,13 @@ grep -q "non-loopback address without TLS" "$T/nonloop.log" || fail "no clear me
 start_gw insecure --no-http --insecure --listen "consumer=tcp://0.0.0.0:$PORT"
 grep -q "warn .*--insecure: consumer tcp://0.0.0.0:$PORT .*accepts plaintext connections from the network" \
     "$T/insecure.log" || fail "no warning for the insecure listener: $(cat "$T/insecure.log")"
-out=$(timeout 10 "$CLIENT" call "127.0.0.1:$PORT" QueryServiceState) || fail "insecure listener: $out"
+out=$(tg_timeout 10 "$CLIENT" call "127.0.0.1:$PORT" QueryServiceState) || fail "insecure listener: $out"
 kill "$GW_PID"
-wait_exit "$GW_PID" 10
+wait_exit "$GW_PID" 20
 [ "$WAIT_RC" = 0 ] || fail "tracegated did not exit cleanly ($WAIT_RC)"
 
 # ---- a live socket is never stolen ----
-timeout 10 "$TRACEGATED" --producer-socket "$T/y-p.sock" --consumer-socket "$T/y-c.sock" --no-http \
+tg_timeout 10 "$TRACEGATED" --producer-socket "$T/y-p.sock" --consumer-socket "$T/y-c.sock" --no-http \
     --listen "consumer=unix:$T/gw-c2.sock" --listen "producer=unix:$T/gw-producer.sock" >"$T/steal.log" 2>&1
 rc=$?
 [ $rc -ne 0 ] || fail "a second tracegated took over a live socket"
@@ -76,22 +76,20 @@ PERFETTO_PRODUCER_SOCK_NAME=$T/def-p.sock PERFETTO_CONSUMER_SOCK_NAME=$T/def-c.s
     "$TRACEGATED" --no-http >"$T/first.log" 2>&1 &
 FIRST=$!
 PIDS="$PIDS $FIRST"
-i=0
-while [ $i -lt 100 ] && ! grep -q "ready" "$T/first.log"; do sleep 0.05; i=$((i + 1)); done
+wait_for_line 20 "$T/first.log" "tracegated .* ready" || fail "the first tracegated did not start: $(cat "$T/first.log")"
 PERFETTO_PRODUCER_SOCK_NAME=$T/def-p.sock PERFETTO_CONSUMER_SOCK_NAME=$T/def-c.sock \
     "$TRACEGATED" --no-http --listen "consumer=tcp://127.0.0.1:0" >"$T/second.log" 2>&1 &
 SECOND=$!
 PIDS="$PIDS $SECOND"
-i=0
-while [ $i -lt 100 ] && ! grep -q "ready" "$T/second.log"; do sleep 0.05; i=$((i + 1)); done
+wait_for_line 20 "$T/second.log" "tracegated .* ready" || fail "the second tracegated did not start: $(cat "$T/second.log")"
 grep -q "a tracing service already owns $T/def-c.sock: running as a bridge to it" "$T/second.log" ||
     fail "the second tracegated did not detect the live service: $(cat "$T/second.log")"
 BADDR=$(sed -n 's/.*listening: consumer tcp:\/\/\([^ ]*\) (.*/\1/p' "$T/second.log")
-out=$(timeout 10 "$CLIENT" call "$BADDR" QueryServiceState 2>&1)
+out=$(tg_timeout 10 "$CLIENT" call "$BADDR" QueryServiceState 2>&1)
 [ "$out" = "first=ok then=-" ] || fail "query through the bridging tracegated: $out"
 grep -q "session 1: tcp client" "$T/second.log" || fail "the bridge did not carry the session"
 kill "$SECOND" "$FIRST"
-wait_exit "$SECOND" 10
+wait_exit "$SECOND" 20
 [ "$WAIT_RC" = 0 ] || fail "the bridging tracegated did not exit cleanly ($WAIT_RC)"
 echo "bridge mode: the second tracegated bridged to the first"
 
@@ -102,11 +100,11 @@ if command -v openssl >/dev/null 2>&1 && bash "$S/certs/make-dev-pki.sh" "$T/pki
         --listen "consumer=tls://127.0.0.1:0"
     TADDR=$(gw_addr tls 1)
     grep -q "listening: consumer tls://$TADDR (auth=local, roles=admin)" "$T/tls.log" || fail "TLS listener not reported"
-    timeout 10 "$TRACECTL" --cacert "$P/ca.crt" --cert "$P/client.crt" --key "$P/client.key" \
+    tg_timeout 10 "$TRACECTL" --cacert "$P/ca.crt" --cert "$P/client.crt" --key "$P/client.key" \
         query "tls://$TADDR" >"$T/tlsq.txt" 2>&1 || fail "mTLS query failed: $(cat "$T/tlsq.txt")"
     grep -q "tls client 127.0.0.1:[0-9]* on the consumer port (cert:/CN=tracegate-client, roles recorder)" "$T/tls.log" ||
         fail "the client certificate did not set the principal and cert roles"
-    timeout 10 "$TRACECTL" --cacert "$P/ca.crt" --cert "$P/rogue-client.crt" --key "$P/rogue-client.key" \
+    tg_timeout 10 "$TRACECTL" --cacert "$P/ca.crt" --cert "$P/rogue-client.crt" --key "$P/rogue-client.key" \
         query "tls://$TADDR" >"$T/tlsr.txt" 2>&1 && fail "a certificate from another CA was accepted"
     echo "TLS listener: mTLS ok, rogue certificate refused"
 else

@@ -6,13 +6,14 @@
 # (ws://.../producer) -- both get shmem emulation from the gateway, which copies their inline
 # chunks into the service's SMB (smb-bridge filter) -- and over the gateway's UNIX producer
 # listener, which must get the real SMB fd passed through (no bridge). `tracectl record` on the
-# service's consumer socket for 2 s, then `tracectl dump`: every demo's DrawFrame slices are in the
-# trace; /metrics and the log show the bridge copied chunks for the TCP and WS producers only.
+# service's consumer socket until data is in (then Ctrl-C), then `tracectl dump`: every DrawFrame
+# slice each demo says it drew is in the trace; /metrics and the log show the bridge copied chunks
+# for the TCP and WS producers only.
 # Environment (from `make check`): TG_BUILDDIR, TG_SRCDIR. Exit 77 = skipped.
 set -u
 
 . "${TG_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/integration/gw_lib.sh"
-need "$TRACEGATED" "$TRACECTL" "$DEMO"
+need "$TRACEGATED" "$TRACECTL" "$DEMO" "$CLIENT"
 if ! "$TRACEGATED" --help 2>&1 | grep -q -- "--http "; then
     echo "SKIP: this tracegated has no --http (no WebSocket front end)"
     exit 77
@@ -22,59 +23,30 @@ command -v curl >/dev/null 2>&1 && HAVE_CURL=1
 
 # ---- tracegated: embedded service + TCP and UNIX producer listeners + HTTP on a free port ----
 LOG=$T/gw.log
-HTTP=
-try=0
-while [ $try -lt 8 ] && [ -z "$HTTP" ]; do
-    try=$((try + 1))
-    cand=$(( 20000 + ($$ * 7919 + try * 104729 + $(date +%N 2>/dev/null | sed 's/^0*//;s/^$/0/') ) % 40000 ))
-    rm -f "$T/gw-p.sock" "$T/gw-c.sock" "$T/gw-producer.sock"
-    "$TRACEGATED" --producer-socket "$T/gw-p.sock" --consumer-socket "$T/gw-c.sock" --log-level info \
-        --listen "producer=tcp://127.0.0.1:0" --listen "producer=unix:$T/gw-producer.sock" \
-        --http "127.0.0.1:$cand" >"$LOG" 2>&1 &
-    GW_PID=$!
-    i=0
-    while [ $i -lt 100 ]; do
-        if grep -q "tracegated .* ready" "$LOG" 2>/dev/null; then
-            HTTP=$cand
-            PIDS="$PIDS $GW_PID"
-            break
-        fi
-        kill -0 "$GW_PID" 2>/dev/null || break # --http could not bind: try another port
-        sleep 0.05
-        i=$((i + 1))
-    done
-    if [ -z "$HTTP" ]; then
-        kill "$GW_PID" 2>/dev/null
-        wait "$GW_PID" 2>/dev/null
-    fi
-done
-[ -n "$HTTP" ] || fail "tracegated did not come up (tried $try HTTP ports)"
+start_gw_http gw --listen "producer=tcp://127.0.0.1:0" --listen "producer=unix:$T/gw-producer.sock"
+HTTP=$HTTP_PORT
 PADDR=$(sed -n 's/.*listening: producer tcp:\/\/\([^ ]*\) (.*/\1/p' "$LOG" | head -n 1)
 [ -n "$PADDR" ] || fail "no TCP producer listener in the log"
 grep -q "listening: producer unix://$T/gw-producer.sock" "$LOG" || fail "no UNIX producer listener in the log"
 echo "tracegated: producer listeners tcp://$PADDR and unix:$T/gw-producer.sock, ws://127.0.0.1:$HTTP/producer"
 
 # ---- three demo producers, all through the gateway (they exit by themselves: --duration) ----
-"$DEMO" --producer-socket "$PADDR" --name demo-tcp --duration 120 >"$T/demo_tcp.log" 2>&1 &
+"$DEMO" --producer-socket "$PADDR" --name demo-tcp --duration 1200 >"$T/demo_tcp.log" 2>&1 &
 TCP_PID=$!
 PIDS="$PIDS $TCP_PID"
-"$DEMO" --producer-socket "ws://127.0.0.1:$HTTP/producer" --name demo-ws --duration 120 >"$T/demo_ws.log" 2>&1 &
+"$DEMO" --producer-socket "ws://127.0.0.1:$HTTP/producer" --name demo-ws --duration 1200 >"$T/demo_ws.log" 2>&1 &
 WS_PID=$!
 PIDS="$PIDS $WS_PID"
-"$DEMO" --producer-socket "$T/gw-producer.sock" --name demo-unix --duration 120 >"$T/demo_unix.log" 2>&1 &
+"$DEMO" --producer-socket "$T/gw-producer.sock" --name demo-unix --duration 1200 >"$T/demo_unix.log" 2>&1 &
 UNIX_PID=$!
 PIDS="$PIDS $UNIX_PID"
 
-i=0
-n=0
-while [ $i -lt 150 ]; do
-    timeout 5 "$TRACECTL" query "unix:$T/gw-c.sock" >"$T/query.txt" 2>&1
+demos_up() {
+    tg_timeout 10 "$TRACECTL" query "unix:$T/gw-c.sock" >"$T/query.txt" 2>&1
     n=$(sed -n '/^PRODUCERS CONNECTED/,/^DATA SOURCES/p' "$T/query.txt" | grep -c 'demo-\(tcp\|ws\|unix\)')
-    [ "$n" -ge 3 ] && break
-    sleep 0.1
-    i=$((i + 1))
-done
-[ "$n" -ge 3 ] || fail "the three demo producers did not connect (saw $n): $(cat "$T/query.txt")"
+    [ "$n" -ge 3 ]
+}
+wait_for 60 demos_up || fail "the three demo producers did not connect (saw $n): $(cat "$T/query.txt")"
 grep -q "tcp client 127.0.0.1:[0-9]* on the producer port" "$LOG" || fail "the TCP demo did not use the gateway"
 grep -q "ws client .* on the producer port" "$LOG" || fail "the WS demo did not use the gateway"
 grep -q "unix client unix(pid=$UNIX_PID.* on the producer port" "$LOG" || fail "the UNIX demo did not use the gateway"
@@ -86,13 +58,20 @@ grep -q "registered with the tracing service .*shmem emulation" "$T/demo_ws.log"
 grep -q "registered with the tracing service" "$T/demo_unix.log" || fail "the UNIX demo did not register"
 if grep -q "shmem emulation" "$T/demo_unix.log"; then fail "the UNIX demo was given shmem emulation"; fi
 
-# ---- record 2 s on the service's consumer socket ----
+# ---- record on the service's consumer socket until every demo drew into it, then Ctrl-C ----
 OUT=$T/out.pftrace
-timeout 60 "$TRACECTL" record "unix:$T/gw-c.sock" --duration 2s -o "$OUT" --no-progress >"$T/record.log" 2>&1
-rc=$?
-[ $rc -eq 0 ] || fail "tracectl record exited $rc: $(cat "$T/record.log")"
+"$TRACECTL" record "unix:$T/gw-c.sock" -o "$OUT" >"$T/record.log" 2>&1 &
+RPID=$!
+PIDS="$PIDS $RPID"
+for d in tcp ws unix; do
+    wait_for_line 60 "$T/demo_$d.log" "session instance [0-9]* started" || fail "the $d demo did not start tracing"
+    wait_for_line 60 "$T/demo_$d.log" "first frame drawn" || fail "the $d demo drew nothing"
+done
+kill -INT "$RPID"
+wait_exit "$RPID" 60
+[ "$WAIT_RC" = 0 ] || fail "tracectl record exited $WAIT_RC: $(cat "$T/record.log")"
 [ -s "$OUT" ] || fail "tracectl record wrote no trace"
-timeout 30 "$TRACECTL" dump "$OUT" >"$T/dump.txt" 2>"$T/dump.log" || fail "tracectl dump failed: $(cat "$T/dump.log")"
+tg_timeout 30 "$TRACECTL" dump "$OUT" >"$T/dump.txt" 2>"$T/dump.log" || fail "tracectl dump failed: $(cat "$T/dump.log")"
 if grep -q UNDECODABLE "$T/dump.txt"; then fail "undecodable packets in the trace"; fi
 
 # DrawFrame slices on the main-thread sequence of a demo (by pid)
@@ -102,13 +81,17 @@ drawframes() {
     if [ -z "$s" ]; then echo 0; return; fi
     awk -v s="seq=$s" '$4 == s && /SLICE_BEGIN "DrawFrame"/' "$T/dump.txt" | wc -l
 }
+# every frame a demo drew in the session is in the trace (it logs the count when the session stops)
 for who in tcp:$TCP_PID ws:$WS_PID unix:$UNIX_PID; do
     name=${who%%:*}
     pid=${who#*:}
     grep -q "process{pid=$pid " "$T/dump.txt" || fail "nothing from the $name demo (pid $pid) in the trace"
+    wait_for_line 30 "$T/demo_$name.log" "session instance [0-9]* stopped after" || fail "the $name demo did not stop"
+    drew=$(sed -n 's/.*session instance [0-9]* stopped after \([0-9]*\) frames.*/\1/p' "$T/demo_$name.log" | head -n 1)
     df=$(drawframes "$pid")
-    [ "$df" -ge 10 ] || fail "the $name demo (pid $pid) has only $df DrawFrame slices in the trace"
-    echo "$name demo: $df DrawFrame slices"
+    [ "$drew" -ge 1 ] && [ "$df" = "$drew" ] ||
+        fail "the $name demo (pid $pid) drew $drew frames but the trace has $df DrawFrame slices"
+    echo "$name demo: $df DrawFrame slices (all it drew)"
 done
 
 # ---- the bridge did the work for the remote producers, and only for them ----
@@ -117,7 +100,7 @@ grep -q "SMB bridge active for ws " "$LOG" || fail "the SMB bridge did not run f
 if grep -q "SMB bridge active for unix" "$LOG"; then fail "the SMB bridge ran for a UNIX producer"; fi
 if grep -q "closing producer" "$LOG"; then fail "the SMB bridge closed a producer"; fi
 if [ $HAVE_CURL = 1 ]; then
-    curl -s --max-time 10 -o "$T/metrics.txt" "http://127.0.0.1:$HTTP/metrics" || fail "/metrics unreachable"
+    curl -s --max-time "$(tg_secs 10)" -o "$T/metrics.txt" "http://127.0.0.1:$HTTP/metrics" || fail "/metrics unreachable"
     chunks=$(sed -n 's/^tracegated_smb_bridge_chunks_total \([0-9]*\)$/\1/p' "$T/metrics.txt")
     commits=$(sed -n 's/^tracegated_smb_bridge_commits_total \([0-9]*\)$/\1/p' "$T/metrics.txt")
     [ -n "$chunks" ] && [ "$chunks" -gt 0 ] || fail "no chunks copied by the SMB bridge (metrics: '$chunks')"
@@ -133,14 +116,8 @@ for p in $TCP_PID $WS_PID $UNIX_PID; do
     wait_exit "$p" 20
     [ "$WAIT_RC" = 0 ] || fail "demo $p exited with $WAIT_RC"
 done
-i=0
-while [ $i -lt 50 ]; do
-    [ "$(grep -c 'SMB bridge copied [1-9][0-9]* chunks' "$LOG")" -ge 2 ] && break
-    sleep 0.1
-    i=$((i + 1))
-done
-[ "$(grep -c 'SMB bridge copied [1-9][0-9]* chunks' "$LOG")" -ge 2 ] ||
-    fail "no per-session SMB bridge summaries for the two remote producers"
+two_summaries() { [ "$(grep -c 'SMB bridge copied [1-9][0-9]* chunks' "$LOG")" -ge 2 ]; }
+wait_for 20 two_summaries || fail "no per-session SMB bridge summaries for the two remote producers"
 grep 'SMB bridge copied' "$LOG" | sed 's/.*\(session [0-9]*: SMB bridge.*\)/\1/'
 
 # ---- tracegated drains and exits cleanly (sanitizer builds report leaks at exit) ----

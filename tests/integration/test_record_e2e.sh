@@ -1,8 +1,9 @@
 #!/bin/sh
 # test_record_e2e.sh: end to end: tracegated on temp UNIX producer/consumer sockets plus a TCP
-# producer address, tracegate-demo once over UNIX and once over TCP, `tracectl record` for 2 s,
-# then `tracectl dump` must show the demos' slices on trusted sequences >= 2 (one per transport),
-# and the service's clock snapshots, sync marker, trace config and system info.
+# producer address, tracegate-demo once over UNIX and once over TCP, `tracectl record` until both
+# demos drew into the session (then Ctrl-C), then `tracectl dump` must show the demos' slices on
+# trusted sequences >= 2 (one per transport), and the service's clock snapshots, sync marker,
+# trace config and system info.
 # Environment (from `make check`): TG_BUILDDIR, TG_SRCDIR, TG_SHARED_DIR. Exit 77 = skipped.
 REC_TAG=rec-e2e
 . "$(dirname "$0")/record_lib.sh"
@@ -10,6 +11,9 @@ REC_TAG=rec-e2e
 # ---- the service, on a free TCP port (retry if another process grabbed it) ----
 PSOCK=$T/p.sock
 CSOCK=$T/c.sock
+svc_up_or_gone() {
+    ! kill -0 "$1" 2>/dev/null || { [ -S "$CSOCK" ] && tg_timeout 5 "$TRACECTL" query "unix:$CSOCK" >/dev/null 2>&1; }
+}
 PORT=
 try=0
 while [ $try -lt 8 ]; do
@@ -19,17 +23,9 @@ while [ $try -lt 8 ]; do
     "$TRACEGATED" --producer-socket "$PSOCK,127.0.0.1:$cand" --consumer-socket "$CSOCK" \
         --log-level info >"$T/tracegated.log" 2>&1 &
     DPID=$!
-    # ready = the consumer port answers
-    i=0
-    while [ $i -lt 50 ]; do
-        if ! kill -0 "$DPID" 2>/dev/null; then break; fi
-        if [ -S "$CSOCK" ] && timeout 5 "$TRACECTL" query "unix:$CSOCK" >/dev/null 2>&1; then
-            PORT=$cand
-            break
-        fi
-        sleep 0.1
-        i=$((i + 1))
-    done
+    # ready = the consumer port answers (or tracegated exited: the port was taken, try another)
+    wait_for 20 svc_up_or_gone "$DPID" || fail "tracegated did not come up: $(cat "$T/tracegated.log")"
+    kill -0 "$DPID" 2>/dev/null && PORT=$cand
     if [ -n "$PORT" ]; then
         PIDS="$PIDS $DPID"
         break
@@ -42,37 +38,41 @@ echo "tracegated: producer $PSOCK and 127.0.0.1:$PORT, consumer $CSOCK"
 
 # ---- two demo producers: one over UNIX (real shared memory), one over TCP (emulated SMB) ----
 # (--duration: they exit by themselves even if this script is killed before its trap runs)
-"$DEMO" --producer-socket "$PSOCK" --name demo-unix --duration 120 >"$T/demo_unix.log" 2>&1 &
+"$DEMO" --producer-socket "$PSOCK" --name demo-unix --duration 1200 >"$T/demo_unix.log" 2>&1 &
 UNIX_PID=$!
 PIDS="$PIDS $UNIX_PID"
-"$DEMO" --producer-socket "127.0.0.1:$PORT" --name demo-tcp --duration 120 >"$T/demo_tcp.log" 2>&1 &
+"$DEMO" --producer-socket "127.0.0.1:$PORT" --name demo-tcp --duration 1200 >"$T/demo_tcp.log" 2>&1 &
 TCP_PID=$!
 PIDS="$PIDS $TCP_PID"
 
 # wait until both producers are connected
-i=0
-n=0
-while [ $i -lt 100 ]; do
-    timeout 5 "$TRACECTL" query "unix:$CSOCK" >"$T/query.txt" 2>&1
+two_producers() {
+    tg_timeout 10 "$TRACECTL" query "unix:$CSOCK" >"$T/query.txt" 2>&1
     n=$(sed -n '/^PRODUCERS CONNECTED/,/^DATA SOURCES/p' "$T/query.txt" | grep -c '^[0-9]')
-    [ "$n" -ge 2 ] && break
-    sleep 0.1
-    i=$((i + 1))
-done
-[ "$n" -ge 2 ] || fail "the two demo producers did not connect (saw $n): $(cat "$T/query.txt")"
+    [ "$n" -ge 2 ]
+}
+n=0
+wait_for 30 two_producers || fail "the two demo producers did not connect (saw $n): $(cat "$T/query.txt")"
 
-# ---- record 2 s ----
+# ---- record (a 60 s session) until both demos drew into it and a progress line is out, then Ctrl-C ----
 OUT=$T/out.pftrace
-timeout 60 "$TRACECTL" record "unix:$CSOCK" --duration 2s -o "$OUT" >"$T/record.log" 2>&1
-rc=$?
-[ $rc -eq 0 ] || fail "tracectl record exited $rc: $(cat "$T/record.log")"
+"$TRACECTL" record "unix:$CSOCK" --duration 60s -o "$OUT" >"$T/record.log" 2>&1 &
+RPID=$!
+PIDS="$PIDS $RPID"
+for d in unix tcp; do
+    wait_for_line 60 "$T/demo_$d.log" "first frame drawn" || fail "the $d demo drew nothing"
+done
+wait_for_line 60 "$T/record.log" "recording:" || fail "no progress line: $(cat "$T/record.log")"
+kill -INT "$RPID"
+wait_exit "$RPID" 60
+[ "$WAIT_RC" = 0 ] || fail "tracectl record exited $WAIT_RC: $(cat "$T/record.log")"
 [ -s "$OUT" ] || fail "tracectl record wrote no trace"
 grep -q "wrote [0-9]* packets" "$T/record.log" || fail "no summary line: $(cat "$T/record.log")"
 # the progress line is printed (plain lines: stderr is not a TTY here)
 grep -q "recording:" "$T/record.log" || fail "no progress line: $(cat "$T/record.log")"
 
 # ---- check the trace ----
-timeout 30 "$TRACECTL" dump "$OUT" >"$T/dump.txt" 2>"$T/dump.log"
+tg_timeout 30 "$TRACECTL" dump "$OUT" >"$T/dump.txt" 2>"$T/dump.log"
 rc=$?
 [ $rc -eq 0 ] || fail "tracectl dump exited $rc: $(cat "$T/dump.log")"
 
@@ -88,7 +88,7 @@ has_type_on_seq1 synchronization_marker
 has_type_on_seq1 trace_config
 has_type_on_seq1 system_info
 grep -q 'synchronization_marker .*16 bytes (valid)' "$T/dump.txt" || fail "the sync marker is not Perfetto's"
-grep -q 'trace_config .*data_sources=\[track_event\].*duration=2000 ms' "$T/dump.txt" ||
+grep -q 'trace_config .*data_sources=\[track_event\].*duration=60000 ms' "$T/dump.txt" ||
     fail "the trace config packet does not echo our config"
 
 producer_seqs=$(seq_with track_event | awk '$1 >= 2' | wc -l)

@@ -6,6 +6,8 @@
 set -u
 
 B=${TG_BUILDDIR:-$(pwd)}
+S=${TG_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$S/tests/integration/tg_wait.sh"
 TRACEGATED=$B/gateway/tracegated
 TRACECTL=$B/src/tracectl/tracectl
 
@@ -29,8 +31,7 @@ fi
 T=$(mktemp -d "${TMPDIR:-/tmp}/tg-ws-basic.XXXXXX") || exit 99
 DPID=
 cleanup() {
-    [ -n "$DPID" ] && kill "$DPID" 2>/dev/null
-    sleep 0.2
+    [ -n "$DPID" ] && kill "$DPID" 2>/dev/null && wait_gone 5 "$DPID"
     [ -n "$DPID" ] && kill -9 "$DPID" 2>/dev/null
     if [ "${KEEP_TMP:-0}" = 1 ]; then echo "kept $T"; else rm -rf "$T"; fi
 }
@@ -53,6 +54,7 @@ HASH=$(printf '%s' "$TOKEN" | sha256sum | cut -d' ' -f1)
 printf 'ci-user recorder %s\n' "$HASH" >"$T/tokens"
 
 # ---- tracegated on a free port (retry if another process grabbed it) ----
+http_up_or_gone() { curl -s -o /dev/null "http://127.0.0.1:$1/healthz" || ! kill -0 "$2" 2>/dev/null; }
 PORT=
 try=0
 while [ $try -lt 8 ]; do
@@ -62,13 +64,9 @@ while [ $try -lt 8 ]; do
     "$TRACEGATED" --producer-socket "$T/p.sock" --consumer-socket "$T/c.sock" --http "127.0.0.1:$cand" \
         --token-file "$T/tokens" --log-level info >"$T/tracegated.log" 2>&1 &
     DPID=$!
-    i=0
-    while [ $i -lt 50 ]; do
-        if curl -s -o /dev/null "http://127.0.0.1:$cand/healthz"; then PORT=$cand; break; fi
-        kill -0 "$DPID" 2>/dev/null || break
-        sleep 0.1
-        i=$((i + 1))
-    done
+    # up (answers /healthz), or gone (the port was taken: try another)
+    wait_for 20 http_up_or_gone "$cand" "$DPID" || fail "tracegated did not start its HTTP front end"
+    kill -0 "$DPID" 2>/dev/null && PORT=$cand
     [ -n "$PORT" ] && break
     kill "$DPID" 2>/dev/null
     wait "$DPID" 2>/dev/null
@@ -102,7 +100,7 @@ code=$(curl -s -o /dev/null -w '%{http_code}' --path-as-is "$U/../../etc/passwd"
 upgrade() { # path, extra curl args...
     p=$1
     shift
-    curl -s -o /dev/null -w '%{http_code}' --max-time 5 -H 'Connection: Upgrade' -H 'Upgrade: websocket' \
+    curl -s -o /dev/null -w '%{http_code}' --max-time "$(tg_secs 5)" -H 'Connection: Upgrade' -H 'Upgrade: websocket' \
         -H 'Sec-WebSocket-Version: 13' -H 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==' "$@" "$U$p"
 }
 code=$(upgrade /traced -H 'Origin: https://evil.example')
@@ -116,16 +114,16 @@ code=$(upgrade /traced -H 'Origin: https://ui.perfetto.dev')
 grep -q 'Origin not allowed' "$T/tracegated.log" || fail "the refused Origin was not logged"
 
 # ---- tracectl over ws:// ----
-timeout 30 "$TRACECTL" query "ws://127.0.0.1:$PORT/traced" >"$T/query.out" 2>"$T/query.log" ||
+tg_timeout 30 "$TRACECTL" query "ws://127.0.0.1:$PORT/traced" >"$T/query.out" 2>"$T/query.log" ||
     fail "tracectl query ws:// failed"
 grep -q '^Service: ' "$T/query.out" || fail "tracectl query printed no service state"
 grep -q 'CAPABILITIES' "$T/query.out" || fail "tracectl query printed no capabilities"
 
-timeout 30 "$TRACECTL" --token "$TOKEN" query "ws://127.0.0.1:$PORT/traced" >"$T/query2.out" 2>"$T/query2.log" ||
+tg_timeout 30 "$TRACECTL" --token "$TOKEN" query "ws://127.0.0.1:$PORT/traced" >"$T/query2.out" 2>"$T/query2.log" ||
     fail "tracectl query ws:// with a token failed"
 grep -q 'ci-user' "$T/tracegated.log" || fail "the token's principal was not logged"
 if grep -q "$TOKEN" "$T/tracegated.log"; then fail "the token leaked into the log"; fi
-if timeout 30 "$TRACECTL" --token wrong-token query "ws://127.0.0.1:$PORT/traced" >/dev/null 2>"$T/query3.log"; then
+if tg_timeout 30 "$TRACECTL" --token wrong-token query "ws://127.0.0.1:$PORT/traced" >/dev/null 2>"$T/query3.log"; then
     fail "tracectl query with a wrong token succeeded"
 fi
 

@@ -254,6 +254,8 @@ static void tc_free(struct tc *t)
 }
 
 static int bind_done(void *arg) { return ((struct tc *)arg)->bind_done; }
+/* no session left in the gateway and the fake upstream saw *arg connections close */
+static int gw_idle(void *arg) { return tg_gw_session_count(g_gw) == 0 && g_fake.peer_closes >= *(int *)arg; }
 static int call_done(void *arg) { return ((struct tc *)arg)->call_done; }
 static int disc_done(void *arg) { return ((struct tc *)arg)->disconnected; }
 
@@ -288,17 +290,24 @@ static void on_reply(tg_ipc_client *cli, int success, int has_more, const uint8_
     t->call_done = 1;
 }
 
-/* 1 success, 0 refused (connection open), -1 disconnected */
+/* 1 success, 0 refused, -1 disconnected before the reply. Whether a refusal is followed by a
+ * close is not decided here (no waiting for a time): a test expecting the connection to stay makes
+ * another call on it; one expecting a close waits for it (tc_expect_closed). */
 static int tc_call(struct tc *t, tg_ipc_service_proxy *p, const char *method, const ProtobufCMessage *req, int fd)
 {
     t->call_done = 0;
     if (!tg_ipc_client_invoke(t->cli, p, method, req, fd, on_reply, t))
         return -1;
     assert_true(tg_test_run_until(g_base, call_done, t, TIMEOUT_MS));
-    tg_test_run_until(g_base, NULL, NULL, 20); /* a close following the reply arrives now */
     if (t->disconnected)
         return t->call_ok ? 1 : -1;
     return t->call_ok;
+}
+
+/* The gateway closes t's connection (after refusing its last call, or at once). */
+static void tc_expect_closed(struct tc *t)
+{
+    assert_true(tg_test_run_until(g_base, disc_done, t, TIMEOUT_MS));
 }
 
 static int tc_authenticate(struct tc *t, const char *token)
@@ -363,6 +372,16 @@ static void expect_raw_closed(int fd, const char *label)
     assert_true(tg_gw_metrics_frame_rejected_count(g_gw->metrics, label) >= 1);
 }
 
+struct rejected_wait {
+    const char *label;
+    uint64_t n;
+};
+static int rejected_at_least(void *arg)
+{
+    struct rejected_wait *w = arg;
+    return tg_gw_metrics_frame_rejected_count(g_gw->metrics, w->label) >= w->n;
+}
+
 /* ------------------------------------------------------------ tests */
 
 static void test_relay_and_metrics(void **state)
@@ -391,7 +410,8 @@ static void test_relay_and_metrics(void **state)
     assert_non_null(strstr(st, "consumer tcp://127.0.0.1:"));
     free(st);
     tc_free(t);
-    tg_test_run_until(g_base, NULL, NULL, 100);
+    int closes = 1;
+    assert_true(tg_test_run_until(g_base, gw_idle, &closes, TIMEOUT_MS));
     assert_int_equal(tg_gw_session_count(g_gw), 0);
     assert_int_equal(g_fake.peer_closes, 1); /* the upstream connection went with the client */
     assert_metric("tracegated_connections{transport=\"tcp\"} 0");
@@ -438,8 +458,10 @@ static void test_token_auth(void **state)
     char tokens[400];
     snprintf(tokens, sizeof tokens, "%s/tokens", g_dir);
     write_tokens(tokens, NULL);
+    /* a handshake timeout no step below can reach, however slow the machine: test_auth_timeout
+     * covers the timeout itself */
     const char *kv[] = {"listen", "consumer=tcp://127.0.0.1:0?auth=token", "token-file", tokens,
-                        "handshake-timeout", "300ms", NULL};
+                        "handshake-timeout", "1h", NULL};
     start(1, kv);
     const char *addr = listener_addr(0);
 
@@ -452,8 +474,8 @@ static void test_token_auth(void **state)
 
     /* b) a wrong token: refused and closed */
     t = tc_open(addr);
-    assert_int_equal(tc_authenticate(t, "not-a-token"), -1);
-    assert_true(tg_test_run_until(g_base, disc_done, t, TIMEOUT_MS));
+    assert_int_not_equal(tc_authenticate(t, "not-a-token"), 1);
+    tc_expect_closed(t);
     tc_free(t);
     assert_metric("tracegated_auth_failures_total{transport=\"tcp\",reason=\"bad_token\"} 1");
 
@@ -479,13 +501,7 @@ static void test_token_auth(void **state)
     assert_int_equal(tc_call(t, p, "EnableTracing", NULL, -1), 1);
     tc_free(t);
 
-    /* e) silence past the handshake timeout */
-    t = tc_open(addr);
-    assert_true(tg_test_run_until(g_base, disc_done, t, 3000));
-    tc_free(t);
-    assert_metric("tracegated_auth_failures_total{transport=\"tcp\",reason=\"timeout\"} 1");
-
-    /* f) reload: a new table replaces the old one, live sessions keep their roles */
+    /* e) reload: a new table replaces the old one, live sessions keep their roles */
     t = tc_open(addr);
     assert_int_equal(tc_authenticate(t, "alpha"), 1);
     p = tc_bind(t, "ConsumerPort");
@@ -498,7 +514,8 @@ static void test_token_auth(void **state)
     char err[256];
     assert_int_equal(tg_gw_reload(g_gw, &g_cfg, err, sizeof err), 0);
     struct tc *t2 = tc_open(addr);
-    assert_int_equal(tc_authenticate(t2, "alpha"), -1);
+    assert_int_not_equal(tc_authenticate(t2, "alpha"), 1);
+    tc_expect_closed(t2);
     tc_free(t2);
     t2 = tc_open(addr);
     assert_int_equal(tc_authenticate(t2, "gamma"), 1);
@@ -513,6 +530,24 @@ static void test_token_auth(void **state)
     t2 = tc_open(addr);
     assert_int_equal(tc_authenticate(t2, "gamma"), 1);
     tc_free(t2);
+    stop();
+}
+
+/* silence past the handshake timeout: the gateway closes the connection */
+static void test_auth_timeout(void **state)
+{
+    (void)state;
+    char tokens[400];
+    snprintf(tokens, sizeof tokens, "%s/tokens", g_dir);
+    write_tokens(tokens, NULL);
+    const char *kv[] = {"listen", "consumer=tcp://127.0.0.1:0?auth=token", "token-file", tokens,
+                        "handshake-timeout", "300ms", NULL};
+    start(1, kv);
+    struct tc *t = tc_open(listener_addr(0));
+    tc_expect_closed(t);
+    tc_free(t);
+    assert_metric("tracegated_auth_failures_total{transport=\"tcp\",reason=\"timeout\"} 1");
+    assert_int_equal(g_fake.peer_opens, 0);
     stop();
 }
 
@@ -569,7 +604,9 @@ static void test_protocol_violations(void **state)
     uint8_t inv[64];
     n = tg_ipc_encode_invoke(inv, sizeof inv, 99, 1, 77, NULL, 0, 0);
     tg_conn_send(tg_ipc_client_conn(t->cli), inv, n, -1);
-    tg_test_run_until(g_base, NULL, NULL, 100);
+    struct rejected_wait uw = {"unknown_method", 1};
+    assert_true(tg_test_run_until(g_base, rejected_at_least, &uw, TIMEOUT_MS));
+    assert_int_equal(tc_call(t, p, "QueryServiceState", NULL, -1), 1); /* still served after it */
     assert_int_equal(tg_gw_metrics_frame_rejected_count(g_gw->metrics, "unknown_method"), 1);
     assert_false(t->disconnected);
     tc_free(t);
@@ -615,6 +652,12 @@ static int slow_cut(void *arg)
     return s->cut;
 }
 
+static int upstream_bound(void *arg)
+{
+    (void)arg;
+    return g_fake.peer_opens >= 1;
+}
+
 static void test_slow_client(void **state)
 {
     (void)state;
@@ -637,7 +680,7 @@ static void test_slow_client(void **state)
     uint8_t buf[64];
     size_t n = tg_ipc_encode_bind(buf, sizeof buf, 1, "ConsumerPort");
     raw_send_frame(fd, buf, n);
-    tg_test_run_until(g_base, NULL, NULL, 100); /* bound (the reply waits unread) */
+    assert_true(tg_test_run_until(g_base, upstream_bound, NULL, TIMEOUT_MS)); /* the reply waits unread */
     for (uint64_t rid = 2; rid < 400; rid++) {
         n = tg_ipc_encode_invoke(buf, sizeof buf, rid, 1, 12, NULL, 0, 0);
         uint8_t fr[80];
@@ -658,7 +701,7 @@ static void test_slow_client(void **state)
     assert_int_equal(tc_call(t, p, "QueryServiceState", NULL, -1), 1);
 
     struct slow_ctx s = {fd, 0};
-    assert_true(tg_test_run_until(g_base, slow_cut, &s, 5000));
+    assert_true(tg_test_run_until(g_base, slow_cut, &s, TIMEOUT_MS));
     close(fd);
     assert_int_equal(tg_gw_metrics_conn_rejected_count(g_gw->metrics, "slow_client_soft"), 1);
     assert_metric("tracegated_connections_rejected_total{reason=\"slow_client_soft\"} 1");
@@ -855,6 +898,17 @@ static void l_probe(struct tg_gw_session *s, uint64_t rid, const uint8_t *args, 
 static const struct tg_gw_local_method k_test_methods[] = {{"Keep", l_keep}, {"Adopt", l_adopt}, {"Probe", l_probe}};
 static const struct tg_gw_local_service k_test_service = {"TracegateTest", k_test_methods, 3, NULL};
 
+static int hook_detached(void *arg)
+{
+    (void)arg;
+    return g_hooks.detached != NULL;
+}
+static int one_session(void *arg)
+{
+    (void)arg;
+    return tg_gw_session_count(g_gw) == 1;
+}
+
 static void test_hooks(void **state)
 {
     (void)state;
@@ -884,7 +938,7 @@ static void test_hooks(void **state)
     assert_int_equal(g_fake.qss_calls, qss_before + 1);
     assert_int_equal(tc_call(a, pt, "Keep", NULL, -1), 1);
     tc_free(a);
-    tg_test_run_until(g_base, NULL, NULL, 100);
+    assert_true(tg_test_run_until(g_base, hook_detached, NULL, TIMEOUT_MS));
     assert_non_null(g_hooks.detached);
     assert_true(tg_gw_session_detached(g_hooks.detached));
     assert_int_equal(tg_gw_session_count(g_gw), 1); /* kept alive without a client */
@@ -895,7 +949,7 @@ static void test_hooks(void **state)
     tg_ipc_service_proxy *pb = tc_bind(b, "TracegateTest");
     assert_non_null(pb);
     assert_int_equal(tc_call(b, pb, "Adopt", NULL, -1), 1);
-    tg_test_run_until(g_base, NULL, NULL, 50);
+    assert_true(tg_test_run_until(g_base, one_session, NULL, TIMEOUT_MS)); /* b's own session went */
     assert_int_equal(tg_gw_session_count(g_gw), 1);
     tg_ipc_service_proxy *pc = tc_bind(b, "ConsumerPort");
     assert_non_null(pc);
@@ -903,10 +957,11 @@ static void test_hooks(void **state)
     assert_int_equal(g_fake.peer_opens, 1); /* still the first upstream connection */
 
     /* a filter may close the session */
-    assert_int_equal(tc_call(b, pc, "CloneSession", NULL, -1), -1);
-    assert_true(tg_test_run_until(g_base, disc_done, b, TIMEOUT_MS));
+    assert_int_not_equal(tc_call(b, pc, "CloneSession", NULL, -1), 1);
+    tc_expect_closed(b);
     tc_free(b);
-    tg_test_run_until(g_base, NULL, NULL, 100);
+    int closes = 1;
+    assert_true(tg_test_run_until(g_base, gw_idle, &closes, TIMEOUT_MS));
     assert_int_equal(tg_gw_session_count(g_gw), 0);
     assert_int_equal(g_fake.peer_closes, 1);
     assert_int_equal(tg_gw_metrics_frame_rejected_count(g_gw->metrics, "filter"), 1);
@@ -958,7 +1013,10 @@ static void test_drain_and_limits(void **state)
 static void test_idle_and_global_limit(void **state)
 {
     (void)state;
-    const char *kv[] = {"listen", "consumer=tcp://127.0.0.1:0", "idle-timeout", "300ms", "max-connections", "2", NULL};
+    /* the idle timeout must be longer than any stall of this process between a's calls: scaled */
+    char idle[32];
+    snprintf(idle, sizeof idle, "%dms", tg_test_ms(300));
+    const char *kv[] = {"listen", "consumer=tcp://127.0.0.1:0", "idle-timeout", idle, "max-connections", "2", NULL};
     start(1, kv);
     char addr[128];
     snprintf(addr, sizeof addr, "%s", listener_addr(0));
@@ -971,14 +1029,16 @@ static void test_idle_and_global_limit(void **state)
     assert_true(tg_test_run_until(g_base, disc_done, c, TIMEOUT_MS));
     assert_int_equal(tg_gw_metrics_conn_rejected_count(g_gw->metrics, "max_connections"), 1);
     tc_free(c);
-    /* a keeps talking, b stays silent: only b is idle */
-    for (int i = 0; i < 6; i++) {
+    /* a keeps talking (call after call) while b stays silent: only b is idle */
+    int calls = 0;
+    while (!b->disconnected) {
         assert_int_equal(tc_call(a, p, "QueryServiceState", NULL, -1), 1);
-        tg_test_run_until(g_base, NULL, NULL, 100);
+        assert_true(++calls < 1000000);
     }
+    assert_true(calls > 1);
     assert_false(a->disconnected);
-    assert_true(tg_test_run_until(g_base, disc_done, b, TIMEOUT_MS));
     assert_int_equal(tg_gw_metrics_conn_rejected_count(g_gw->metrics, "idle"), 1);
+    assert_int_equal(tc_call(a, p, "QueryServiceState", NULL, -1), 1); /* a is still served */
     tc_free(b);
     tc_free(a);
     stop();
@@ -988,7 +1048,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_relay_and_metrics), cmocka_unit_test(test_observer_acl),
-        cmocka_unit_test(test_token_auth),        cmocka_unit_test(test_protocol_violations),
+        cmocka_unit_test(test_token_auth),        cmocka_unit_test(test_auth_timeout),
+        cmocka_unit_test(test_protocol_violations),
         cmocka_unit_test(test_fd_passthrough),    cmocka_unit_test(test_slow_client),
         cmocka_unit_test(test_rate_limit),        cmocka_unit_test(test_upstream_down),
         cmocka_unit_test(test_hooks),             cmocka_unit_test(test_drain_and_limits),

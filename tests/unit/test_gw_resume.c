@@ -34,6 +34,9 @@
 #include "tg_test_util.h"
 
 #define TIMEOUT_MS 10000
+/* a resume window no test step can outlast, however slow the machine (only
+ * test_window_ends_in_detach wants it to end) */
+#define LONG_WINDOW_MS 600000
 
 /* ------------------------------------------------------------ fake upstream */
 
@@ -349,7 +352,7 @@ static int observe_pending(void *arg)
 static void test_token_and_resume(void **state)
 {
     (void)state;
-    start(5000, 0);
+    start(LONG_WINDOW_MS, 0);
     struct tc *a = tc_open();
     tg_ipc_service_proxy *cp = tc_bind(a, "ConsumerPort");
     tg_ipc_service_proxy *sess = tc_bind(a, "TracegateSession");
@@ -358,7 +361,7 @@ static void test_token_and_resume(void **state)
     Tracegate__GetResumeTokenResponse *tok = get_token(a, sess);
     assert_non_null(tok->token);
     assert_int_equal(strlen(tok->token), 32);
-    assert_int_equal(tok->window_ms, 5000);
+    assert_int_equal(tok->window_ms, LONG_WINDOW_MS);
     assert_non_null(tok->detach_key);
     assert_int_equal(strncmp(tok->detach_key, "tracegate-", 10), 0);
     assert_true(tok->has_link_id);
@@ -417,7 +420,7 @@ static void test_token_and_resume(void **state)
 static void test_resume_must_come_first(void **state)
 {
     (void)state;
-    start(5000, 0);
+    start(LONG_WINDOW_MS, 0);
     struct tc *a = tc_open();
     tg_ipc_service_proxy *cp = tc_bind(a, "ConsumerPort");
     tg_ipc_service_proxy *sess = tc_bind(a, "TracegateSession");
@@ -470,7 +473,7 @@ static void test_window_ends_in_detach(void **state)
 static void test_no_session_no_wait(void **state)
 {
     (void)state;
-    start(5000, 0);
+    start(LONG_WINDOW_MS, 0);
     struct tc *a = tc_open();
     assert_non_null(tc_bind(a, "ConsumerPort")); /* opens the upstream */
     tg_ipc_service_proxy *sess = tc_bind(a, "TracegateSession");
@@ -487,7 +490,7 @@ static void test_no_session_no_wait(void **state)
 static void test_buffer_bound(void **state)
 {
     (void)state;
-    start(5000, 1000);
+    start(LONG_WINDOW_MS, 1000);
     struct tc *a = tc_open();
     tg_ipc_service_proxy *cp = tc_bind(a, "ConsumerPort");
     tg_ipc_service_proxy *sess = tc_bind(a, "TracegateSession");
@@ -513,12 +516,21 @@ static void test_buffer_bound(void **state)
 }
 
 static int parts_at_least(void *arg) { return ((struct call *)arg)->parts >= 6; }
+struct parts_wait {
+    struct call *c;
+    int n;
+};
+static int parts_reached(void *arg)
+{
+    struct parts_wait *w = arg;
+    return w->c->parts >= w->n;
+}
 
 /* A client that says it got fewer frames than were forwarded gets the rest again; when the
  * gateway kept too little, the reply says so. */
 static void check_resend(size_t inflight, int want_incomplete)
 {
-    start_opts(5000, 0, inflight);
+    start_opts(LONG_WINDOW_MS, 0, inflight);
     struct tc *a = tc_open();
     tg_ipc_service_proxy *cp = tc_bind(a, "ConsumerPort");
     tg_ipc_service_proxy *sess = tc_bind(a, "TracegateSession");
@@ -531,7 +543,8 @@ static void check_resend(size_t inflight, int want_incomplete)
     memset(part, 7, sizeof part);
     for (int i = 0; i < 3; i++) { /* one at a time: the gateway's output queue is empty each time */
         tg_ipc_call_reply_bytes(g_fake.observe_call, part, sizeof part, 1, -1);
-        tg_test_run_until(g_base, NULL, NULL, 30);
+        struct parts_wait pw = {&ob, i + 1};
+        assert_true(tg_test_run_until(g_base, parts_reached, &pw, TIMEOUT_MS));
     }
     assert_int_equal(ob.parts, 3);
     /* pretend the last three frames were lost in flight */

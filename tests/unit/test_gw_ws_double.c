@@ -1,5 +1,6 @@
 /* test_gw_ws_double.c: a stand-in gateway core (tg_gw_accept + thread-safe tg_gw_* functions) for the WebSocket tests (see test_gw_ws_double.h). */
 #include "test_gw_ws_double.h"
+#include "tg_test_util.h"
 
 #include <event2/event.h>
 #include <event2/thread.h>
@@ -85,6 +86,8 @@ static void on_frame(tg_conn *c, const uint8_t *body, size_t len, void *arg)
         unsigned long long a = 0, b = 0;
         if (!strcmp(cmd, "!sink")) {
             p->sink = 1;
+        } else if (!strcmp(cmd, "!pause")) {
+            tg_conn_pause_read(c); /* until tdbl_resume_all() */
         } else if (sscanf(cmd, "!pause:%llu", &a) == 1) {
             tg_conn_pause_read(c);
             struct timeval tv = {(time_t)(a / 1000), (suseconds_t)((a % 1000) * 1000)};
@@ -291,12 +294,26 @@ void tdbl_last_close_reason(char *buf, size_t len)
     pthread_mutex_unlock(&g_mu);
 }
 
+void tdbl_resume_all(void)
+{
+    pthread_mutex_lock(&g_mu);
+    for (int i = 0; i < MAX_CONNS; i++)
+        if (g_peers[i])
+            event_active(g_peers[i]->timer, EV_TIMEOUT, 1); /* its callback resumes reading */
+    pthread_mutex_unlock(&g_mu);
+}
+
 int tdbl_wait_count(int (*fn)(void), int want, int ms)
 {
-    for (int waited = 0; waited <= ms; waited += 5) {
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    long limit = tg_test_ms(ms);
+    for (;;) {
         if (fn() >= want)
             return 1;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 > limit)
+            return fn() >= want;
         usleep(5000);
     }
-    return fn() >= want;
 }

@@ -9,6 +9,7 @@
  * '!' says otherwise:
  *   "!sink"              count and hash frames (FNV-1a of bodies), no echo
  *   "!pause:MS"          stop reading for MS milliseconds
+ *   "!pause"             stop reading until tdbl_resume_all()
  *   "!source:N:SIZE"     send N frames of SIZE bytes (byte i of the stream
  *                        is (i * 7 + 3) & 0xff), honouring backpressure
  *   "!stats"             reply "frames=F bytes=B hash=H" (sink counters)
@@ -31,6 +32,8 @@ struct event_base *tdbl_start(void);
 void tdbl_stop(void);
 
 void tdbl_set_healthy(int healthy);
+/* Resumes reading on every connection paused by "!pause" (thread-safe). */
+void tdbl_resume_all(void);
 /* Accepted connections so far, and their infos. */
 int tdbl_accepted(void);
 int tdbl_info(int i, struct tg_gw_client_info *out);
@@ -47,7 +50,8 @@ void tdbl_last_close_reason(char *buf, size_t len);
 #define TDBL_FNV_INIT 1469598103934665603ull
 uint64_t tdbl_fnv(uint64_t h, const void *p, size_t n);
 
-/* Waits (polling, up to ms) until fn() >= want. Returns 1 if reached. */
+/* Waits (polling) until fn() >= want; ms, scaled by tg_test_ms, is only the safety net.
+ * Returns 1 if reached. */
 int tdbl_wait_count(int (*fn)(void), int want, int ms);
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -183,21 +184,44 @@ static void *sender_thread(void *arg)
     return NULL;
 }
 
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* How far the sender got once it stopped advancing for 300 ms (or reached limit). Should this
+ * process be starved for that long the sample comes early: smaller, never a false failure. */
+static size_t sender_plateau(struct sender *s, size_t limit)
+{
+    uint64_t deadline = mono_ms() + (uint64_t)tg_test_ms(30000);
+    size_t last = 0;
+    for (;;) {
+        usleep(300 * 1000);
+        size_t now = atomic_load(&s->sent);
+        if ((now > 0 && now == last) || now >= limit || mono_ms() > deadline)
+            return now;
+        last = now;
+    }
+}
+
 static void test_large_upload_backpressure(void **state)
 {
     (void)state;
     int fd = open_ws();
     assert_int_equal(tws_send_ipc(fd, "!sink", 5), 0);
-    assert_int_equal(tws_send_ipc(fd, "!pause:1500", 11), 0);
-    usleep(100 * 1000);
+    /* the peer stops reading until told: the frames after this one wait in the stream */
+    assert_int_equal(tws_send_ipc(fd, "!pause", 6), 0);
     struct sender s = {.fd = fd, .frames = 1024, .size = 65536}; /* 64 MiB */
     pthread_t t;
     pthread_create(&t, NULL, sender_thread, &s);
-    usleep(1000 * 1000);
-    /* while the gateway side does not read, the sender is held back by the
-     * kernel buffers plus the link's small pending buffer, not by RAM */
-    size_t during_pause = atomic_load(&s.sent);
+    /* while the gateway side does not read, the sender is held back by the kernel buffers plus the
+     * link's small pending buffer, not by RAM: wait until it stops advancing (or goes too far) */
+    size_t during_pause = sender_plateau(&s, 24u << 20);
+    assert_true(during_pause > 0);
     assert_true(during_pause < 24u << 20);
+    tdbl_resume_all();
     pthread_join(t, NULL);
     assert_int_equal(s.rc, 0);
     assert_int_equal(tws_send_ipc(fd, "!stats", 6), 0);
@@ -282,6 +306,8 @@ static void test_oversize_message_closes(void **state)
     tws_close(fd);
 }
 
+static int no_links(void) { return tg_ws_link_count() == 0; }
+
 static void test_many_connections(void **state)
 {
     (void)state;
@@ -305,8 +331,7 @@ static void test_many_connections(void **state)
     for (int i = 0; i < N; i++)
         tws_close(fds[i]); /* TCP close without a WebSocket close */
     assert_true(tdbl_wait_count(tdbl_closed, base_closed + N, 10000));
-    for (int i = 0; i < 200 && tg_ws_link_count() != 0; i++)
-        usleep(10000);
+    assert_true(tdbl_wait_count(no_links, 1, 5000));
     assert_int_equal(tg_ws_link_count(), 0);
 }
 

@@ -8,10 +8,12 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "tracegate/addr.h"
@@ -44,12 +46,31 @@ static void test_parse_forms(void **state)
 
 struct acceptor {
     int lfd;
+    pid_t waiter; /* the thread that connects */
 };
 
-static void *accept_later(void *arg)
+/* 'S' while the thread sleeps in the kernel (here: in connect(), waiting for room), -1 on error */
+static int thread_state(pid_t tid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* "pid (comm) S ..." */
+    return p && p[1] == ' ' ? p[2] : -1;
+}
+
+/* Makes room in the backlog once the connecting thread is asleep in its connect: whatever the
+ * load, the accept comes while the connect waits (not before it, not after a fixed delay). */
+static void *accept_when_waiting(void *arg)
 {
     struct acceptor *ac = arg;
-    usleep(50 * 1000);
+    while (thread_state(ac->waiter) != 'S')
+        sched_yield();
     int c = accept(ac->lfd, NULL, NULL);
     if (c >= 0)
         close(c);
@@ -82,10 +103,10 @@ static void test_full_backlog_waits(void **state)
     errno = 0;
     assert_int_equal(tg_addr_connect(&a), -1);
     assert_int_equal(errno, EAGAIN);
-    /* someone accepts 50 ms later: the connect gets through */
-    struct acceptor ac = {lfd};
+    /* someone accepts while the connect waits: it gets through */
+    struct acceptor ac = {lfd, (pid_t)syscall(SYS_gettid)};
     pthread_t th;
-    pthread_create(&th, NULL, accept_later, &ac);
+    pthread_create(&th, NULL, accept_when_waiting, &ac);
     int fd = tg_addr_connect(&a);
     pthread_join(th, NULL);
     assert_true(fd >= 0);

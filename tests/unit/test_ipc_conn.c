@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tracegate/conn.h"
@@ -226,7 +227,7 @@ static void test_fd_on_first_byte_back_to_back(void **state)
         msg.msg_control = ctl.b;
         msg.msg_controllen = sizeof ctl.b;
         struct pollfd pfd = {f->sp[1], POLLIN, 0};
-        assert_int_equal(poll(&pfd, 1, 2000), 1);
+        assert_int_equal(poll(&pfd, 1, tg_test_ms(2000)), 1);
         ssize_t n = recvmsg(f->sp[1], &msg, MSG_CMSG_CLOEXEC);
         assert_true(n > 0);
         for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
@@ -769,25 +770,38 @@ static void test_eof_event_while_paused_bev_pair(void **state)
     assert_non_null(strstr(r.reason, "peer closed"));
 }
 
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
 static void test_idle_timeout(void **state)
 {
     struct fx *f = *state;
     struct tg_conn_opts o;
     tg_conn_opts_default(&o);
-    o.idle_timeout_ms = 400;
+    /* longer than any stall of this process between two inputs: scaled */
+    o.idle_timeout_ms = (uint32_t)tg_test_ms(400);
     struct rec r = {.base = f->base};
     r.conn = tg_conn_new_fd(f->base, f->sp[0], &o, &k_rec_cbs, &r);
     f->sp[0] = -1;
-    /* input every 60 ms keeps it open well past 400 ms */
-    for (uint32_t i = 0; i < 12; i++) {
+    /* input every 60 ms keeps it open well past the idle timeout */
+    uint64_t until = mono_ms() + o.idle_timeout_ms * 3 / 2;
+    uint32_t sent = 0;
+    while (mono_ms() < until || sent < 3) {
         uint8_t body[4];
-        put_seq(body, i);
+        put_seq(body, sent++);
         raw_frame_write(f->sp[1], body, 4);
         tg_test_run_until(f->base, NULL, NULL, 60);
     }
     assert_int_equal(r.closes, 0);
-    assert_int_equal(r.frames, 12);
-    assert_true(tg_test_run_until(f->base, rec_closed, &r, 2000));
+    struct frames_wait w = {&r, sent};
+    assert_true(tg_test_run_until(f->base, rec_has_frames, &w, TIMEOUT_MS));
+    assert_int_equal(r.closes, 0);
+    /* then silence: closed for idleness */
+    assert_true(tg_test_run_until(f->base, rec_closed, &r, TIMEOUT_MS));
     assert_non_null(strstr(r.reason, "idle"));
 }
 

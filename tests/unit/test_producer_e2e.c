@@ -255,6 +255,12 @@ static void consumer_enable(struct e2e *e)
     tc.buffers = bufs;
     tc.n_data_sources = 1;
     tc.data_sources = dss;
+    /* far beyond the tests' safety nets: a stop (or flush) that completes within them was
+     * acknowledged by the producer, not ended by the service's timeout */
+    tc.has_data_source_stop_timeout_ms = 1;
+    tc.data_source_stop_timeout_ms = 600000;
+    tc.has_flush_timeout_ms = 1;
+    tc.flush_timeout_ms = 600000;
     Perfetto__Protos__EnableTracingRequest req = PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
     req.trace_config = &tc;
     assert_true(tg_ipc_client_invoke(e->cc, e->cproxy, "EnableTracing", &req.base, -1, on_enable, e) != 0);
@@ -312,13 +318,6 @@ static int teardown(void **state)
     rmdir(e->dir);
     free(e);
     return 0;
-}
-
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 struct thread_arg {
@@ -389,15 +388,14 @@ static void run_session(struct e2e *e, const char *addr, bool expect_emulation)
         assert_true(e->wr[e->n_wr + (size_t)i].len > 0);
     e->n_wr += (size_t)ta.n;
 
-    /* Consumer Flush: succeeds only if the producer acked the service's flush. */
+    /* Consumer Flush: succeeds only if the producer acked the service's flush (a flush timeout
+     * fails it, and is far beyond the wait anyway). */
     Perfetto__Protos__FlushRequest fr = PERFETTO__PROTOS__FLUSH_REQUEST__INIT;
     fr.has_timeout_ms = 1;
-    fr.timeout_ms = 5000;
+    fr.timeout_ms = 600000;
     assert_true(tg_ipc_client_invoke(e->cc, e->cproxy, "Flush", &fr.base, -1, on_flush, e) != 0);
-    uint64_t t0 = mono_ms();
     assert_true(tg_test_run_until(e->base, f_flush, e, 10000));
     assert_true(e->flush_ok);
-    assert_true(mono_ms() - t0 < 3000);
 
     /* Written after the flush: committed at stop. */
     {
@@ -407,13 +405,11 @@ static void run_session(struct e2e *e, const char *addr, bool expect_emulation)
     }
 
     /* DisableTracing: the producer commits, then NotifyDataSourceStopped lets
-     * the service end the session well before the 5 s stop timeout. */
-    t0 = mono_ms();
+     * the service end the session (the stop timeout is 10 minutes away). */
     assert_true(tg_ipc_client_invoke(e->cc, e->cproxy, "DisableTracing", NULL, -1, on_disable, e) != 0);
     assert_true(tg_test_run_until(e->base, f_enable, e, 10000));
     assert_true(e->enable_ok);
     assert_int_equal(e->stops, 1);
-    assert_true(mono_ms() - t0 < 3000);
     assert_false(tg_trace_writer_active(e->w[0]));
 
     assert_true(tg_ipc_client_invoke(e->cc, e->cproxy, "ReadBuffers", NULL, -1, on_read, e) != 0);

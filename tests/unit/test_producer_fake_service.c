@@ -185,6 +185,9 @@ static int wait_packets(struct ctx *c, size_t n)
     g_npk = n;
     return tg_test_run_until(c->base, have_packets, c, 5000);
 }
+static unsigned g_commits;
+static int have_commits(void *arg) { return ((struct ctx *)arg)->fs->commits >= g_commits; }
+static int has_cleared(void *arg) { return ((struct ctx *)arg)->clears > 0; }
 static unsigned g_acks;
 static int have_acks(void *arg) { return ((struct ctx *)arg)->fs->flush_acks >= g_acks; }
 static int flush_and_wait(struct ctx *c, uint64_t inst, uint64_t rid)
@@ -333,8 +336,9 @@ static void test_smb_session(void **state)
         pk[written] = make_test_packet(5000 + (uint64_t)i, TE_COUNTER, "fps", 78, i * 3, 0, &pl[written]);
         assert_int_equal(tg_trace_writer_write(c->writer, pk[written], pl[written]), TG_TRACE_WRITER_OK);
     }
-    tg_test_run_until(c->base, NULL, NULL, 50);
-    assert_int_equal(c->fs->commits, commits_before + 1);
+    g_commits = commits_before + 1;
+    assert_true(tg_test_run_until(c->base, have_commits, c, 5000));
+    assert_int_equal(c->fs->commits, commits_before + 1); /* one batch, not one per chunk */
     assert_true(c->fs->n_packets > 100);
     assert_true(flush_and_wait(c, 1, 43));
     assert_int_equal(c->fs->n_packets, 2100);
@@ -515,8 +519,8 @@ static void test_emulation_tcp(void **state)
         assert_int_equal(tg_trace_writer_write(c->writer, b, len), TG_TRACE_WRITER_OK);
         free(b);
     }
-    tg_test_run_until(c->base, NULL, NULL, 50);
-    assert_true(c->fs->commits > 10);
+    g_commits = 11; /* the chunks the loop finished are committed without a flush */
+    assert_true(tg_test_run_until(c->base, have_commits, c, 5000));
     assert_int_equal(c->fs->commits, c->fs->commits_with_data); /* one chunk per CommitData */
     assert_true(flush_and_wait(c, 1, 5));
     check_counter_sequence(c, n);
@@ -579,7 +583,7 @@ static void test_data_loss_marked(void **state)
     assert_int_equal(dropped, 4);
     /* Packet 5 spans both chunks; packet 9 found no third chunk, so its first
      * fragment was marked dropped and packets 10..12 found no chunk at all. */
-    tg_test_run_until(c->base, NULL, NULL, 50); /* commits read, chunks held */
+    assert_true(wait_packets(c, 8)); /* commits read, chunks held */
     assert_int_equal(c->fs->n_packets, 8);
     fake_release_held(c->fs);
     c->fs->hold_chunks = false;
@@ -610,9 +614,7 @@ static void test_clear_incremental_state(void **state)
     assert_true(tg_trace_writer_take_incremental_reset(c->writer));
     assert_false(tg_trace_writer_take_incremental_reset(c->writer));
     assert_int_equal(fake_clear_incremental(c->fs, 1), 0);
-    g_c = c;
-    for (int i = 0; i < 100 && c->clears == 0; i++)
-        tg_test_run_until(c->base, NULL, NULL, 10);
+    assert_true(tg_test_run_until(c->base, has_cleared, c, 5000));
     assert_int_equal(c->clears, 1);
     assert_true(tg_trace_writer_take_incremental_reset(c->writer));
     assert_false(tg_trace_writer_take_incremental_reset(c->writer));

@@ -386,7 +386,7 @@ static void test_producer_dies_mid_chunk(void **state)
         }
         /* the producer dies with both chunks still BeingWritten */
         ts_prod_close(&x.p);
-        ts_pump(&x.e, 50);
+        assert_true(ts_wait_svc_count(&x.e, TS_SVC_PRODUCERS, 0, 5000)); /* the service saw it go */
         fx_disable(&x);
         struct ts_trace t = {0};
         assert_int_equal(ts_cons_read(&x.c, &t, 5000), 0);
@@ -433,7 +433,7 @@ static void test_consumer_dies_mid_read(void **state)
     assert_true(f.fi.has_more);
     ts_frame_free(&f);
     ts_cons_close(&x.c); /* gone in the middle of the stream */
-    ts_pump(&x.e, 100);
+    assert_true(ts_wait_svc_count(&x.e, TS_SVC_SESSIONS, 0, 5000));
     /* the service is healthy: the session is gone and a new one works */
     struct ts_cons c2;
     assert_int_equal(ts_cons_connect(&x.e, &c2), 0);
@@ -569,6 +569,12 @@ static void check_pftrace(const char *path, size_t *packets, size_t *producer_pa
     free(data);
 }
 
+static int file_bigger_than_50_packets(void *arg)
+{
+    struct stat sb;
+    return stat(arg, &sb) == 0 && sb.st_size > 50 * 300;
+}
+
 static void test_write_into_file(void **state)
 {
     (void)state;
@@ -588,7 +594,8 @@ static void test_write_into_file(void **state)
     close(fd);
     assert_int_equal(ts_prod_register_writer(&x.p, 1, x.target), 0);
     write_packets(&x.p, 1, x.target, 0, 50, 300);
-    ts_pump(&x.e, 350); /* periodic writes happen meanwhile */
+    /* the periodic write puts them into the file without any read or stop */
+    assert_true(ts_pump_until(&x.e, file_bigger_than_50_packets, path, 5000));
     struct stat sb;
     assert_int_equal(stat(path, &sb), 0);
     assert_true(sb.st_size > 50 * 300);

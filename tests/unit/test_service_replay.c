@@ -327,6 +327,17 @@ static void send_notify_stopped(struct ts_env *e, struct ts_raw *p, uint64_t rid
     assert_int_equal(ts_raw_invoke(e, p, rid, 1, TS_P_NOTIFY_STOPPED, &rq.base, 1, -1), 0);
 }
 
+struct raw_count {
+    struct ts_raw *r;
+    uint64_t rid;
+    size_t n;
+};
+static int raw_has_count(void *arg)
+{
+    struct raw_count *w = arg;
+    return ts_raw_count(w->r, w->rid) >= w->n;
+}
+
 /* Runs throwaway sessions so that the next session, buffer and data source
  * instance ids match the recording (traced had run earlier sessions). */
 static void burn_sessions(struct ts_env *e, struct ts_raw *prod, uint64_t async_rid, int n, int all_machines)
@@ -341,12 +352,16 @@ static void burn_sessions(struct ts_env *e, struct ts_raw *prod, uint64_t async_
             cfg.tc.trace_all_machines = 1;
         }
         assert_true(ts_cons_enable(&c, &cfg.tc, -1) != 0);
-        ts_pump(e, 60);
         assert_int_equal(ts_cons_call(&c, TS_C_FREE, NULL, NULL, 5000), 1);
         ts_cons_close(&c);
-        ts_pump(e, 60);
+        assert_true(ts_wait_svc_count(e, TS_SVC_SESSIONS, 0, 5000));
     }
     if (prod) {
+        /* every command of the burnt sessions reached the producer before the drain (SetupTracing
+         * once, then SetupDataSource, StartDataSource and StopDataSource per session), so none
+         * arrives later among the recorded session's */
+        struct raw_count rc = {prod, async_rid, 1 + 3 * (size_t)n};
+        assert_true(ts_pump_until(e, raw_has_count, &rc, 5000));
         struct ts_frame f;
         while (ts_raw_take(prod, async_rid, &f))
             ts_frame_free(&f);

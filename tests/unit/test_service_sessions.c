@@ -56,6 +56,25 @@ static void enable_error(struct ts_env *e, const Perfetto__Protos__TraceConfig *
     ts_cons_close(&c);
 }
 
+/* conditions for ts_pump_until */
+static int prod_stopped(void *arg) { return ((struct ts_prod *)arg)->n_stop >= 1; }
+static int prod_set_up(void *arg) { return ((struct ts_prod *)arg)->n_setup >= 1; }
+struct prod_count {
+    struct ts_prod *p;
+    int n;
+};
+static int prod_flushes(void *arg)
+{
+    struct prod_count *w = arg;
+    return w->p->n_flush >= w->n;
+}
+static struct ts_prod *g_periodic_a, *g_periodic_b;
+static int periodic_seen(void *arg)
+{
+    (void)arg;
+    return g_periodic_a->n_clear >= 2 && g_periodic_a->n_flush >= 2 && g_periodic_b->n_flush >= 2;
+}
+
 static Perfetto__Protos__TracingServiceState *query(struct ts_cons *c, int sessions_only)
 {
     Perfetto__Protos__QueryServiceStateRequest q = PERFETTO__PROTOS__QUERY_SERVICE_STATE_REQUEST__INIT;
@@ -146,7 +165,7 @@ static void test_session_limits(void **state)
     perfetto__protos__tracing_service_state__free_unpacked(st, NULL);
     /* closing a consumer frees its session */
     ts_cons_close(&c[0]);
-    ts_pump(&e, 50);
+    assert_true(ts_wait_svc_count(&e, TS_SVC_SESSIONS, 4, 5000));
     st = query(&c[5], 0);
     assert_int_equal(st->num_sessions, 4);
     perfetto__protos__tracing_service_state__free_unpacked(st, NULL);
@@ -171,7 +190,7 @@ static void test_disconnect_stops_data_sources(void **state)
     assert_true(ts_cons_enable(&c, &cfg.tc, -1) != 0);
     assert_true(ts_prod_wait_started(&p, 1, 5000));
     ts_cons_close(&c);
-    ts_pump(&e, 100);
+    assert_true(ts_pump_until(&e, prod_stopped, &p, 5000));
     assert_int_equal(p.n_stop, 1);
     assert_int_equal(p.stopped[0], p.inst[0]);
     ts_prod_close(&p);
@@ -288,7 +307,8 @@ static void test_flush_ack_and_timeout(void **state)
     /* acking a later flush clears every pending one for that producer */
     assert_int_equal(ts_raw_invoke(&e, &c.r, ++c.rid, 1, TS_C_FLUSH, &fr.base, 0, -1), 0);
     uint64_t frid = c.rid;
-    ts_pump(&e, 50);
+    struct prod_count qf = {&q, 2};
+    assert_true(ts_pump_until(&e, prod_flushes, &qf, 5000));
     assert_int_equal(q.n_flush, 2);
     Perfetto__Protos__CommitDataRequest ack = PERFETTO__PROTOS__COMMIT_DATA_REQUEST__INIT;
     ack.has_flush_request_id = 1;
@@ -540,10 +560,10 @@ static void test_start_trigger(void **state)
     tc.n_triggers = 1;
     tc.triggers = &trp;
     tc.has_trigger_timeout_ms = 1;
-    tc.trigger_timeout_ms = 5000;
+    tc.trigger_timeout_ms = 600000; /* no step below can reach it; the second part tests the timeout */
     cfg.tc.trigger_config = &tc;
     assert_true(ts_cons_enable(&c, &cfg.tc, -1) != 0);
-    ts_pump(&e, 100);
+    assert_true(ts_pump_until(&e, prod_set_up, &p, 5000));
     assert_int_equal(p.n_setup, 1);
     assert_int_equal(p.n_start, 0); /* waiting for the trigger */
     struct ts_trace t = {0};
@@ -659,7 +679,7 @@ static void test_deferred_start_and_change_config(void **state)
     cfg.tc.has_deferred_start = 1;
     cfg.tc.deferred_start = 1;
     assert_true(ts_cons_enable(&c, &cfg.tc, -1) != 0);
-    ts_pump(&e, 100);
+    assert_true(ts_pump_until(&e, prod_set_up, &p, 5000));
     assert_int_equal(p.n_setup, 1);
     assert_int_equal(p.n_start, 0);
     assert_int_equal(q.n_setup, 0); /* filtered out */
@@ -828,7 +848,7 @@ static void test_machine_filtering(void **state)
     ts_pump(&e, 50);
     assert_int_equal(remote.n_setup, 0);
     ts_cons_close(&c);
-    ts_pump(&e, 50);
+    assert_true(ts_wait_svc_count(&e, TS_SVC_SESSIONS, 0, 5000));
     /* trace_all_machines */
     assert_int_equal(ts_cons_connect(&e, &c), 0);
     cfg.tc.has_trace_all_machines = 1;
@@ -853,7 +873,7 @@ static void test_machine_filtering(void **state)
     assert_int_equal(seen, 1);
     perfetto__protos__tracing_service_state__free_unpacked(st, NULL);
     ts_cons_close(&c);
-    ts_pump(&e, 50);
+    assert_true(ts_wait_svc_count(&e, TS_SVC_SESSIONS, 0, 5000));
     /* machine_name_filter: only the guest */
     assert_int_equal(ts_cons_connect(&e, &c), 0);
     cfg.tc.has_trace_all_machines = 0;
@@ -900,7 +920,11 @@ static void test_periodic_flush_clear_and_stop_timeout(void **state)
     cfg.tc.data_source_stop_timeout_ms = 300;
     assert_true(ts_cons_enable(&c, &cfg.tc, -1) != 0);
     assert_true(ts_prod_wait_started(&a, 1, 2000));
-    ts_pump(&e, 450);
+    g_periodic_a = &a;
+    g_periodic_b = &b;
+    /* the periodic timers fire (at least twice each), however late the machine lets them */
+    assert_true(ts_pump_until(&e, periodic_seen, NULL, 5000));
+    g_periodic_a = g_periodic_b = NULL;
     assert_true(a.n_clear >= 2);
     assert_int_equal(b.n_clear, 0); /* does not handle it */
     assert_true(a.n_flush >= 2 && b.n_flush >= 2);
@@ -965,7 +989,7 @@ static void test_sequence_ids_per_session(void **state)
         assert_true((seqs[0] == 2 && seqs[1] == 3) || (seqs[0] == 3 && seqs[1] == 2));
         ts_trace_free(&t);
         ts_cons_close(&c);
-        ts_pump(&e, 20);
+        assert_true(ts_wait_svc_count(&e, TS_SVC_SESSIONS, 0, 5000));
     }
     ts_prod_close(&p);
     ts_env_free(&e);

@@ -7,6 +7,9 @@
 #include "tracegate/log.h"
 #include "tracegate/pbwire.h"
 
+#include "service/svc.h"
+#include "tg_test_util.h"
+
 #include "commit_data_request.pb-c.h"
 #include "data_source_config.pb-c.h"
 #include "ipc_frame.pb-c.h"
@@ -337,9 +340,47 @@ void ts_pump(struct ts_env *e, int ms)
     } while (now_ms() < end);
 }
 
+size_t ts_svc_count(struct ts_env *e, enum ts_svc_what what)
+{
+    size_t n = 0;
+    switch (what) {
+    case TS_SVC_PRODUCERS:
+        for (tg_svc_producer *p = e->svc->producers; p; p = p->next)
+            n++;
+        break;
+    case TS_SVC_CONSUMERS:
+        for (tg_svc_consumer *c = e->svc->consumers; c; c = c->next)
+            n++;
+        break;
+    case TS_SVC_SESSIONS:
+        for (tg_svc_session *s = e->svc->sessions; s; s = s->next)
+            n++;
+        break;
+    }
+    return n;
+}
+
+struct svc_count_wait {
+    struct ts_env *e;
+    enum ts_svc_what what;
+    size_t want;
+};
+
+static int svc_count_is(void *arg)
+{
+    struct svc_count_wait *w = arg;
+    return ts_svc_count(w->e, w->what) == w->want;
+}
+
+int ts_wait_svc_count(struct ts_env *e, enum ts_svc_what what, size_t want, int timeout_ms)
+{
+    struct svc_count_wait w = {e, what, want};
+    return ts_pump_until(e, svc_count_is, &w, timeout_ms);
+}
+
 int ts_pump_until(struct ts_env *e, int (*done)(void *), void *arg, int timeout_ms)
 {
-    uint64_t end = now_ms() + (uint64_t)timeout_ms;
+    uint64_t end = now_ms() + (uint64_t)tg_test_ms(timeout_ms);
     for (;;) {
         pump_once(e);
         if (done(arg))
@@ -352,7 +393,7 @@ int ts_pump_until(struct ts_env *e, int (*done)(void *), void *arg, int timeout_
 
 int ts_raw_wait(struct ts_env *e, struct ts_raw *r, uint64_t rid, struct ts_frame *out, int timeout_ms)
 {
-    uint64_t end = now_ms() + (uint64_t)timeout_ms;
+    uint64_t end = now_ms() + (uint64_t)tg_test_ms(timeout_ms);
     for (;;) {
         raw_poll(r);
         if (raw_take_matching(r, rid, out))
@@ -369,7 +410,7 @@ int ts_raw_wait(struct ts_env *e, struct ts_raw *r, uint64_t rid, struct ts_fram
 int ts_raw_send(struct ts_env *e, struct ts_raw *r, const void *data, size_t len, int fd)
 {
     const uint8_t *p = data;
-    uint64_t end = now_ms() + 10000;
+    uint64_t end = now_ms() + (uint64_t)tg_test_ms(10000);
     while (len > 0) {
         struct iovec iov = {(void *)p, len};
         struct msghdr msg;

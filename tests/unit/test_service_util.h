@@ -88,10 +88,18 @@ int ts_raw_take(struct ts_raw *r, uint64_t rid, struct ts_frame *out);
 size_t ts_raw_count(const struct ts_raw *r, uint64_t rid);
 
 /* Runs the service loop for about ms milliseconds, polling open peers and
- * running scripted producers. */
+ * running scripted producers. Only for showing that something does NOT happen:
+ * to wait for something, use ts_pump_until. */
 void ts_pump(struct ts_env *e, int ms);
-/* Pumps until done(arg) or timeout. Returns 1 if done. */
+/* Pumps until done(arg); timeout_ms (scaled by tg_test_ms) is only the safety net.
+ * Returns 1 if done. (Every timeout_ms of this file is such a scaled safety net.) */
 int ts_pump_until(struct ts_env *e, int (*done)(void *), void *arg, int timeout_ms);
+
+/* What the service holds right now (read from its internals). */
+enum ts_svc_what { TS_SVC_PRODUCERS, TS_SVC_CONSUMERS, TS_SVC_SESSIONS };
+size_t ts_svc_count(struct ts_env *e, enum ts_svc_what what);
+/* Pumps until ts_svc_count(e, what) == want. Returns 1 if it got there. */
+int ts_wait_svc_count(struct ts_env *e, enum ts_svc_what what, size_t want, int timeout_ms);
 
 /* ------------------------------------------------------------ producers */
 

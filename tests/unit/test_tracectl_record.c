@@ -53,8 +53,10 @@ struct fake {
     pid_t child;
     int child_done, child_status;
     struct event *reaper;
-    int sigint_after_ms; /* > 0: send SIGINT this long after EnableTracing */
-    struct event *sigint_timer;
+    /* > 0: send SIGINT when this GetTraceStats call (progress poll) arrives; by the third,
+     * tracectl has read the first reply (it sent two more polls since) and printed its line */
+    int sigint_at_stats;
+    int stats_calls;
 };
 
 static struct fake F;
@@ -83,15 +85,6 @@ static void end_timer_cb(evutil_socket_t fd, short what, void *arg)
     (void)what;
     (void)arg;
     finish_enable(NULL);
-}
-
-static void sigint_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    (void)arg;
-    if (F.child > 0 && !F.child_done)
-        kill(F.child, SIGINT);
 }
 
 static void m_enable(tg_ipc_call *call, const ProtobufCMessage *req, void *svc, void *ps)
@@ -124,10 +117,6 @@ static void m_enable(tg_ipc_call *call, const ProtobufCMessage *req, void *svc, 
         uint32_t ms = r->trace_config->duration_ms;
         struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
         evtimer_add(F.end_timer, &tv);
-    }
-    if (F.sigint_after_ms > 0) {
-        struct timeval tv = {F.sigint_after_ms / 1000, (F.sigint_after_ms % 1000) * 1000};
-        evtimer_add(F.sigint_timer, &tv);
     }
 }
 
@@ -249,6 +238,8 @@ static void m_stats(tg_ipc_call *call, const ProtobufCMessage *req, void *svc, v
     Perfetto__Protos__GetTraceStatsResponse r = PERFETTO__PROTOS__GET_TRACE_STATS_RESPONSE__INIT;
     r.trace_stats = &ts;
     tg_ipc_call_reply(call, &r.base, 0, -1);
+    if (F.sigint_at_stats > 0 && ++F.stats_calls == F.sigint_at_stats && F.child > 0 && !F.child_done)
+        kill(F.child, SIGINT);
 }
 
 static void m_unimpl(tg_ipc_call *call, const ProtobufCMessage *req, void *svc, void *ps)
@@ -334,7 +325,6 @@ static int setup(void **state)
     char err[256];
     assert_int_equal(tg_ipc_host_listen(F.host, F.sock, 0600, err, sizeof err), 0);
     F.end_timer = evtimer_new(F.base, end_timer_cb, NULL);
-    F.sigint_timer = evtimer_new(F.base, sigint_cb, NULL);
     F.reaper = event_new(F.base, -1, EV_PERSIST, reaper_cb, NULL);
     struct timeval tv = {0, 20000};
     event_add(F.reaper, &tv);
@@ -359,7 +349,6 @@ static int teardown(void **state)
         waitpid(F.child, NULL, 0);
     }
     event_free(F.end_timer);
-    event_free(F.sigint_timer);
     event_free(F.reaper);
     tg_ipc_host_free(F.host);
     event_base_free(F.base);
@@ -407,7 +396,7 @@ static int run_tracectl(const char *const *args)
         execv(argv[0], (char *const *)argv);
         _exit(127);
     }
-    if (!tg_test_run_until(F.base, child_done, NULL, 40000)) {
+    if (!tg_test_run_until(F.base, child_done, NULL, 40000)) { /* a scaled safety net */
         kill(F.child, SIGKILL);
         waitpid(F.child, NULL, 0);
         F.child_done = 1;
@@ -650,7 +639,7 @@ static void test_record_ctrl_c(void **state)
     (void)state;
     NEED_TRACECTL();
     F.mode = END_BY_DISABLE;
-    F.sigint_after_ms = 2500;
+    F.sigint_at_stats = 3;
     char url[200];
     snprintf(url, sizeof url, "unix:%s", F.sock);
     const char *args[] = {"record", url, NULL};

@@ -1,5 +1,6 @@
 /* test_ws_rawclient.c: minimal blocking HTTP/WebSocket client for the WebSocket tests (see test_ws_rawclient.h). */
 #include "test_ws_rawclient.h"
+#include "tg_test_util.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -55,9 +56,11 @@ static int send_all(int fd, const void *p, size_t n)
     return 0;
 }
 
+/* timeout_ms is a safety net: scaled by tg_test_ms */
 static int wait_in(int fd, int timeout_ms)
 {
     struct pollfd p = {.fd = fd, .events = POLLIN};
+    timeout_ms = tg_test_ms(timeout_ms);
     int r;
     do
         r = poll(&p, 1, timeout_ms);

@@ -3,7 +3,8 @@
  * - finding ../shared (getenv("TG_SHARED_DIR"), else the compile-time TG_SHARED_DIR);
  * - loading the interop recordings (records: u8 dir, u8 nfds, u32 LE len, bytes) and
  *   reassembling each direction's byte stream;
- * - a deterministic PRNG, a free TCP port, and a "run the loop until" helper.
+ * - a deterministic PRNG, a free TCP port, and a "run the loop until" helper;
+ * - safety-net deadlines scaled by TG_TEST_TIMEOUT_SCALE (tg_test_ms).
  *
  * Use it by adding tests/unit/tg_test_util.c to a test's _SOURCES and including
  * "tg_test_util.h" (the directory of the including file is searched first).
@@ -65,9 +66,21 @@ size_t tg_test_rand_range(uint64_t *state, size_t lo, size_t hi);
 /* A TCP port on 127.0.0.1 that was free a moment ago (0 on failure). */
 int tg_test_free_tcp_port(void);
 
-/* Runs base until done(arg) returns non-zero or timeout_ms elapses.
- * Returns 1 if done, 0 on timeout. done may be NULL: then it just runs for
- * timeout_ms (useful to prove that something does NOT happen). */
+/* Safety nets. A test waits for the event it needs; its deadline only stops a test that would
+ * otherwise hang, so it must be long enough never to decide the outcome on a loaded machine.
+ * tg_test_timeout_scale() is $TG_TEST_TIMEOUT_SCALE (a positive number; default
+ * TG_TEST_DEFAULT_TIMEOUT_SCALE, enough for a busy 2-core box running sanitizer builds);
+ * tg_test_ms(ms) is ms times that scale. Use it for every deadline given to poll(), a wait loop
+ * or a product timer that must NOT fire while the test does its work. */
+#define TG_TEST_DEFAULT_TIMEOUT_SCALE 4.0
+double tg_test_timeout_scale(void);
+int tg_test_ms(int ms);
+
+/* Runs base until done(arg) returns non-zero; timeout_ms (scaled by tg_test_ms) is only the
+ * safety net. Returns 1 if done, 0 on timeout (done is checked once more after the deadline, so
+ * an event that lands together with the deadline still counts).
+ * done may be NULL: then it runs for exactly timeout_ms (not scaled), for a test that shows
+ * something does NOT happen. Never use a NULL window to wait for something that should happen. */
 int tg_test_run_until(struct event_base *base, int (*done)(void *arg), void *arg, int timeout_ms);
 
 /* Number of open file descriptors of this process (for fd-leak checks), -1 on error. */
