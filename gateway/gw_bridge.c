@@ -614,16 +614,15 @@ int tg_gw_bridge_init(struct tg_gw *gw) { return tg_gw_register_local_service(gw
 
 /* ------------------------------------------------------------ client frames */
 
-static int msg_members(const uint8_t *body, size_t len)
+/* Metric label of a strict-scan refusal. */
+static const char *scan_label(int rc)
 {
-    struct tg_pb_reader r;
-    struct tg_pb_field f;
-    int n = 0;
-    tg_pb_reader_init(&r, body, len);
-    while (tg_pb_next(&r, &f) == 1)
-        if (f.number >= TG_MSG_BIND_SERVICE && f.number <= TG_MSG_SET_PEER_IDENTITY)
-            n++;
-    return n;
+    switch (rc) {
+    case TG_SCAN_AMBIGUOUS: return "ambiguous";
+    case TG_SCAN_WIRE_TYPE: return "wire_type";
+    case TG_SCAN_UNKNOWN_FIELD: return "unknown_field";
+    default: return "undecodable";
+    }
 }
 
 static void handle_bind(struct tg_gw_session *s, const uint8_t *body, size_t len, const struct tg_frame_info *fi,
@@ -777,14 +776,17 @@ static void on_down_frame(tg_conn *c, const uint8_t *body, size_t len, void *arg
         event_add(s->rate_ev, &tv);
         apply_pause(s);
     }
+    /* Strict and closed: the frame is forwarded only if the service cannot read it differently
+     * (a repeated field, a scalar in another wire type, a second `msg` member or a field the
+     * gateway does not know would each let the client show the ACL one frame and the service
+     * another). */
     struct tg_frame_info fi;
     const char *bad = NULL, *label = NULL;
-    if (tg_frame_scan(body, len, &fi) != 0) {
-        label = "undecodable";
-        bad = "undecodable IPC frame";
-    } else if (msg_members(body, len) > 1) {
-        label = "ambiguous";
-        bad = "IPC frame with more than one message";
+    char why[200];
+    int src = tg_frame_scan_ex(body, len, &fi, TG_SCAN_CLOSED, why, sizeof why);
+    if (src != 0) {
+        label = scan_label(src);
+        bad = why;
     } else if (fi.request_id & TG_GW_PRIVATE_REQUEST_ID) {
         label = "reserved_request_id";
         bad = "request id in the gateway's reserved range";
@@ -829,17 +831,38 @@ static void on_down_frame(tg_conn *c, const uint8_t *body, size_t len, void *arg
 
 /* ------------------------------------------------------------ upstream frames */
 
+/* Every method entry a Perfetto client would register (non-zero id, non-empty name). */
+struct raw_method {
+    uint32_t id;
+    const char *name; /* points into the frame */
+    size_t len;
+};
+
 struct bind_parse {
-    struct method_ent *m;
+    struct method_ent *m; /* the usable entries */
     size_t n;
+    struct raw_method *raw;
+    size_t n_raw, cap_raw;
     int oom;
 };
 
 static void bind_method_cb(void *arg, uint32_t id, const char *name, size_t name_len)
 {
     struct bind_parse *bp = arg;
-    if (bp->oom || id == 0 || name_len == 0 || name_len >= NAME_LEN || memchr(name, '\0', name_len) ||
-        bp->n >= MAX_METHODS)
+    if (bp->oom || id == 0 || name_len == 0)
+        return; /* clients ignore these entries too */
+    if (bp->n_raw == bp->cap_raw) {
+        size_t cap = bp->cap_raw ? bp->cap_raw * 2 : 32;
+        struct raw_method *nr = realloc(bp->raw, cap * sizeof *nr);
+        if (!nr) {
+            bp->oom = 1;
+            return;
+        }
+        bp->raw = nr;
+        bp->cap_raw = cap;
+    }
+    bp->raw[bp->n_raw++] = (struct raw_method){id, name, name_len};
+    if (name_len >= NAME_LEN || memchr(name, '\0', name_len) || bp->n >= MAX_METHODS)
         return; /* unusable entries are left out: calls to them are refused */
     struct method_ent *nm = realloc(bp->m, (bp->n + 1) * sizeof *nm);
     if (!nm) {
@@ -853,6 +876,43 @@ static void bind_method_cb(void *arg, uint32_t id, const char *name, size_t name
     bp->n++;
 }
 
+static int raw_by_id(const void *a, const void *b)
+{
+    const struct raw_method *x = a, *y = b;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static int raw_by_name(const void *a, const void *b)
+{
+    const struct raw_method *x = a, *y = b;
+    if (x->len != y->len)
+        return x->len < y->len ? -1 : 1;
+    return memcmp(x->name, y->name, x->len);
+}
+
+/* The ACL maps a call's method id to a name; the client maps names to ids (the last entry
+ * wins). A table listing an id or a name twice could make the gateway allow a call by one
+ * name that the service runs as another: refused. Returns 0, or -1 with why filled. */
+static int methods_unique(struct raw_method *raw, size_t n, char *why, size_t whylen)
+{
+    if (n < 2)
+        return 0;
+    qsort(raw, n, sizeof *raw, raw_by_id);
+    for (size_t i = 1; i < n; i++)
+        if (raw[i].id == raw[i - 1].id) {
+            snprintf(why, whylen, "the service's method table lists method id %u twice", raw[i].id);
+            return -1;
+        }
+    qsort(raw, n, sizeof *raw, raw_by_name);
+    for (size_t i = 1; i < n; i++)
+        if (raw_by_name(&raw[i], &raw[i - 1]) == 0) {
+            snprintf(why, whylen, "the service's method table lists method '%.*s' twice",
+                     (int)(raw[i].len < 64 ? raw[i].len : 64), raw[i].name);
+            return -1;
+        }
+    return 0;
+}
+
 /* BindServiceReply: learn the service's method table. Returns 0, or -1 if
  * the session had to be closed. */
 static int learn_bind(struct tg_gw_session *s, const struct tg_frame_info *fi)
@@ -864,12 +924,23 @@ static int learn_bind(struct tg_gw_session *s, const struct tg_frame_info *fi)
     remove_bind(s, (size_t)bi);
     int success = 0;
     uint32_t sid = 0;
-    struct bind_parse bp = {NULL, 0, 0};
+    struct bind_parse bp = {NULL, 0, NULL, 0, 0, 0};
     if (tg_ipc_parse_bind_reply(fi->msg_data, fi->msg_len, &success, &sid, bind_method_cb, &bp) != 0)
         success = 0;
+    const char *label = NULL;
+    char why[160];
     if (success && sid >= TG_GW_LOCAL_SERVICE_ID_BASE) {
+        label = "upstream_service_id";
+        snprintf(why, sizeof why, "upstream service id collides with the gateway's");
+    } else if (success && !bp.oom && methods_unique(bp.raw, bp.n_raw, why, sizeof why) != 0) {
+        label = "upstream_methods";
+    }
+    free(bp.raw);
+    if (label) {
         free(bp.m);
-        violation(s, "upstream_service_id", "upstream service id collides with the gateway's");
+        if (pb.private_ && pb.cb)
+            pb.cb(s, 0, 0, pb.arg);
+        violation(s, label, why);
         return -1;
     }
     if (success && sid && !bp.oom) {
@@ -922,34 +993,44 @@ static void on_up_frame(tg_conn *c, const uint8_t *body, size_t len, void *arg)
     }
     struct tg_frame_info fi;
     const char *svc = NULL, *method = NULL;
-    int scanned = tg_frame_scan(body, len, &fi) == 0;
-    if (scanned) {
-        if (fi.request_id & TG_GW_PRIVATE_REQUEST_ID) {
+    char why[200];
+    int src = tg_frame_scan_ex(body, len, &fi, TG_SCAN_STRICT, why, sizeof why);
+    if (src != 0) {
+        /* The gateway routes replies by request id and learns method names from them: a frame it
+         * might read differently from the client is not forwarded (no real service sends one). */
+        if (fd >= 0)
+            close(fd);
+        tg_gw_metrics_frame_rejected(s->gw->metrics, "upstream_frame");
+        tg_warn(LOG, "session %llu: the service sent a frame the gateway refuses (%s); closing the session",
+                (unsigned long long)s->id, why);
+        tg_gw_session_close(s, "the service sent a frame the gateway refuses", 0);
+        return;
+    }
+    if (fi.request_id & TG_GW_PRIVATE_REQUEST_ID) {
+        if (fd >= 0)
+            close(fd);
+        route_private(s, &fi);
+        return;
+    }
+    if (fi.msg == TG_MSG_BIND_SERVICE_REPLY) {
+        if (learn_bind(s, &fi) != 0) {
             if (fd >= 0)
                 close(fd);
-            route_private(s, &fi);
             return;
         }
-        if (fi.msg == TG_MSG_BIND_SERVICE_REPLY) {
-            if (learn_bind(s, &fi) != 0) {
-                if (fd >= 0)
-                    close(fd);
-                return;
-            }
-        } else if (fi.msg == TG_MSG_INVOKE_METHOD_REPLY || fi.msg == TG_MSG_REQUEST_ERROR) {
-            ssize_t ci = find_call(s, fi.request_id);
-            if (ci >= 0) {
-                struct pending_call *pc = &s->calls[ci];
-                tg_gw_metrics_method_names(s->gw->metrics, pc->metric, &svc, &method);
-                if (fi.msg == TG_MSG_REQUEST_ERROR || !fi.has_more) {
-                    int ok = fi.msg == TG_MSG_INVOKE_METHOD_REPLY && fi.success;
-                    tg_gw_metrics_rpc_done(s->gw->metrics, pc->metric, tg_gw_now_us() - pc->start_us, ok);
-                    remove_call(s, (size_t)ci);
-                }
+    } else if (fi.msg == TG_MSG_INVOKE_METHOD_REPLY || fi.msg == TG_MSG_REQUEST_ERROR) {
+        ssize_t ci = find_call(s, fi.request_id);
+        if (ci >= 0) {
+            struct pending_call *pc = &s->calls[ci];
+            tg_gw_metrics_method_names(s->gw->metrics, pc->metric, &svc, &method);
+            if (fi.msg == TG_MSG_REQUEST_ERROR || !fi.has_more) {
+                int ok = fi.msg == TG_MSG_INVOKE_METHOD_REPLY && fi.success;
+                tg_gw_metrics_rpc_done(s->gw->metrics, pc->metric, tg_gw_now_us() - pc->start_us, ok);
+                remove_call(s, (size_t)ci);
             }
         }
     }
-    if (s->n_filt && scanned) {
+    if (s->n_filt) {
         struct tg_gw_frame f = {body, len, &fi, svc, method, fd, NULL};
         enum tg_gw_verdict v = run_up_filters(s, &f);
         fd = f.fd;

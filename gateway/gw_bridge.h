@@ -3,15 +3,19 @@
  * into, and gateway-local services.
  *
  * What the bridge does with each frame (see docs/gateway.md):
- *  client -> upstream: rate limit; scan (undecodable, ambiguous or
- *    reply-type frames and reserved request ids close the client);
+ *  client -> upstream: rate limit; strict, closed scan (undecodable
+ *    frames, repeated or re-typed routing fields, two `msg` members,
+ *    unknown envelope fields, reply-type frames and reserved request ids
+ *    close the client);
  *    SetPeerIdentity is dropped; until the client has roles only
  *    TracegateAuth may be bound/called; gateway-local services are answered
  *    here; BindService and InvokeMethod are checked against the role ACL by
  *    name (a denied call gets InvokeMethodReply{success:false} from the
  *    gateway, the connection stays open); then the filters run; then the
  *    frame is forwarded byte for byte (with its fd, if any).
- *  upstream -> client: replies to the gateway's own calls are routed to
+ *  upstream -> client: strict scan (a frame the gateway might read
+ *    differently from the client closes the session, as does a method
+ *    table listing an id or a name twice); replies to the gateway's own calls are routed to
  *    their callbacks; BindServiceReply teaches the session the method names;
  *    final replies end the latency measurement; then the filters run (in
  *    reverse order); then the frame is forwarded.

@@ -670,6 +670,25 @@ static int readable(const char *path, char *err, size_t errlen, const char *what
     return 0;
 }
 
+/* --X-socket-mode given for a socket list holding an abstract name (@name, unix:@name): the mode
+ * cannot apply there, and silently ignoring it would leave the operator believing the socket is
+ * restricted. Returns 0 or -1 with a message. */
+static int socket_mode_unused(const char *list, const char *which, char *err, size_t errlen)
+{
+    for (const char *p = list; p && *p;) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        size_t n = strcspn(p, ",");
+        if (n && (p[0] == '@' || (n > 5 && strncmp(p, "unix:@", 6) == 0)))
+            return tg_errf(err, errlen,
+                           "%s-socket-mode has no effect on the abstract socket %.*s: anyone who shares the network "
+                           "namespace can connect; use a socket path",
+                           which, (int)(n < 200 ? n : 200), p);
+        p += n;
+    }
+    return 0;
+}
+
 int tg_gw_config_validate(struct tg_gw_config *c, char *err, size_t errlen)
 {
     char e2[400];
@@ -686,6 +705,10 @@ int tg_gw_config_validate(struct tg_gw_config *c, char *err, size_t errlen)
         n_tokens = tg_gw_tokens_count(t);
         tg_gw_tokens_free(t);
     }
+    if (c->producer_mode && socket_mode_unused(c->producer_socks, "producer", err, errlen) != 0)
+        return -1;
+    if (c->consumer_mode && socket_mode_unused(c->consumer_socks, "consumer", err, errlen) != 0)
+        return -1;
     struct tg_addr a;
     if (c->upstream_consumer && tg_addr_parse(c->upstream_consumer, &a, e2, sizeof e2) != 0)
         return tg_errf(err, errlen, "upstream-consumer: %s", e2);
@@ -709,6 +732,11 @@ int tg_gw_config_validate(struct tg_gw_config *c, char *err, size_t errlen)
             return tg_errf(err, errlen, "listener %s: %s", l->text, e2);
         if ((l->kind == TG_GW_L_UNIX) != (l->addr.family == AF_UNIX))
             return tg_errf(err, errlen, "listener %s: the address does not match the scheme", l->text);
+        if (l->mode && l->addr.family == AF_UNIX && l->addr.text[0] == '@')
+            return tg_errf(err, errlen,
+                           "listener %s: mode= has no effect on an abstract socket (%s): anyone who shares the "
+                           "network namespace can connect; use a socket path (unix:/path?mode=...)",
+                           l->text, l->addr.text);
         l->loopback = tg_addr_is_loopback(&l->addr);
         size_t tl = strlen(l->addr.text);
         int ephemeral = l->kind != TG_GW_L_UNIX && tl > 2 && strcmp(l->addr.text + tl - 2, ":0") == 0;

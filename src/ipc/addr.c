@@ -1,6 +1,7 @@
 /* addr.c: parse, listen on and connect to Perfetto-style socket addresses (see tracegate/addr.h). */
 #include "tracegate/addr.h"
 #include "tracegate/errbuf.h"
+#include "tracegate/log.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -151,26 +152,65 @@ int tg_addr_is_live(const struct tg_addr *a)
     return live;
 }
 
-int tg_addr_listen(const struct tg_addr *a, int backlog, unsigned mode)
+/* Closes fd (and removes the socket file it created) keeping errno. */
+static int listen_fail(int fd, const char *created_path)
 {
-    if (is_fs_unix(a)) {
-        const struct sockaddr_un *sun = (const struct sockaddr_un *)&a->ss;
+    int e = errno;
+    if (created_path)
+        unlink(created_path);
+    close(fd);
+    errno = e;
+    return -1;
+}
+
+/* Gives the socket file at path exactly `mode` before anyone can connect (the caller has not
+ * called listen() yet: until then a connect is refused whatever the file's mode). The file was
+ * created from the socket's own mode set before bind, minus the umask, so it was never broader
+ * than `mode`; only bits the umask removed are added here. fchmodat(AT_SYMLINK_NOFOLLOW) so a
+ * symlink swapped in by someone who can write the directory is not followed. */
+static int set_socket_file_mode(const char *path, unsigned mode, char *err, size_t errlen)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return tg_errf(err, errlen, "cannot check the mode of %s: %s", path, strerror(errno));
+    if (!S_ISSOCK(st.st_mode)) {
+        errno = EEXIST;
+        return tg_errf(err, errlen, "%s is no longer the socket just bound", path);
+    }
+    if ((st.st_mode & 07777) == (mode_t)mode)
+        return 0;
+    if (fchmodat(AT_FDCWD, path, (mode_t)mode, AT_SYMLINK_NOFOLLOW) != 0) {
+        int e = errno;
+        tg_errf(err, errlen, "cannot set mode %04o on %s: %s%s", mode, path, strerror(e),
+                e == EOPNOTSUPP ? " (needs /proc, or a umask that keeps these bits)" : "");
+        errno = e;
+        return -1;
+    }
+    return 0;
+}
+
+int tg_addr_listen_err(const struct tg_addr *a, int backlog, unsigned mode, char *err, size_t errlen)
+{
+    const struct sockaddr_un *sun = (const struct sockaddr_un *)&a->ss;
+    int fs_unix = is_fs_unix(a);
+    mode &= 07777;
+    if (fs_unix) {
         struct stat st;
         if (lstat(sun->sun_path, &st) == 0) {
             if (!S_ISSOCK(st.st_mode)) {
                 errno = EEXIST;
-                return -1;
+                return tg_errf(err, errlen, "%s exists and is not a socket", a->text);
             }
             if (tg_addr_is_live(a)) {
                 errno = EADDRINUSE;
-                return -1;
+                return tg_errf(err, errlen, "%s: a live socket is already there", a->text);
             }
             unlink(sun->sun_path);
         }
     }
     int fd = new_socket(a->family);
     if (fd < 0)
-        return -1;
+        return tg_errf(err, errlen, "cannot create a socket for %s: %s", a->text, strerror(errno));
     if (a->family != AF_UNIX) {
         int one = 1;
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -179,15 +219,33 @@ int tg_addr_listen(const struct tg_addr *a, int backlog, unsigned mode)
             setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
         }
     }
-    if (bind(fd, (const struct sockaddr *)&a->ss, a->len) != 0 || listen(fd, backlog) != 0) {
-        int e = errno;
-        close(fd);
-        errno = e;
-        return -1;
+    /* Linux creates a UNIX socket's file with the socket's own mode minus the umask: set it
+     * first, so the file is never broader than `mode`, not even between bind and chmod. */
+    if (fs_unix && mode && fchmod(fd, (mode_t)mode) != 0) {
+        tg_errf(err, errlen, "cannot set mode %04o on the socket for %s: %s", mode, a->text, strerror(errno));
+        return listen_fail(fd, NULL);
     }
-    if (is_fs_unix(a) && mode) {
-        const struct sockaddr_un *sun = (const struct sockaddr_un *)&a->ss;
-        chmod(sun->sun_path, (mode_t)mode);
+    if (bind(fd, (const struct sockaddr *)&a->ss, a->len) != 0) {
+        tg_errf(err, errlen, "cannot bind %s: %s", a->text, strerror(errno));
+        return listen_fail(fd, NULL);
+    }
+    if (fs_unix && mode && set_socket_file_mode(sun->sun_path, mode, err, errlen) != 0)
+        return listen_fail(fd, sun->sun_path);
+    if (listen(fd, backlog) != 0) {
+        tg_errf(err, errlen, "cannot listen on %s: %s", a->text, strerror(errno));
+        return listen_fail(fd, fs_unix ? sun->sun_path : NULL);
+    }
+    return fd;
+}
+
+int tg_addr_listen(const struct tg_addr *a, int backlog, unsigned mode)
+{
+    char err[600];
+    int fd = tg_addr_listen_err(a, backlog, mode, err, sizeof err);
+    if (fd < 0 && errno != EADDRINUSE) {
+        int e = errno;
+        tg_error("addr", "%s", err); /* callers only see errno: say which step failed */
+        errno = e;
     }
     return fd;
 }

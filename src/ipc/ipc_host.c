@@ -454,10 +454,13 @@ int tg_ipc_host_listen(tg_ipc_host *h, const char *addr, unsigned mode, char *er
     struct tg_addr a;
     if (tg_addr_parse(addr, &a, err, errlen) != 0)
         return -1;
-    int fd = tg_addr_listen(&a, SOMAXCONN, mode); /* bursts of clients must not be refused */
+    char e2[600];
+    int fd = tg_addr_listen_err(&a, SOMAXCONN, mode, e2, sizeof e2); /* bursts of clients must not be refused */
     if (fd < 0) {
-        snprintf(err, errlen, "cannot listen on %s: %s", a.text,
-                 errno == EADDRINUSE ? "address in use (is another service running there?)" : strerror(errno));
+        if (errno == EADDRINUSE)
+            snprintf(err, errlen, "cannot listen on %s: address in use (is another service running there?)", a.text);
+        else
+            snprintf(err, errlen, "%s", e2);
         return -1;
     }
     struct listener *l = calloc(1, sizeof *l);

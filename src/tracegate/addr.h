@@ -29,8 +29,17 @@ int tg_addr_is_loopback(const struct tg_addr *a);
 
 /* Creates a non-blocking, close-on-exec listening socket. For filesystem
  * UNIX paths a stale socket file is removed first (a live one is refused:
- * returns -1 with errno EADDRINUSE) and the file gets `mode` (0 = leave). */
+ * returns -1 with errno EADDRINUSE) and the file gets `mode` (0 = leave it
+ * to the umask) before the socket listens: it is created no broader than
+ * `mode` (the socket's mode is set before bind; Linux applies it, minus the
+ * umask, to the new file) and set to exactly `mode` (no symlink followed)
+ * before listen(), so nobody can connect under a broader mode. Failing to
+ * set the mode fails the call (the file is removed). `mode` has no effect
+ * on abstract names (@name): nothing restricts who connects to those.
+ * tg_addr_listen logs the reason of a failure other than EADDRINUSE;
+ * tg_addr_listen_err writes it to err instead. Both set errno. */
 int tg_addr_listen(const struct tg_addr *a, int backlog, unsigned mode);
+int tg_addr_listen_err(const struct tg_addr *a, int backlog, unsigned mode, char *err, size_t errlen);
 
 /* True if something accepts connections at a (used to avoid stealing a
  * running traced's sockets). */

@@ -6,7 +6,9 @@
  *    headers as a fatal error (the connection must be closed);
  *  - a light scanner that reads the few IPCFrame fields the gateway needs
  *    (request id, which `msg` member is set, service/method ids, has_more,
- *    success, drop_reply, the args/reply payload) without a full decode.
+ *    success, drop_reply, the args/reply payload) without a full decode,
+ *    leniently (the IPC host) or strictly (the gateway, which must never
+ *    read a frame differently from the service it forwards it to).
  *
  * Threading: functions are reentrant; an evbuffer must only be used by one
  * thread at a time (libevent's rules). */
@@ -90,8 +92,47 @@ struct tg_frame_info {
     size_t service_name_len;
 };
 
-/* Scans an IPCFrame body. Returns 0, or -1 if it is not valid protobuf (a
- * frame Perfetto's parser would drop). Pointers point into `body`. */
+/* Scans an IPCFrame body leniently, as the IPC host reads frames: the last
+ * occurrence of a field wins, scalars are read from varints only, unknown
+ * fields are skipped. Returns 0, or -1 if it is not valid protobuf (a frame
+ * Perfetto's parser would drop). Pointers point into `body`. */
 int tg_frame_scan(const uint8_t *body, size_t len, struct tg_frame_info *info);
+
+/* ---- strict scanning (the gateway's bridge) ----
+ * Perfetto's decoder reads a scalar field from a varint, fixed32 or fixed64
+ * alike and keeps its last occurrence; a oneof's members are independent
+ * fields to it (the host dispatches BindService before InvokeMethod). A
+ * relay that decides on a frame (ACL by method, private request ids) must
+ * read the frame exactly as the service will, so strict scanning refuses
+ * every frame on which readers could disagree:
+ *  TG_SCAN_STRICT: request_id, the `msg` members and, inside the member,
+ *    BindService.service_name, InvokeMethod.{service_id, method_id,
+ *    args_proto, drop_reply}, InvokeMethodReply.{success, has_more,
+ *    reply_proto}, BindServiceReply.{success, service_id} and each
+ *    MethodInfo.{id, name}, RequestError.error appear at most once and with
+ *    their declared wire type; at most one `msg` member is set; malformed
+ *    member bytes are refused (Perfetto would half-parse them).
+ *  TG_SCAN_CLOSED (implies STRICT; client -> service frames): unknown
+ *    fields in IPCFrame, BindService and InvokeMethod are refused, so
+ *    nothing the gateway did not read is forwarded.
+ * Unknown fields in replies are allowed (a newer service may add some).
+ * On a frame strict scanning accepts, the fields read are the ones Perfetto
+ * reads (tests/fuzz/fuzz_frame_scan_diff.c checks this against a reference
+ * decoder). */
+#define TG_SCAN_STRICT 1u
+#define TG_SCAN_CLOSED 2u
+
+enum tg_frame_scan_error {
+    TG_SCAN_MALFORMED = -1,     /* not valid protobuf */
+    TG_SCAN_AMBIGUOUS = -2,     /* a field repeats, or two `msg` members are set */
+    TG_SCAN_WIRE_TYPE = -3,     /* a field with a wire type other than its declared one */
+    TG_SCAN_UNKNOWN_FIELD = -4, /* TG_SCAN_CLOSED: a field the envelope does not declare */
+};
+
+/* tg_frame_scan with `flags` (0 = lenient). Returns 0 or a tg_frame_scan_error;
+ * on error `why` (may be NULL) gets a one-line reason naming the field (no
+ * bytes of the frame are copied into it). */
+int tg_frame_scan_ex(const uint8_t *body, size_t len, struct tg_frame_info *info, unsigned flags, char *why,
+                     size_t whylen);
 
 #endif

@@ -1,6 +1,12 @@
 /* log.h: leveled, structured logging for libtracegate and its programs.
  *
  * Output goes to stderr (text or one JSON object per line) or to syslog.
+ * Every message is escaped by the logger, so each call is exactly one line
+ * whatever its arguments hold: control characters (C0, DEL, C1), U+2028/9,
+ * backslashes and bytes that are not UTF-8 come out as \n, \x1b, \u009b,
+ * \\ ... (JSON: valid JSON escapes; a stray byte as the text \xNN).
+ * Callers may pass client-chosen strings (names, paths, certificate
+ * subjects) as they are.
  * Thread-safety: every function may be called from any thread; each line is
  * written with a single write(2) so lines from different threads never mix.
  * Never pass secrets (tokens, keys) to these functions. */

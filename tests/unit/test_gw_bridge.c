@@ -3,7 +3,8 @@
  * tg_ipc_client / raw-socket clients. Covers relaying and metrics, the observer ACL (a refused
  * call answered by the gateway, connection kept), bind refusal, in-band token authentication
  * (required, wrong, right, timeout), protocol violations (reply-type frames, oversize, garbage,
- * ambiguous frames, reserved request ids, SetPeerIdentity dropped), fd passing through a UNIX
+ * ambiguous frames, reserved request ids, SetPeerIdentity dropped), parser-differential attacks in
+ * both directions (frames the service would read differently from the gateway), fd passing through a UNIX
  * listener, the slow-client cut (others unaffected), the message-rate limit, an unreachable
  * upstream, and the filter / local-service hooks (consume, private upstream calls, detach and
  * transfer of a client to a detached session). */
@@ -37,6 +38,7 @@
 #include "tracegate/ipc_host.h"
 #include "tracegate/ipc_wire.h"
 #include "tracegate/log.h"
+#include "tracegate/pbwire.h"
 #include "tracegate_gateway.pb-c.h"
 
 #include "tg_test_util.h"
@@ -613,6 +615,333 @@ static void test_protocol_violations(void **state)
     stop();
 }
 
+/* ------------------------------------------------------------ parser differentials */
+
+struct rx {
+    int fd, eof;
+    uint8_t buf[8192];
+    size_t n;
+};
+
+static size_t rx_len(const struct rx *r)
+{
+    return (size_t)r->buf[0] | (size_t)r->buf[1] << 8 | (size_t)r->buf[2] << 16 | (size_t)r->buf[3] << 24;
+}
+
+/* Done when one whole frame is buffered, or the peer closed. */
+static int rx_frame(void *arg)
+{
+    struct rx *r = arg;
+    for (;;) {
+        if (r->n >= 4 && r->n >= 4 + rx_len(r))
+            return 1;
+        ssize_t k = recv(r->fd, r->buf + r->n, sizeof r->buf - r->n, MSG_DONTWAIT);
+        if (k > 0) {
+            r->n += (size_t)k;
+            continue;
+        }
+        if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            r->eof = 1;
+            return 1;
+        }
+        return 0;
+    }
+}
+
+/* Receives the next frame on fd (one frame at a time: peers here never send two unasked) and scans it. */
+static void raw_recv_frame(int fd, struct rx *r, struct tg_frame_info *fi)
+{
+    r->fd = fd;
+    r->n = 0;
+    r->eof = 0;
+    assert_true(tg_test_run_until(g_base, rx_frame, r, TIMEOUT_MS));
+    assert_false(r->eof);
+    assert_int_equal(r->n, 4 + rx_len(r));
+    assert_int_equal(tg_frame_scan(r->buf + 4, rx_len(r), fi), 0);
+}
+
+/* A raw client connection that has bound ConsumerPort (service id 1). */
+static int raw_bound_client(const char *addr)
+{
+    int fd = raw_connect(addr);
+    uint8_t buf[64];
+    size_t n = tg_ipc_encode_bind(buf, sizeof buf, 1, "ConsumerPort");
+    raw_send_frame(fd, buf, n);
+    struct rx r;
+    struct tg_frame_info fi;
+    raw_recv_frame(fd, &r, &fi);
+    assert_int_equal(fi.msg, TG_MSG_BIND_SERVICE_REPLY);
+    return fd;
+}
+
+static void put_varint_field(uint8_t *b, size_t *n, uint32_t num, uint64_t v)
+{
+    *n += tg_pb_put_tag(b + *n, num, TG_PB_VARINT);
+    *n += tg_pb_put_varint(b + *n, v);
+}
+
+static void put_fixed_field(uint8_t *b, size_t *n, uint32_t num, uint64_t v, int width)
+{
+    *n += tg_pb_put_tag(b + *n, num, width == 8 ? TG_PB_I64 : TG_PB_I32);
+    for (int i = 0; i < width; i++)
+        b[(*n)++] = (uint8_t)(v >> (8 * i));
+}
+
+/* IPCFrame{request_id (as given), msg_invoke_method{inner}} */
+static size_t wrap_invoke(uint8_t *out, const uint8_t *rid, size_t rid_len, const uint8_t *inner, size_t inner_len)
+{
+    size_t n = 0;
+    memcpy(out, rid, rid_len);
+    n += rid_len;
+    n += tg_pb_put_tag(out + n, TG_MSG_INVOKE_METHOD, TG_PB_LEN);
+    n += tg_pb_put_varint(out + n, inner_len);
+    memcpy(out + n, inner, inner_len);
+    return n + inner_len;
+}
+
+/* Frames the gateway could read differently from the service are refused before the ACL: an
+ * observer cannot pass EnableTracing off as QueryServiceState, nor borrow the gateway's request
+ * ids, nor smuggle fields past it. Each attack closes its connection with a logged reason; the
+ * service sees none of them; an honest observer is served as before. */
+static void test_parser_differential_client(void **state)
+{
+    (void)state;
+    const char *kv[] = {"listen", "consumer=tcp://127.0.0.1:0?roles=observer", NULL};
+    start(1, kv);
+    const char *addr = listener_addr(0);
+    uint8_t rid2[16], inner[64], f[128];
+    size_t rl = 0, il;
+    put_varint_field(rid2, &rl, 2, 2);
+    struct attack {
+        const char *label, *logged;
+        uint8_t b[128];
+        size_t n;
+    } at[6];
+    size_t na = 0;
+
+    /* 1. QueryServiceState (12) as a varint, then EnableTracing (1) as fixed32 */
+    il = 0;
+    put_varint_field(inner, &il, 1, 1);
+    put_varint_field(inner, &il, 2, 12);
+    put_fixed_field(inner, &il, 2, 1, 4);
+    at[na] = (struct attack){"wire_type", "InvokeMethod.method_id has wire type fixed32", {0}, 0};
+    at[na].n = wrap_invoke(at[na].b, rid2, rl, inner, il);
+    na++;
+    /* 2. the same with two varints (the last wins in Perfetto) */
+    il = 0;
+    put_varint_field(inner, &il, 1, 1);
+    put_varint_field(inner, &il, 2, 12);
+    put_varint_field(inner, &il, 2, 1);
+    at[na] = (struct attack){"ambiguous", "InvokeMethod.method_id appears more than once", {0}, 0};
+    at[na].n = wrap_invoke(at[na].b, rid2, rl, inner, il);
+    na++;
+    /* 3. a fixed64 request id with the top bit set (the gateway's private calls) */
+    il = 0;
+    put_varint_field(inner, &il, 1, 1);
+    put_varint_field(inner, &il, 2, 12);
+    size_t pl = 0;
+    uint8_t prid[16];
+    put_fixed_field(prid, &pl, 2, TG_GW_PRIVATE_REQUEST_ID | 1, 8);
+    at[na] = (struct attack){"wire_type", "IPCFrame.request_id has wire type fixed64", {0}, 0};
+    at[na].n = wrap_invoke(at[na].b, prid, pl, inner, il);
+    na++;
+    /* 4. an unknown envelope field: never forwarded unseen */
+    at[na] = (struct attack){"unknown_field", "IPCFrame has an unknown field 9", {0}, 0};
+    at[na].n = wrap_invoke(at[na].b, rid2, rl, inner, il);
+    put_varint_field(at[na].b, &at[na].n, 9, 1);
+    na++;
+    /* 5. an unknown InvokeMethod field */
+    size_t il5 = il;
+    uint8_t inner5[64];
+    memcpy(inner5, inner, il);
+    put_varint_field(inner5, &il5, 7, 1);
+    at[na] = (struct attack){"unknown_field", "InvokeMethod has an unknown field 7", {0}, 0};
+    at[na].n = wrap_invoke(at[na].b, rid2, rl, inner5, il5);
+    na++;
+    /* 6. a second `msg` member: QueryServiceState, then a BindService the host would dispatch first */
+    size_t n6 = wrap_invoke(f, rid2, rl, inner, il);
+    n6 += tg_pb_put_tag(f + n6, TG_MSG_BIND_SERVICE, TG_PB_LEN);
+    f[n6++] = 14;
+    f[n6++] = 0x0a;
+    f[n6++] = 12;
+    memcpy(f + n6, "ProducerPort", 12);
+    n6 += 12;
+    at[na] = (struct attack){"ambiguous", "sets both msg_invoke_method and msg_bind_service", {0}, 0};
+    memcpy(at[na].b, f, n6);
+    at[na].n = n6;
+    na++;
+
+    assert_int_equal(tg_test_stderr_begin(), 0);
+    for (size_t i = 0; i < na; i++) {
+        uint64_t before = tg_gw_metrics_frame_rejected_count(g_gw->metrics, at[i].label);
+        int fd = raw_bound_client(addr);
+        raw_send_frame(fd, at[i].b, at[i].n);
+        struct raw r = {fd, 0};
+        if (!tg_test_run_until(g_base, raw_closed, &r, TIMEOUT_MS)) {
+            free(tg_test_stderr_end());
+            fail_msg("attack %zu (%s) did not close the connection", i + 1, at[i].logged);
+        }
+        close(fd);
+        tg_test_run_until(g_base, NULL, NULL, 20);
+        if (tg_gw_metrics_frame_rejected_count(g_gw->metrics, at[i].label) != before + 1) {
+            free(tg_test_stderr_end());
+            fail_msg("attack %zu (%s) was not counted as %s", i + 1, at[i].logged, at[i].label);
+        }
+    }
+    char *log = tg_test_stderr_end();
+    assert_non_null(log);
+    for (size_t i = 0; i < na; i++)
+        if (!strstr(log, at[i].logged))
+            fail_msg("attack %zu: the log lacks '%s'", i + 1, at[i].logged);
+    free(log);
+    assert_int_equal(g_fake.enable_calls, 0); /* nothing reached the service */
+    assert_int_equal(g_fake.qss_calls, 0);
+
+    /* the legitimate path: an observer's QueryServiceState is relayed, EnableTracing refused */
+    struct tc *t = tc_open(addr);
+    tg_ipc_service_proxy *p = tc_bind(t, "ConsumerPort");
+    assert_non_null(p);
+    assert_int_equal(tc_call(t, p, "QueryServiceState", NULL, -1), 1);
+    assert_int_equal(tc_call(t, p, "EnableTracing", NULL, -1), 0);
+    assert_int_equal(g_fake.qss_calls, 1);
+    assert_int_equal(g_fake.enable_calls, 0);
+    tc_free(t);
+    stop();
+}
+
+/* Done when the listening fd (non-blocking) has accepted a connection. */
+struct acc {
+    int lfd, fd;
+};
+static int accepted(void *arg)
+{
+    struct acc *a = arg;
+    a->fd = accept4(a->lfd, NULL, NULL, SOCK_CLOEXEC);
+    return a->fd >= 0;
+}
+
+static size_t encode_bind_reply_raw(uint8_t *out, uint64_t rid, const uint32_t *ids, const char *const *names,
+                                    size_t n)
+{
+    uint8_t inner[512];
+    size_t il = 0;
+    put_varint_field(inner, &il, 1, 1);
+    put_varint_field(inner, &il, 2, 1);
+    for (size_t i = 0; i < n; i++) {
+        uint8_t mi[80];
+        size_t ml = 0, nl = strlen(names[i]);
+        put_varint_field(mi, &ml, 1, ids[i]);
+        ml += tg_pb_put_tag(mi + ml, 2, TG_PB_LEN);
+        ml += tg_pb_put_varint(mi + ml, nl);
+        memcpy(mi + ml, names[i], nl);
+        ml += nl;
+        il += tg_pb_put_tag(inner + il, 3, TG_PB_LEN);
+        il += tg_pb_put_varint(inner + il, ml);
+        memcpy(inner + il, mi, ml);
+        il += ml;
+    }
+    size_t n2 = 0;
+    put_varint_field(out, &n2, 2, rid);
+    n2 += tg_pb_put_tag(out + n2, TG_MSG_BIND_SERVICE_REPLY, TG_PB_LEN);
+    n2 += tg_pb_put_varint(out + n2, il);
+    memcpy(out + n2, inner, il);
+    return n2 + il;
+}
+
+/* The reply direction: what the gateway decides from the service's frames (method names for the
+ * ACL, the end of a call) must not be readable two ways either. A raw upstream plays the service. */
+static void test_parser_differential_upstream(void **state)
+{
+    (void)state;
+    const char *kv[] = {"listen", "consumer=tcp://127.0.0.1:0?roles=observer", NULL};
+    start(0, kv); /* no fake host: a raw socket plays the service at its address */
+    struct tg_addr ua;
+    char err[256];
+    assert_int_equal(tg_addr_parse(g_fake.addr, &ua, err, sizeof err), 0);
+    int lfd = tg_addr_listen(&ua, 8, 0600);
+    assert_true(lfd >= 0);
+    const char *addr = listener_addr(0);
+    uint8_t buf[1024];
+    size_t n;
+    struct rx r;
+    struct tg_frame_info fi;
+    assert_int_equal(tg_test_stderr_begin(), 0);
+
+    /* 1. a method table naming id 1 twice: the ACL would allow "QueryServiceState" = 1 while the
+     *    service runs its method 1 */
+    int cfd = raw_connect(addr);
+    n = tg_ipc_encode_bind(buf, sizeof buf, 1, "ConsumerPort");
+    raw_send_frame(cfd, buf, n);
+    struct acc a = {lfd, -1};
+    assert_true(tg_test_run_until(g_base, accepted, &a, TIMEOUT_MS));
+    raw_recv_frame(a.fd, &r, &fi);
+    assert_int_equal(fi.msg, TG_MSG_BIND_SERVICE);
+    static const uint32_t dup_ids[] = {1, 1};
+    static const char *const dup_names[] = {"QueryServiceState", "EnableTracing"};
+    n = encode_bind_reply_raw(buf, 1, dup_ids, dup_names, 2);
+    raw_send_frame(a.fd, buf, n);
+    struct raw rc = {cfd, 0};
+    assert_true(tg_test_run_until(g_base, raw_closed, &rc, TIMEOUT_MS));
+    close(cfd);
+    close(a.fd);
+    tg_test_run_until(g_base, NULL, NULL, 20);
+    assert_int_equal(tg_gw_metrics_frame_rejected_count(g_gw->metrics, "upstream_methods"), 1);
+
+    /* 2. an honest table; a good reply is relayed; then a reply whose has_more is given twice in
+     *    two wire types closes the session */
+    cfd = raw_connect(addr);
+    n = tg_ipc_encode_bind(buf, sizeof buf, 1, "ConsumerPort");
+    raw_send_frame(cfd, buf, n);
+    a.fd = -1;
+    assert_true(tg_test_run_until(g_base, accepted, &a, TIMEOUT_MS));
+    raw_recv_frame(a.fd, &r, &fi);
+    static const uint32_t ok_ids[] = {1, 12};
+    static const char *const ok_names[] = {"EnableTracing", "QueryServiceState"};
+    n = encode_bind_reply_raw(buf, 1, ok_ids, ok_names, 2);
+    raw_send_frame(a.fd, buf, n);
+    raw_recv_frame(cfd, &r, &fi);
+    assert_int_equal(fi.msg, TG_MSG_BIND_SERVICE_REPLY);
+    n = tg_ipc_encode_invoke(buf, sizeof buf, 2, 1, 12, NULL, 0, 0);
+    raw_send_frame(cfd, buf, n);
+    raw_recv_frame(a.fd, &r, &fi);
+    assert_int_equal(fi.method_id, 12);
+    n = tg_ipc_encode_reply(buf, sizeof buf, 2, 1, 0, NULL, 0);
+    raw_send_frame(a.fd, buf, n);
+    raw_recv_frame(cfd, &r, &fi); /* the legitimate reply arrives */
+    assert_int_equal(fi.msg, TG_MSG_INVOKE_METHOD_REPLY);
+    assert_int_equal(fi.request_id, 2);
+    assert_true(fi.success);
+    n = tg_ipc_encode_invoke(buf, sizeof buf, 3, 1, 12, NULL, 0, 0);
+    raw_send_frame(cfd, buf, n);
+    raw_recv_frame(a.fd, &r, &fi);
+    uint8_t inner[32];
+    size_t il = 0;
+    put_varint_field(inner, &il, 1, 1);
+    put_varint_field(inner, &il, 2, 1);
+    put_fixed_field(inner, &il, 2, 0, 4);
+    n = 0;
+    put_varint_field(buf, &n, 2, 3);
+    n += tg_pb_put_tag(buf + n, TG_MSG_INVOKE_METHOD_REPLY, TG_PB_LEN);
+    n += tg_pb_put_varint(buf + n, il);
+    memcpy(buf + n, inner, il);
+    n += il;
+    raw_send_frame(a.fd, buf, n);
+    rc = (struct raw){cfd, 0};
+    assert_true(tg_test_run_until(g_base, raw_closed, &rc, TIMEOUT_MS));
+    close(cfd);
+    close(a.fd);
+    tg_test_run_until(g_base, NULL, NULL, 20);
+    char *log = tg_test_stderr_end();
+    assert_non_null(log);
+    assert_non_null(strstr(log, "lists method id 1 twice"));
+    assert_non_null(strstr(log, "InvokeMethodReply.has_more has wire type fixed32"));
+    free(log);
+    assert_int_equal(tg_gw_metrics_frame_rejected_count(g_gw->metrics, "upstream_frame"), 1);
+    close(lfd);
+    unlink(g_fake.addr);
+    stop();
+}
+
 static void test_fd_passthrough(void **state)
 {
     (void)state;
@@ -1050,6 +1379,7 @@ int main(void)
         cmocka_unit_test(test_relay_and_metrics), cmocka_unit_test(test_observer_acl),
         cmocka_unit_test(test_token_auth),        cmocka_unit_test(test_auth_timeout),
         cmocka_unit_test(test_protocol_violations),
+        cmocka_unit_test(test_parser_differential_client), cmocka_unit_test(test_parser_differential_upstream),
         cmocka_unit_test(test_fd_passthrough),    cmocka_unit_test(test_slow_client),
         cmocka_unit_test(test_rate_limit),        cmocka_unit_test(test_upstream_down),
         cmocka_unit_test(test_hooks),             cmocka_unit_test(test_drain_and_limits),

@@ -226,6 +226,27 @@ static void test_validate_security(void **state)
     assert_int_equal(validate(&c, err, sizeof err), -1);
     assert_non_null(strstr(err, "same address"));
     tg_gw_config_free(&c);
+    /* mode= on an abstract socket protects nothing: refused (and by --check-config) */
+    parse_ok(&c, "no-http\nlisten = consumer=@tg-test?mode=0600\n");
+    assert_int_equal(validate(&c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "mode= has no effect on an abstract socket (@tg-test)"));
+    tg_gw_config_free(&c);
+    parse_ok(&c, "no-http\nlisten = consumer=unix:@tg-test?mode=0660\n");
+    assert_int_equal(validate(&c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "abstract"));
+    tg_gw_config_free(&c);
+    /* ... the abstract listener without mode=, and mode= on a path, are fine */
+    parse_ok(&c, "no-http\nlisten = consumer=@tg-test\nlisten = producer=unix:/tmp/tg-test.sock?mode=0660\n");
+    assert_int_equal(validate(&c, err, sizeof err), 0);
+    tg_gw_config_free(&c);
+    /* the same for the embedded service's sockets */
+    parse_ok(&c, "no-http\nconsumer-socket = /tmp/tg-c.sock, @tg-c\nconsumer-socket-mode = 0600\n");
+    assert_int_equal(validate(&c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "consumer-socket-mode has no effect on the abstract socket @tg-c"));
+    tg_gw_config_free(&c);
+    parse_ok(&c, "no-http\nproducer-socket = @tg-p\n");
+    assert_int_equal(validate(&c, err, sizeof err), 0); /* no mode given: nothing ignored */
+    tg_gw_config_free(&c);
     /* inconsistent limits */
     parse_ok(&c, "no-http\nout-low = 2m\n");
     assert_int_equal(validate(&c, err, sizeof err), -1);

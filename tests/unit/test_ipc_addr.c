@@ -1,12 +1,16 @@
-/* test_ipc_addr.c: Perfetto-style address parsing, loopback detection, and connecting to a UNIX
- * listener whose backlog is full (the connect waits briefly instead of failing at once). */
+/* test_ipc_addr.c: Perfetto-style address parsing, loopback detection, connecting to a UNIX
+ * listener whose backlog is full (the connect waits briefly instead of failing at once), and the
+ * permissions of a UNIX listener's socket file: never broader than asked, from bind() on (checked
+ * through bind/listen hooks), failures to set them reported, and (as root) another uid refused. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -14,9 +18,60 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tracegate/addr.h"
+
+/* ---- hooks: this program's bind/listen/fchmod/fchmodat come before libc's for libtracegate ---- */
+static struct {
+    const char *path; /* the socket file to watch */
+    int at_bind, at_listen; /* its mode right after bind() and right before listen(), -1 = absent */
+    int fail_fchmod, fail_fchmodat;
+} g_hook = {NULL, -1, -1, 0, 0};
+
+static int file_mode(const char *path)
+{
+    struct stat st;
+    return path && lstat(path, &st) == 0 ? (int)(st.st_mode & 07777) : -1;
+}
+
+int bind(int fd, const struct sockaddr *sa, socklen_t len)
+{
+    int (*real)(int, const struct sockaddr *, socklen_t) =
+        (int (*)(int, const struct sockaddr *, socklen_t))dlsym(RTLD_NEXT, "bind");
+    int rc = real(fd, sa, len);
+    g_hook.at_bind = file_mode(g_hook.path);
+    return rc;
+}
+
+int listen(int fd, int backlog)
+{
+    int (*real)(int, int) = (int (*)(int, int))dlsym(RTLD_NEXT, "listen");
+    g_hook.at_listen = file_mode(g_hook.path);
+    return real(fd, backlog);
+}
+
+int fchmod(int fd, mode_t mode)
+{
+    if (g_hook.fail_fchmod) {
+        errno = EPERM;
+        return -1;
+    }
+    int (*real)(int, mode_t) = (int (*)(int, mode_t))dlsym(RTLD_NEXT, "fchmod");
+    return real(fd, mode);
+}
+
+int fchmodat(int dirfd, const char *path, mode_t mode, int flags)
+{
+    if (g_hook.fail_fchmodat) {
+        errno = EPERM;
+        return -1;
+    }
+    int (*real)(int, const char *, mode_t, int) = (int (*)(int, const char *, mode_t, int))dlsym(RTLD_NEXT, "fchmodat");
+    return real(dirfd, path, mode, flags);
+}
 
 static void test_parse_forms(void **state)
 {
@@ -118,11 +173,135 @@ static void test_full_backlog_waits(void **state)
     rmdir(dir);
 }
 
+static void listen_at(const char *path, unsigned mode, int *fd)
+{
+    struct tg_addr a;
+    char err[256];
+    assert_int_equal(tg_addr_parse(path, &a, err, sizeof err), 0);
+    g_hook.path = path;
+    g_hook.at_bind = g_hook.at_listen = -1;
+    *fd = tg_addr_listen_err(&a, 4, mode, err, sizeof err);
+    g_hook.path = NULL;
+    if (*fd < 0)
+        fail_msg("listen %s: %s", path, err);
+}
+
+/* The finding: bind, listen, then chmod left a window in which anyone the umask allowed could
+ * connect. Now the file is never broader than asked, and exact before listen(). */
+static void test_unix_mode_from_bind_on(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/tg-addr-XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/s", dir);
+    static const unsigned masks[] = {022, 077, 0};
+    static const unsigned modes[] = {0600, 0660, 0666, 0700};
+    mode_t old = umask(0);
+    for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++) {
+        for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+            umask((mode_t)masks[m]);
+            int fd;
+            listen_at(path, modes[i], &fd);
+            if (g_hook.at_bind < 0 || ((unsigned)g_hook.at_bind & ~modes[i]))
+                fail_msg("umask %03o, mode %04o: the file was %04o right after bind", masks[m], modes[i],
+                         g_hook.at_bind);
+            if (g_hook.at_listen != (int)modes[i])
+                fail_msg("umask %03o, mode %04o: the file was %04o when listen() began", masks[m], modes[i],
+                         g_hook.at_listen);
+            assert_int_equal(file_mode(path), (int)modes[i]);
+            close(fd);
+        }
+    }
+    umask(old);
+    unlink(path);
+    rmdir(dir);
+}
+
+static void test_unix_mode_failure_reported(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/tg-addr-XXXXXX", path[64], err[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/s", dir);
+    struct tg_addr a;
+    assert_int_equal(tg_addr_parse(path, &a, err, sizeof err), 0);
+    mode_t old = umask(077); /* 0666 then needs the chmod after bind */
+    g_hook.fail_fchmodat = 1;
+    errno = 0;
+    assert_int_equal(tg_addr_listen_err(&a, 4, 0666, err, sizeof err), -1);
+    assert_int_equal(errno, EPERM);
+    assert_non_null(strstr(err, "cannot set mode 0666 on"));
+    assert_int_equal(file_mode(path), -1); /* the half-made socket file is gone */
+    /* the plain call fails the same way and logs the reason */
+    assert_int_equal(tg_addr_listen(&a, 4, 0666), -1);
+    assert_int_equal(errno, EPERM);
+    g_hook.fail_fchmodat = 0;
+    g_hook.fail_fchmod = 1;
+    assert_int_equal(tg_addr_listen_err(&a, 4, 0600, err, sizeof err), -1);
+    assert_non_null(strstr(err, "cannot set mode 0600 on the socket"));
+    assert_int_equal(file_mode(path), -1);
+    g_hook.fail_fchmod = 0;
+    umask(old);
+    /* mode 0 leaves the file to the umask, as before */
+    int fd = tg_addr_listen_err(&a, 4, 0, err, sizeof err);
+    assert_true(fd >= 0);
+    close(fd);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* Another uid, connecting as soon as tg_addr_listen returns: refused at 0600, admitted at 0666. */
+static int connect_as_nobody(const struct tg_addr *a)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0)
+            _exit(2);
+        int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+        if (connect(fd, (const struct sockaddr *)&a->ss, a->len) == 0)
+            _exit(0);
+        _exit(errno == EACCES ? 1 : 3);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 4;
+}
+
+static void test_unix_mode_other_uid(void **state)
+{
+    (void)state;
+    if (geteuid() != 0) {
+        print_message("SKIP: needs root (to connect as another uid)\n");
+        skip();
+    }
+    char dir[] = "/tmp/tg-addr-XXXXXX", path[64], err[256];
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(chmod(dir, 0711), 0); /* others may reach the socket, its mode decides */
+    snprintf(path, sizeof path, "%s/s", dir);
+    struct tg_addr a;
+    assert_int_equal(tg_addr_parse(path, &a, err, sizeof err), 0);
+    mode_t old = umask(0); /* the most permissive umask: only the mode protects the socket */
+    int fd = tg_addr_listen(&a, 4, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(connect_as_nobody(&a), 1); /* EACCES */
+    close(fd);
+    fd = tg_addr_listen(&a, 4, 0666);
+    assert_true(fd >= 0);
+    assert_int_equal(connect_as_nobody(&a), 0); /* the legitimate path: the mode allows it */
+    close(fd);
+    umask(old);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_forms),
         cmocka_unit_test(test_full_backlog_waits),
+        cmocka_unit_test(test_unix_mode_from_bind_on),
+        cmocka_unit_test(test_unix_mode_failure_reported),
+        cmocka_unit_test(test_unix_mode_other_uid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

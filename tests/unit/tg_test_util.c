@@ -301,3 +301,47 @@ uint32_t tg_test_fnv1a_machine_id(const char *s)
     uint32_t id = (uint32_t)(h & 0xffffffffu);
     return id ? id : 1;
 }
+
+/* ---- stderr capture ---- */
+static int g_saved_stderr = -1;
+static FILE *g_capture;
+
+int tg_test_stderr_begin(void)
+{
+    if (g_saved_stderr >= 0)
+        return -1;
+    g_capture = tmpfile();
+    if (!g_capture)
+        return -1;
+    fflush(stderr);
+    g_saved_stderr = dup(STDERR_FILENO);
+    if (g_saved_stderr < 0 || dup2(fileno(g_capture), STDERR_FILENO) < 0) {
+        fclose(g_capture);
+        g_capture = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+char *tg_test_stderr_end(void)
+{
+    if (g_saved_stderr < 0)
+        return NULL;
+    fflush(stderr);
+    dup2(g_saved_stderr, STDERR_FILENO);
+    close(g_saved_stderr);
+    g_saved_stderr = -1;
+    long n = fseek(g_capture, 0, SEEK_END) == 0 ? ftell(g_capture) : -1;
+    char *out = NULL;
+    if (n >= 0 && (out = malloc((size_t)n + 1)) != NULL) {
+        rewind(g_capture);
+        size_t got = fread(out, 1, (size_t)n, g_capture);
+        out[got] = '\0';
+    }
+    fclose(g_capture);
+    g_capture = NULL;
+    /* what was captured is shown too, so a failing test's log is not lost */
+    if (out)
+        fputs(out, stderr);
+    return out;
+}

@@ -3,7 +3,8 @@
  * - finding ../shared (getenv("TG_SHARED_DIR"), else the compile-time TG_SHARED_DIR);
  * - loading the interop recordings (records: u8 dir, u8 nfds, u32 LE len, bytes) and
  *   reassembling each direction's byte stream;
- * - a deterministic PRNG, a free TCP port, and a "run the loop until" helper;
+ * - a deterministic PRNG, a free TCP port, a "run the loop until" helper, and
+ *   capturing stderr (log lines) for a while;
  * - safety-net deadlines scaled by TG_TEST_TIMEOUT_SCALE (tg_test_ms).
  *
  * Use it by adding tests/unit/tg_test_util.c to a test's _SOURCES and including
@@ -89,5 +90,12 @@ int tg_test_count_open_fds(void);
 /* FNV-1a 64 of s, low 32 bits, 0 mapped to 1 (Perfetto's machine id), computed
  * independently of the library so tests can check it. */
 uint32_t tg_test_fnv1a_machine_id(const char *s);
+
+/* Sends stderr (fd 2, where tg_log writes) to a temporary file until
+ * tg_test_stderr_end(), which restores it, echoes what was captured and
+ * returns it (malloc'ed, NUL-terminated; NULL on error). Not nestable.
+ * tg_test_stderr_begin returns 0 or -1. */
+int tg_test_stderr_begin(void);
+char *tg_test_stderr_end(void);
 
 #endif
