@@ -36,7 +36,9 @@ struct tg_gw_listener;
 struct tg_gw {
     struct event_base *base;
     struct tg_gw_limits limits;
-    unsigned local_roles, cert_roles; /* reloadable (SIGHUP): used for new clients */
+    unsigned local_roles, cert_roles; /* reloadable (SIGHUP): used for new clients; written under
+                                         roles_mu (the WebSocket thread reads them through
+                                         tg_gw_role_defaults) */
     int insecure;
     struct tg_gw_auth *auth;         /* tokens + origins: any thread */
     struct tg_gw_metrics *metrics;   /* any thread */
@@ -65,6 +67,7 @@ struct tg_gw {
     size_t n_local;
 
     time_t started;
+    pthread_mutex_t roles_mu;
     pthread_mutex_t status_mu;
     char *status_listeners; /* JSON array, rebuilt when listeners change */
 };
@@ -78,8 +81,10 @@ struct tg_gw *tg_gw_new(struct event_base *base, const struct tg_gw_config *cfg,
 int tg_gw_start_listeners(struct tg_gw *gw, const struct tg_gw_config *cfg, char *err, size_t errlen);
 size_t tg_gw_listener_count(const struct tg_gw *gw);
 struct tg_gw_listener *tg_gw_listener_at(const struct tg_gw *gw, size_t i);
-/* SIGHUP: applies the token file, the Origin allow-list and certificates of
- * `cfg` (a freshly parsed configuration) without touching connections.
+/* SIGHUP: applies the token file, the Origin allow-list, local-roles and
+ * cert-roles (for new clients, also of the WebSocket front end through
+ * tg_gw_role_defaults) and certificates of `cfg` (a freshly parsed
+ * configuration) without touching connections.
  * Options that need a restart are logged. On error nothing changes. */
 int tg_gw_reload(struct tg_gw *gw, const struct tg_gw_config *cfg, char *err, size_t errlen);
 /* SIGTERM: stops accepting and refuses new clients; done(arg) runs from the

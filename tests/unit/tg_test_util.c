@@ -268,3 +268,72 @@ uint32_t tg_test_fnv1a_machine_id(const char *s)
     uint32_t id = (uint32_t)(h & 0xffffffffu);
     return id ? id : 1;
 }
+
+/* ---- stderr capture ---- */
+
+static int g_saved_stderr = -1;
+static FILE *g_capture;
+
+int tg_test_stderr_begin(void)
+{
+    if (g_capture)
+        return -1;
+    g_capture = tmpfile();
+    if (!g_capture)
+        return -1;
+    fflush(stderr);
+    g_saved_stderr = dup(2);
+    if (g_saved_stderr < 0 || dup2(fileno(g_capture), 2) < 0) {
+        fclose(g_capture);
+        g_capture = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+char *tg_test_stderr_peek(void)
+{
+    if (!g_capture)
+        return NULL;
+    int fd = fileno(g_capture);
+    off_t end = lseek(fd, 0, SEEK_END);
+    if (end < 0)
+        return NULL;
+    char *buf = malloc((size_t)end + 1);
+    if (!buf)
+        return NULL;
+    ssize_t n = pread(fd, buf, (size_t)end, 0);
+    buf[n > 0 ? n : 0] = '\0';
+    return buf;
+}
+
+char *tg_test_stderr_end(void)
+{
+    if (!g_capture)
+        return NULL;
+    char *text = tg_test_stderr_peek();
+    fflush(stderr);
+    dup2(g_saved_stderr, 2);
+    close(g_saved_stderr);
+    g_saved_stderr = -1;
+    fclose(g_capture);
+    g_capture = NULL;
+    if (text && write(2, text, strlen(text)) < 0) {
+        /* the captured lines only help a reader; nothing to do */
+    }
+    return text;
+}
+
+int tg_test_stderr_wait_for(const char *needle, int timeout_ms)
+{
+    for (int waited = 0;; waited += 10) {
+        char *t = tg_test_stderr_peek();
+        int found = t && strstr(t, needle) != NULL;
+        free(t);
+        if (found)
+            return 1;
+        if (waited >= timeout_ms)
+            return 0;
+        usleep(10000);
+    }
+}
