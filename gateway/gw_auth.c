@@ -239,8 +239,9 @@ void tg_gw_tokens_free(struct tg_gw_tokens *t)
 
 size_t tg_gw_tokens_count(const struct tg_gw_tokens *t) { return t ? t->n : 0; }
 
-/* For a token in the base64url alphabet whose length can be base64 ('-' or '_' in it, or padding
- * missing): its standard-base64 form with '=' padding (malloc'ed), else NULL. */
+/* For a token in the base64url alphabet (a '+' may be left as it was) whose length can be base64
+ * ('-' or '_' in it, or padding missing): its standard-base64 form with '=' padding (malloc'ed),
+ * else NULL. */
 static char *alt_forms(const char *token, size_t len)
 {
     if (len % 4 == 1)
@@ -250,7 +251,7 @@ static char *alt_forms(const char *token, size_t len)
         char c = token[i];
         if (c == '-' || c == '_')
             url = 1;
-        else if (!isalnum((unsigned char)c))
+        else if (!isalnum((unsigned char)c) && c != '+') /* '+' fits a subprotocol: it may stay */
             return NULL;
     }
     size_t pad = (4 - len % 4) % 4;

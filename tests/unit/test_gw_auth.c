@@ -188,6 +188,9 @@ static void test_token_encodings(void **state)
     assert_int_equal(tg_gw_tokens_lookup(t, std, strlen(std), who, sizeof who), TG_GW_ROLE_OBSERVER);
     assert_int_equal(tg_gw_tokens_lookup(t, url, strlen(url), who, sizeof who), TG_GW_ROLE_OBSERVER);
     assert_string_equal(who, "old");
+    /* only '/' and '=' changed (a '+' fits a subprotocol as it is) */
+    assert_int_equal(tg_gw_tokens_lookup(t, "q+Lr_0Zx1w9Kd4e+Ua_oYvN2c8Gm5bQ3Tj7HsPfXkE0", 43, who, sizeof who),
+                     TG_GW_ROLE_OBSERVER);
     assert_int_equal(tg_gw_tokens_lookup(t, "Zm9vYmFyYmF6-_", 14, who, sizeof who), TG_GW_ROLE_RECORDER);
     assert_string_equal(who, "padded");
     /* near misses stay misses */
