@@ -71,6 +71,7 @@ static int got_close(void *arg) { return ((struct cstate *)arg)->closed; }
 
 static void pki(char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", g_pki, name); }
 
+/* mtls: 1 = client certificates required, 2 = asked for and verified, but optional */
 static int start_server(int tls, int mtls)
 {
     struct event_base *base = tdbl_start();
@@ -87,7 +88,7 @@ static int start_server(int tls, int mtls)
         .cert_file = tls ? cert : NULL,
         .key_file = tls ? key : NULL,
         .ca_file = mtls ? ca : NULL,
-        .require_client_cert = mtls,
+        .require_client_cert = mtls == 1,
     };
     g_ws = tg_gw_ws_start(NULL, base, &cfg, err, sizeof err);
     if (!g_ws)
@@ -110,6 +111,12 @@ static int setup_mtls(void **state)
 {
     (void)state;
     return start_server(1, 1);
+}
+
+static int setup_optional_mtls(void **state)
+{
+    (void)state;
+    return start_server(1, 2);
 }
 
 static int teardown(void **state)
@@ -420,6 +427,35 @@ static void test_redaction(void **state)
     assert_string_equal(out, "token=*");
 }
 
+/* With a CA but no requirement, a client certificate is asked for, verified, and gives cert-roles;
+ * clients without one still connect (as loopback here); one from another CA does not. */
+static void test_optional_client_cert(void **state)
+{
+    (void)state;
+    struct cstate s;
+    char ca[300], cert[300], key[300], rc[300], rk[300];
+    pki(ca, sizeof ca, "ca.crt");
+    pki(cert, sizeof cert, "client.crt");
+    pki(key, sizeof key, "client.key");
+    pki(rc, sizeof rc, "rogue-client.crt");
+    pki(rk, sizeof rk, "rogue-client.key");
+    tdbl_set_role_defaults(TG_GW_ROLE_ADMIN, TG_GW_ROLE_OBSERVER);
+    struct tg_endpoint_creds with = {.cacert = ca, .cert = cert, .key = key};
+    assert_true(roundtrip(1, "/traced", &with, &s));
+    struct tg_gw_client_info ci;
+    assert_int_equal(tdbl_info(0, &ci), 0);
+    assert_int_equal(ci.auth, TG_GW_AUTH_CERT);
+    assert_int_equal(ci.roles, TG_GW_ROLE_OBSERVER);
+    assert_string_equal(ci.principal, "tracegate-client");
+    struct tg_endpoint_creds without = {.cacert = ca};
+    assert_true(roundtrip(1, "/traced", &without, &s));
+    assert_int_equal(tdbl_info(1, &ci), 0);
+    assert_int_equal(ci.auth, TG_GW_AUTH_LOCAL);
+    struct tg_endpoint_creds rogue = {.cacert = ca, .cert = rc, .key = rk};
+    assert_false(roundtrip(1, "/traced", &rogue, &s));
+    assert_int_equal(tdbl_accepted(), 2);
+}
+
 static int make_pki(void **state)
 {
     (void)state;
@@ -450,6 +486,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_connection_refused, setup_plain, teardown),
         cmocka_unit_test_setup_teardown(test_wss, setup_tls, teardown),
         cmocka_unit_test_setup_teardown(test_mtls, setup_mtls, teardown),
+        cmocka_unit_test_setup_teardown(test_optional_client_cert, setup_optional_mtls, teardown),
         cmocka_unit_test_setup_teardown(test_token_rides_subprotocol, setup_raw, teardown_raw),
         cmocka_unit_test_setup_teardown(test_unfit_token_is_an_error, setup_raw, teardown_raw),
         cmocka_unit_test_setup_teardown(test_token_in_url_when_asked, setup_raw, teardown_raw),
