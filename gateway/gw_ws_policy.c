@@ -135,7 +135,7 @@ int tg_ws_parse_protocols(const char *hdr, char *token, size_t toklen, const cha
     if (!hdr)
         return 0;
     if (strlen(hdr) > TG_WS_MAX_PROTOCOL_HEADER) {
-        *why = "Sec-WebSocket-Protocol too long: send long tokens as ?token=";
+        *why = "Sec-WebSocket-Protocol too long (tokens fit in 96 characters: see tracegated --gen-token)";
         return -1;
     }
     int have_sub = 0;
@@ -155,7 +155,7 @@ int tg_ws_parse_protocols(const char *hdr, char *token, size_t toklen, const cha
         } else if (n > plen && !strncmp(p, TG_WS_TOKEN_PREFIX, plen)) {
             size_t tl = n - plen;
             if (tl > TG_WS_MAX_PROTOCOL_TOKEN || tl >= toklen) {
-                *why = "token too long for Sec-WebSocket-Protocol: send it as ?token=";
+                *why = "token too long for Sec-WebSocket-Protocol (at most 96 characters: see tracegated --gen-token)";
                 return -1;
             }
             for (size_t i = 0; i < tl; i++)

@@ -9,9 +9,11 @@
  *    (browsers: new WebSocket(url, ["tracegate", "tracegate.token." + t])).
  *    The server accepts "tracegate". The whole header must fit in 127 bytes
  *    (a libwebsockets limit), so tokens there are at most
- *    TG_WS_MAX_PROTOCOL_TOKEN characters of [A-Za-z0-9._~+-]; longer tokens
- *    go in the query.
- *  - the query parameter ?token=<token> (URL-encoded).
+ *    TG_WS_MAX_PROTOCOL_TOKEN characters of [A-Za-z0-9._~+-] (tokens from
+ *    `tracegated --gen-token` fit: base64url, 43 characters).
+ *  - the query parameter ?token=<token> (URL-encoded), for clients that
+ *    cannot set a subprotocol (tracectl only with --token-in-url: URLs end
+ *    up in proxy logs).
  * When both are given, they must be equal.
  *
  * Host rule (every HTTP request and upgrade, checked first): the Host header
