@@ -301,7 +301,8 @@ struct tg_gw_ws *tg_gw_ws_start(struct tg_gw *gw, struct event_base *base, const
         if (ws->cfg.require_client_cert)
             vi.options |= LWS_SERVER_OPTION_REQUIRE_VALID_OPENSSL_CLIENT_CERT;
         else if (ws->cfg.ca_file) /* ask for a certificate, verify one that comes, go on without */
-            vi.options |= LWS_SERVER_OPTION_REQUIRE_VALID_OPENSSL_CLIENT_CERT | LWS_SERVER_OPTION_PEER_CERT_NOT_REQUIRED;
+            vi.options |=
+                LWS_SERVER_OPTION_REQUIRE_VALID_OPENSSL_CLIENT_CERT | LWS_SERVER_OPTION_PEER_CERT_NOT_REQUIRED;
     }
     g_creating = ws;
     ws->vh = lws_create_vhost(ws->ctx, &vi);

@@ -67,7 +67,8 @@ static void on_deadline(lws_sorted_usec_list_t *sul)
         if (log_sampled(ws, now, &sup))
             tg_info(TG_WS_LOG, "closed an HTTP connection from %s: %s within %u ms (handshake-timeout)%s%.0u%s", src,
                     req ? "no complete request or WebSocket upgrade" : "the response made no progress",
-                    (unsigned)(timeout_us(ws) / 1000), sup ? " (" : "", sup, sup ? " similar messages not logged)" : "");
+                    (unsigned)(timeout_us(ws) / 1000), sup ? " (" : "", sup,
+                    sup ? " similar messages not logged)" : "");
         lws_set_timeout(wsi, KILL_REASON, LWS_TO_KILL_ASYNC);
     }
     sync_count(ws);

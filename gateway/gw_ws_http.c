@@ -109,7 +109,8 @@ int tg_gw_ws_check_host(struct tg_gw_ws *ws, struct lws *wsi, const char *what)
 {
     char host[256];
     int total = lws_hdr_total_length(wsi, WSI_TOKEN_HOST);
-    int have = total > 0 && (size_t)total < sizeof host && lws_hdr_copy(wsi, host, (int)sizeof host, WSI_TOKEN_HOST) > 0;
+    int have = total > 0 && (size_t)total < sizeof host &&
+               lws_hdr_copy(wsi, host, (int)sizeof host, WSI_TOKEN_HOST) > 0;
     if (have && tg_ws_host_allowed(host, &ws->cfg))
         return 0;
     char ip[64], ph[128];
@@ -123,7 +124,8 @@ int tg_gw_ws_check_host(struct tg_gw_ws *ws, struct lws *wsi, const char *what)
     }
     tg_info(TG_WS_LOG, "refused %s request from %s: Host \"%s\" is not this server (allowed: loopback names%s)", what,
             ip, have ? tg_gw_ws_printable(host, ph, sizeof ph) : "(too long)",
-            ws->cfg.n_http_hosts ? ", the bind address and --http-host names" : " and the bind address; see --http-host");
+            ws->cfg.n_http_hosts ? ", the bind address and --http-host names"
+                                 : " and the bind address; see --http-host");
     tg_gw_ws_http_reply_now(wsi, 421, "this server does not answer to that Host name (see tracegated --http-host)");
     return -1;
 }

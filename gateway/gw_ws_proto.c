@@ -1,4 +1,5 @@
-/* gw_ws_proto.c: the "tracegate" lws protocol callback: accept-time limits, the Host check, upgrade checks (Origin, token, route, health), WebSocket events, HTTP dispatch. */
+/* gw_ws_proto.c: the "tracegate" lws protocol callback: accept-time limits, the Host check, upgrade
+ * checks (Origin, token, route, health), WebSocket events, HTTP dispatch. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <openssl/ssl.h>
@@ -130,9 +131,9 @@ static int confirm_upgrade(struct tg_gw_ws *ws, struct lws *wsi, const char *upg
     if (d.status == 0)
         return 0;
     char pp[128], po[128];
-    tg_info(TG_WS_LOG, "refused WebSocket %s from %s: %d %s%s%s%s", tg_gw_ws_printable(rq.path, pp, sizeof pp), d.info.peer,
-            d.status, d.reason, rq.origin ? " (Origin \"" : "", rq.origin ? tg_gw_ws_printable(rq.origin, po, sizeof po) : "",
-            rq.origin ? "\")" : "");
+    tg_info(TG_WS_LOG, "refused WebSocket %s from %s: %d %s%s%s%s", tg_gw_ws_printable(rq.path, pp, sizeof pp),
+            d.info.peer, d.status, d.reason, rq.origin ? " (Origin \"" : "",
+            rq.origin ? tg_gw_ws_printable(rq.origin, po, sizeof po) : "", rq.origin ? "\")" : "");
     if (d.status == 401)
         tg_gw_count_auth_failure(ws->gw, d.info.transport, d.reason);
     else
@@ -168,7 +169,8 @@ static int established(struct tg_gw_ws *ws, struct lws *wsi)
         return -1;
     }
     char pp[128];
-    tg_info(TG_WS_LOG, "WebSocket %s from %s (%s, roles 0x%x%s%s)", tg_gw_ws_printable(rq.path, pp, sizeof pp), d.info.peer,
+    tg_info(TG_WS_LOG, "WebSocket %s from %s (%s, roles 0x%x%s%s)", tg_gw_ws_printable(rq.path, pp, sizeof pp),
+            d.info.peer,
             d.info.auth == TG_GW_AUTH_TOKEN  ? "token"
             : d.info.auth == TG_GW_AUTH_CERT ? "certificate"
             : d.info.auth == TG_GW_AUTH_LOCAL ? "loopback"

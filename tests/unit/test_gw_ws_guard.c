@@ -209,7 +209,10 @@ static int wait_pending(size_t want, int ms)
     return pending_now() == want;
 }
 
-static int send_str(int fd, const char *s) { return send(fd, s, strlen(s), MSG_NOSIGNAL) == (ssize_t)strlen(s) ? 0 : -1; }
+static int send_str(int fd, const char *s)
+{
+    return send(fd, s, strlen(s), MSG_NOSIGNAL) == (ssize_t)strlen(s) ? 0 : -1;
+}
 
 /* Dribbles a never-ending request one byte every interval_ms; returns the ms until the server
  * closed the connection, or -1 if it was still open after limit_ms. */

@@ -407,7 +407,8 @@ static void test_token_in_url_when_asked(void **state)
     char err[512];
     const char *head = capture_request(&cr, err, sizeof err);
     assert_non_null(head);
-    assert_non_null(strstr(head, "GET /traced?token=q%2BLr%2F0Zx1w9Kd4e%2BUa%2FoYvN2c8Gm5bQ3Tj7HsPfXkE0%3D HTTP/1.1\r\n"));
+    assert_non_null(
+        strstr(head, "GET /traced?token=q%2BLr%2F0Zx1w9Kd4e%2BUa%2FoYvN2c8Gm5bQ3Tj7HsPfXkE0%3D HTTP/1.1\r\n"));
     assert_null(strstr(head, "tracegate.token."));
 }
 
