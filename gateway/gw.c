@@ -49,7 +49,6 @@ void tg_gw_client_gone(struct tg_gw *gw, const struct tg_gw_client_info *info, s
 }
 
 size_t tg_gw_session_count(const struct tg_gw *gw) { return gw->n_sessions; }
-unsigned tg_gw_local_user_roles(const struct tg_gw *gw) { return gw->local_user_roles; }
 size_t tg_gw_listener_count(const struct tg_gw *gw) { return gw->n_listeners; }
 struct tg_gw_listener *tg_gw_listener_at(const struct tg_gw *gw, size_t i)
 {
@@ -134,6 +133,15 @@ unsigned tg_gw_auth_token_roles(struct tg_gw *gw, const char *token, char *princ
 }
 
 int tg_gw_origin_allowed(struct tg_gw *gw, const char *origin) { return tg_gw_auth_origin_allowed(gw->auth, origin); }
+
+void tg_gw_role_defaults(struct tg_gw *gw, struct tg_gw_role_defaults *out)
+{
+    pthread_mutex_lock(&gw->roles_mu);
+    out->local_roles = gw->local_roles;
+    out->cert_roles = gw->cert_roles;
+    out->local_user_roles = gw->local_user_roles;
+    pthread_mutex_unlock(&gw->roles_mu);
+}
 
 int tg_gw_upstream_healthy(struct tg_gw *gw)
 {
@@ -267,6 +275,7 @@ struct tg_gw *tg_gw_new(struct event_base *base, const struct tg_gw_config *cfg,
     gw->cert_roles = cfg->cert_roles;
     gw->insecure = cfg->insecure;
     gw->started = time(NULL);
+    pthread_mutex_init(&gw->roles_mu, NULL);
     pthread_mutex_init(&gw->status_mu, NULL);
     gw->auth = tg_gw_auth_new();
     gw->metrics = tg_gw_metrics_new();
@@ -374,9 +383,11 @@ int tg_gw_reload(struct tg_gw *gw, const struct tg_gw_config *cfg, char *err, si
         snprintf(err, errlen, "out of memory");
         return -1;
     }
+    pthread_mutex_lock(&gw->roles_mu);
     gw->local_roles = cfg->local_roles;
     gw->cert_roles = cfg->cert_roles;
     gw->local_user_roles = user_roles_for(gw, cfg, 0);
+    pthread_mutex_unlock(&gw->roles_mu);
     tg_info(LOG, "reloaded: %zu token(s), %zu extra allowed origin(s)", n_tokens, cfg->n_allow_origins);
     return 0;
 }
@@ -418,6 +429,7 @@ void tg_gw_free(struct tg_gw *gw)
     tg_gw_sources_free(gw->sources);
     tg_gw_metrics_free(gw->metrics);
     free(gw->status_listeners);
+    pthread_mutex_destroy(&gw->roles_mu);
     pthread_mutex_destroy(&gw->status_mu);
     free(gw);
 }

@@ -78,6 +78,16 @@ const char *tg_gw_transport_name(enum tg_gw_transport t);
 unsigned tg_gw_auth_token_roles(struct tg_gw *gw, const char *token, char *principal, size_t plen);
 /* Whether an Origin header value is on the allow-list. */
 int tg_gw_origin_allowed(struct tg_gw *gw, const char *origin);
+/* Roles the gateway's configuration gives clients by how they came in,
+ * current as of the last SIGHUP (tg_gw_reload); transports read them for
+ * each new client, so a reload applies to new clients and never to live
+ * ones. */
+struct tg_gw_role_defaults {
+    unsigned local_roles; /* --local-roles: loopback/UNIX clients without a token */
+    unsigned cert_roles;  /* --cert-roles: clients with a verified certificate */
+    unsigned local_user_roles; /* --local-user-roles: local uids other than root and ours */
+};
+void tg_gw_role_defaults(struct tg_gw *gw, struct tg_gw_role_defaults *out);
 /* Whether the upstream service is reachable (WS answers 503 when not). */
 int tg_gw_upstream_healthy(struct tg_gw *gw);
 /* Prometheus text exposition of every metric; malloc'd, caller frees. */

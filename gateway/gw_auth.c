@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/rand.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -50,6 +51,23 @@ void tg_gw_sha256_hex(const void *data, size_t len, char out[65])
     for (int i = 0; i < 32; i++)
         snprintf(out + 2 * i, 3, "%02x", d[i]);
     OPENSSL_cleanse(d, sizeof d);
+}
+
+int tg_gw_token_generate(char out[TG_GW_TOKEN_GEN_LEN + 1])
+{
+    unsigned char raw[32];
+    unsigned char b64[48]; /* 44 characters + NUL */
+    if (RAND_bytes(raw, sizeof raw) != 1)
+        return -1;
+    int n = EVP_EncodeBlock(b64, raw, sizeof raw);
+    OPENSSL_cleanse(raw, sizeof raw);
+    if (n != 44)
+        return -1;
+    for (int i = 0; i < TG_GW_TOKEN_GEN_LEN; i++)
+        out[i] = b64[i] == '+' ? '-' : b64[i] == '/' ? '_' : (char)b64[i];
+    out[TG_GW_TOKEN_GEN_LEN] = '\0';
+    OPENSSL_cleanse(b64, sizeof b64);
+    return 0;
 }
 
 static int hexval(int c)
@@ -221,6 +239,34 @@ void tg_gw_tokens_free(struct tg_gw_tokens *t)
 
 size_t tg_gw_tokens_count(const struct tg_gw_tokens *t) { return t ? t->n : 0; }
 
+/* For a token in the base64url alphabet (a '+' may be left as it was) whose length can be base64
+ * ('-' or '_' in it, or padding missing): its standard-base64 form with '=' padding (malloc'ed),
+ * else NULL. */
+static char *alt_forms(const char *token, size_t len)
+{
+    if (len % 4 == 1)
+        return NULL;
+    int url = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = token[i];
+        if (c == '-' || c == '_')
+            url = 1;
+        else if (!isalnum((unsigned char)c) && c != '+') /* '+' fits a subprotocol: it may stay */
+            return NULL;
+    }
+    size_t pad = (4 - len % 4) % 4;
+    if (!url && !pad)
+        return NULL; /* already its own standard form */
+    char *alt = malloc(len + pad + 1);
+    if (!alt)
+        return NULL;
+    for (size_t i = 0; i < len; i++)
+        alt[i] = token[i] == '-' ? '+' : token[i] == '_' ? '/' : token[i];
+    memset(alt + len, '=', pad);
+    alt[len + pad] = '\0';
+    return alt;
+}
+
 unsigned tg_gw_tokens_lookup(const struct tg_gw_tokens *t, const char *token, size_t len, char *principal,
                              size_t plen)
 {
@@ -228,12 +274,29 @@ unsigned tg_gw_tokens_lookup(const struct tg_gw_tokens *t, const char *token, si
         principal[0] = '\0';
     if (!t || !token || len == 0 || len > TG_GW_TOKEN_MAX)
         return 0;
-    unsigned char d[32];
-    sha256(token, len, d);
+    /* the token as given, and (for a base64url one) its standard-base64 and padded forms */
+    unsigned char d[3][32];
+    int nd = 1;
+    sha256(token, len, d[0]);
+    char *alt = alt_forms(token, len);
+    if (alt) {
+        size_t al = strlen(alt);
+        size_t pad = (4 - len % 4) % 4;
+        sha256(alt, al, d[nd++]); /* standard base64, padded */
+        if (pad) {
+            /* base64url, padded: the given text plus the same padding */
+            memcpy(alt, token, len);
+            sha256(alt, al, d[nd++]);
+        }
+        OPENSSL_cleanse(alt, al);
+        free(alt);
+    }
     /* Compare with every entry, without stopping at the first match. */
     size_t found = SIZE_MAX;
     for (size_t i = 0; i < t->n; i++) {
-        int eq = CRYPTO_memcmp(d, t->e[i].digest, 32) == 0;
+        int eq = 0;
+        for (int k = 0; k < nd; k++)
+            eq |= CRYPTO_memcmp(d[k], t->e[i].digest, 32) == 0;
         found = eq ? i : found;
     }
     OPENSSL_cleanse(d, sizeof d);

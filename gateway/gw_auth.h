@@ -22,6 +22,13 @@
 struct tg_gw_tokens;
 struct tg_gw_auth;
 
+#define TG_GW_TOKEN_GEN_LEN 43 /* base64url (no padding) of 32 random bytes */
+
+/* A fresh token: 256 bits from the OpenSSL CSPRNG as base64url without
+ * padding ([A-Za-z0-9_-], 43 characters), so it fits a WebSocket
+ * subprotocol. Returns 0, or -1 when no randomness is available. */
+int tg_gw_token_generate(char out[TG_GW_TOKEN_GEN_LEN + 1]);
+
 /* Lowercase hex SHA-256 of data (out gets 64 chars + NUL). */
 void tg_gw_sha256_hex(const void *data, size_t len, char out[65]);
 
@@ -32,7 +39,13 @@ int tg_gw_tokens_parse(const char *text, size_t len, const char *name, struct tg
 int tg_gw_tokens_load(const char *path, struct tg_gw_tokens **out, char *err, size_t errlen);
 void tg_gw_tokens_free(struct tg_gw_tokens *t);
 size_t tg_gw_tokens_count(const struct tg_gw_tokens *t);
-/* Roles granted by `token` (0 if none); principal receives the entry's name. */
+/* Roles granted by `token` (0 if none); principal receives the entry's name.
+ * Both encodings of a base64 token match its entry: a token written in the
+ * base64url alphabet without padding (as it must be to ride in a WebSocket
+ * subprotocol) also matches an entry made from its standard-base64 form
+ * ('+', '/', '=' padding; the old `head -c 32 /dev/urandom | base64`
+ * recipe) and from its padded base64url form. Every entry is compared
+ * against every candidate digest, in constant time. */
 unsigned tg_gw_tokens_lookup(const struct tg_gw_tokens *t, const char *token, size_t len, char *principal,
                              size_t plen);
 

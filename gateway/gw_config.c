@@ -19,10 +19,11 @@
 #include "tracegate/log.h"
 
 enum opt_id {
-    O_CONFIG = 1, O_CHECK_CONFIG, O_HASH_TOKEN, O_HELP, O_VERSION,
+    O_CONFIG = 1, O_CHECK_CONFIG, O_HASH_TOKEN, O_GEN_TOKEN, O_HELP, O_VERSION,
     O_PRODUCER_SOCKET, O_CONSUMER_SOCKET, O_PRODUCER_MODE, O_CONSUMER_MODE,
     O_UPSTREAM_CONSUMER, O_UPSTREAM_PRODUCER, O_PROBE_INTERVAL,
     O_LISTEN, O_HTTP, O_NO_HTTP, O_HTTP_TLS, O_WEB_ROOT, O_WS_MAX_MESSAGE, O_ALLOW_ORIGIN,
+    O_HTTP_HOST, O_HTTP_MAX_PENDING, O_HTTP_MAX_PENDING_PER_SOURCE,
     O_TOKEN_FILE, O_LOCAL_ROLES, O_LOCAL_USER_ROLES, O_CERT_ROLES, O_INSECURE,
     O_TLS_CERT, O_TLS_KEY, O_TLS_CA, O_TLS_REQUIRE_CLIENT_CERT,
     O_MAX_FRAME, O_OUT_HIGH, O_OUT_LOW, O_OUT_SOFT, O_OUT_SOFT_GRACE, O_OUT_HARD, O_RATE, O_BURST,
@@ -43,6 +44,8 @@ static const struct opt_def k_opts[] = {
     {O_CONFIG, "config", "FILE", 1, "read options from FILE (`name = value` lines); flags override it"},
     {O_CHECK_CONFIG, "check-config", NULL, 1, "validate the configuration, print the problem, exit 0 or 1"},
     {O_HASH_TOKEN, "hash-token", NULL, 1, "read a token on stdin, print its SHA-256 for the token file"},
+    {O_GEN_TOKEN, "gen-token", NULL,
+     1, "print a new random token (256 bits, base64url) on stdout and its token-file line on stderr"},
     {O_HELP, "help", NULL, 1, "this help"},
     {O_VERSION, "version", NULL, 1, "print the version"},
 
@@ -66,6 +69,12 @@ static const struct opt_def k_opts[] = {
     {O_WS_MAX_MESSAGE, "ws-max-message", "SIZE", 0, "largest inbound WebSocket message (default 1m)"},
     {O_ALLOW_ORIGIN, "allow-origin", "ORIGIN",
      0, "allow WebSocket clients from ORIGIN (repeatable; ui.perfetto.dev is always allowed)"},
+    {O_HTTP_HOST, "http-host", "NAME",
+     0, "a Host name the HTTP front end answers to besides loopback names and the bind address (repeatable)"},
+    {O_HTTP_MAX_PENDING, "http-max-pending", "N",
+     0, "HTTP connections that are not (yet) WebSockets, in total (default 64, 0 = unlimited)"},
+    {O_HTTP_MAX_PENDING_PER_SOURCE, "http-max-pending-per-source", "N",
+     0, "... per non-loopback source address (default 8, 0 = unlimited)"},
 
     {O_TOKEN_FILE, "token-file", "FILE", 0, "bearer tokens: `name role[,role] sha256hex` lines (reloaded on SIGHUP)"},
     {O_LOCAL_ROLES, "local-roles", "ROLES",
@@ -91,7 +100,9 @@ static const struct opt_def k_opts[] = {
     {O_MAX_CONNS, "max-connections", "N", 0, "client connections in total (default 1000)"},
     {O_MAX_CONNS_PER_SOURCE, "max-connections-per-source", "N",
      0, "connections per non-loopback source address (default 64)"},
-    {O_HANDSHAKE_TIMEOUT, "handshake-timeout", "DURATION", 0, "time to authenticate in-band (default 10s)"},
+    {O_HANDSHAKE_TIMEOUT, "handshake-timeout", "DURATION",
+     0, "time to authenticate in-band; also the absolute deadline for an HTTP request or WebSocket upgrade "
+        "(default 10s)"},
     {O_IDLE_TIMEOUT, "idle-timeout", "DURATION", 0, "close clients idle that long with no call pending (default off)"},
     {O_DRAIN_TIMEOUT, "drain-timeout", "DURATION", 0, "on SIGTERM, how long sessions may finish (default 30s)"},
     /* session survival (gw_resume.c) */
@@ -113,6 +124,8 @@ void tg_gw_config_init(struct tg_gw_config *c)
     c->local_user_roles = TG_GW_ROLE_RECORDER | TG_GW_ROLE_PRODUCER;
     c->cert_roles = TG_GW_ROLE_RECORDER;
     c->ws_max_message = 1u << 20;
+    c->http_max_pending = 64;
+    c->http_max_pending_per_source = 8;
     c->log_level = TG_LOG_INFO;
     c->log_format = TG_LOG_TEXT;
     tg_gw_limits_default(&c->limits);
@@ -137,6 +150,7 @@ void tg_gw_config_free(struct tg_gw_config *c)
     free(c->http);
     free(c->web_root);
     free_list(c->allow_origins, c->n_allow_origins);
+    free_list(c->http_hosts, c->n_http_hosts);
     free(c->token_file);
     free(c->tls_cert);
     free(c->tls_key);
@@ -214,6 +228,20 @@ static int push_str(char ***list, size_t *n, const char *v)
     return 0;
 }
 
+/* A host name or address literal for http-host: no scheme, port, path or blanks; IPv6 in brackets. */
+static int http_host_ok(const char *v)
+{
+    size_t n = strlen(v);
+    if (n == 0 || n > 253)
+        return 0;
+    if (v[0] == '[')
+        return n > 2 && v[n - 1] == ']' && strspn(v + 1, "0123456789abcdefABCDEF:.") == n - 2;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)v[i]) && v[i] != '.' && v[i] != '-' && v[i] != '_')
+            return 0;
+    return 1;
+}
+
 int tg_gw_config_set(struct tg_gw_config *c, const char *name, const char *value, char *err, size_t errlen)
 {
     const struct opt_def *o = find_opt(name);
@@ -255,6 +283,15 @@ int tg_gw_config_set(struct tg_gw_config *c, const char *name, const char *value
         if (!*value || strchr(value, ' '))
             return tg_errf(err, errlen, "allow-origin: '%s' is not an origin (scheme://host[:port])", value);
         if (push_str(&c->allow_origins, &c->n_allow_origins, value) != 0)
+            return tg_errf(err, errlen, "out of memory");
+        return 0;
+    case O_HTTP_HOST:
+        if (!http_host_ok(value))
+            return tg_errf(err, errlen,
+                           "http-host: '%s' is not a host name or address (no scheme, port or path: gw.example.com, "
+                           "10.0.0.5, [fd00::5])",
+                           value);
+        if (push_str(&c->http_hosts, &c->n_http_hosts, value) != 0)
             return tg_errf(err, errlen, "out of memory");
         return 0;
     case O_TOKEN_FILE: return set_str(&c->token_file, value, name, err, errlen);
@@ -343,11 +380,15 @@ int tg_gw_config_set(struct tg_gw_config *c, const char *name, const char *value
     case O_BURST:
     case O_MAX_CONNS:
     case O_MAX_CONNS_PER_SOURCE:
+    case O_HTTP_MAX_PENDING:
+    case O_HTTP_MAX_PENDING_PER_SOURCE:
         if (parse_uint(value, 100000000ul, &u) != 0)
             return tg_errf(err, errlen, "%s: '%s' is not a count", name, value);
-        *(o->id == O_BURST       ? &c->limits.burst
-          : o->id == O_MAX_CONNS ? &c->limits.max_conns
-                                 : &c->limits.max_conns_per_source) = (uint32_t)u;
+        *(o->id == O_BURST                ? &c->limits.burst
+          : o->id == O_MAX_CONNS          ? &c->limits.max_conns
+          : o->id == O_MAX_CONNS_PER_SOURCE ? &c->limits.max_conns_per_source
+          : o->id == O_HTTP_MAX_PENDING   ? &c->http_max_pending
+                                          : &c->http_max_pending_per_source) = (uint32_t)u;
         return 0;
     case O_LOG_LEVEL: {
         int lv = tg_log_level_from_string(value);
@@ -520,6 +561,7 @@ int tg_gw_config_parse_args(struct tg_gw_config *c, int argc, char **argv, struc
         case O_CONFIG: break;
         case O_CHECK_CONFIG: cli->check_config = 1; break;
         case O_HASH_TOKEN: cli->hash_token = 1; break;
+        case O_GEN_TOKEN: cli->gen_token = 1; break;
         case O_HELP: cli->help = 1; break;
         case O_VERSION: cli->version = 1; break;
         default:

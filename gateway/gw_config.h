@@ -72,6 +72,10 @@ struct tg_gw_config {
     size_t ws_max_message;
     char **allow_origins;
     size_t n_allow_origins;
+    char **http_hosts;      /* Host names the front end answers to, besides loopback names */
+    size_t n_http_hosts;
+    uint32_t http_max_pending;            /* HTTP connections not (yet) WebSockets; 0 = unlimited */
+    uint32_t http_max_pending_per_source; /* ... per non-loopback source address; 0 = unlimited */
 
     /* authentication */
     char *token_file;
@@ -92,7 +96,7 @@ struct tg_gw_config {
 
 /* Command-line-only actions. */
 struct tg_gw_cli {
-    int help, version, check_config, hash_token;
+    int help, version, check_config, hash_token, gen_token;
 };
 
 void tg_gw_config_init(struct tg_gw_config *c);

@@ -36,8 +36,10 @@ struct tg_gw_listener;
 struct tg_gw {
     struct event_base *base;
     struct tg_gw_limits limits;
-    unsigned local_roles, cert_roles; /* reloadable (SIGHUP): used for new clients */
-    unsigned local_user_roles;        /* reloadable: local uids other than root and ours */
+    unsigned local_roles, cert_roles; /* reloadable (SIGHUP): used for new clients; written under
+                                         roles_mu (the WebSocket thread reads them through
+                                         tg_gw_role_defaults) */
+    unsigned local_user_roles;        /* the same: local uids other than root and ours */
     int insecure;
     struct tg_gw_auth *auth;         /* tokens + origins: any thread */
     struct tg_gw_metrics *metrics;   /* any thread */
@@ -66,6 +68,7 @@ struct tg_gw {
     size_t n_local;
 
     time_t started;
+    pthread_mutex_t roles_mu;
     pthread_mutex_t status_mu;
     char *status_listeners; /* JSON array, rebuilt when listeners change */
 };
@@ -79,8 +82,10 @@ struct tg_gw *tg_gw_new(struct event_base *base, const struct tg_gw_config *cfg,
 int tg_gw_start_listeners(struct tg_gw *gw, const struct tg_gw_config *cfg, char *err, size_t errlen);
 size_t tg_gw_listener_count(const struct tg_gw *gw);
 struct tg_gw_listener *tg_gw_listener_at(const struct tg_gw *gw, size_t i);
-/* SIGHUP: applies the token file, the Origin allow-list and certificates of
- * `cfg` (a freshly parsed configuration) without touching connections.
+/* SIGHUP: applies the token file, the Origin allow-list, local-roles and
+ * cert-roles (for new clients, also of the WebSocket front end through
+ * tg_gw_role_defaults) and certificates of `cfg` (a freshly parsed
+ * configuration) without touching connections.
  * Options that need a restart are logged. On error nothing changes. */
 int tg_gw_reload(struct tg_gw *gw, const struct tg_gw_config *cfg, char *err, size_t errlen);
 /* SIGTERM: stops accepting and refuses new clients; done(arg) runs from the
@@ -89,9 +94,6 @@ void tg_gw_drain(struct tg_gw *gw, void (*done)(void *arg), void *arg);
 /* Closes every session now (drain timeout). */
 void tg_gw_close_all(struct tg_gw *gw, const char *reason);
 size_t tg_gw_session_count(const struct tg_gw *gw);
-/* Roles of local users other than root and ours, as in effect (bridge mode
- * over a UNIX socket turns the default off). */
-unsigned tg_gw_local_user_roles(const struct tg_gw *gw);
 void tg_gw_free(struct tg_gw *gw);
 
 /* Accept path used by listeners (l may be NULL for transports without one). */

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "gw_ws_int.h"
+#include "gw_ws_policy.h"
 #include "net/ws_link.h"
 #include "tracegate/conn.h"
 #include "tracegate/log.h"
@@ -60,6 +61,7 @@ static void *service_thread(void *arg)
         lws_service(ws->ctx, 0);
         usleep(2000);
     }
+    tg_gw_ws_guard_stop(ws);
     lws_context_destroy(ws->ctx);
     ws->ctx = NULL;
     return NULL;
@@ -184,6 +186,10 @@ static void ws_free(struct tg_gw_ws *ws)
 {
     if (ws->handoff)
         tg_ws_handoff_free(ws->handoff);
+    tg_ws_pending_free(ws->pending);
+    for (size_t i = 0; ws->http_hosts && i < ws->cfg.n_http_hosts; i++)
+        free(ws->http_hosts[i]);
+    free(ws->http_hosts);
     pthread_mutex_destroy(&ws->mu);
     pthread_cond_destroy(&ws->cv);
     free(ws);
@@ -211,6 +217,30 @@ struct tg_gw_ws *tg_gw_ws_start(struct tg_gw *gw, struct event_base *base, const
         ws->cfg.port = 8037;
     if (!ws->cfg.max_message)
         ws->cfg.max_message = 1u << 20;
+    if (!ws->cfg.handshake_timeout_ms)
+        ws->cfg.handshake_timeout_ms = 10000;
+    ws->cfg.http_hosts = NULL;
+    ws->cfg.n_http_hosts = 0;
+    if (cfg->n_http_hosts) {
+        ws->http_hosts = calloc(cfg->n_http_hosts, sizeof *ws->http_hosts);
+        for (size_t i = 0; ws->http_hosts && i < cfg->n_http_hosts; i++) {
+            ws->http_hosts[i] = strdup(cfg->http_hosts[i]);
+            if (!ws->http_hosts[i])
+                break;
+            ws->cfg.n_http_hosts = i + 1;
+        }
+        if (ws->cfg.n_http_hosts != cfg->n_http_hosts) {
+            snprintf(err, errlen, "out of memory");
+            ws_free(ws);
+            return NULL;
+        }
+        ws->cfg.http_hosts = (const char *const *)ws->http_hosts;
+    }
+    if (tg_gw_ws_guard_init(ws) != 0) {
+        snprintf(err, errlen, "out of memory");
+        ws_free(ws);
+        return NULL;
+    }
     if (ws->cfg.tls && (!ws->cfg.cert_file || !ws->cfg.key_file)) {
         snprintf(err, errlen, "wss/https needs a certificate and a key");
         ws_free(ws);
@@ -238,7 +268,11 @@ struct tg_gw_ws *tg_gw_ws_start(struct tg_gw *gw, struct event_base *base, const
         ci.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
     ci.port = CONTEXT_PORT_NO_LISTEN;
     ci.user = ws;
-    ci.timeout_secs = 10; /* handshakes and HTTP requests */
+    /* libwebsockets' own timeouts (TLS accept, idle header tables) sit a
+     * second behind the absolute deadline gw_ws_guard.c enforces, so ours
+     * fires first and is counted and logged */
+    unsigned lws_secs = (ws->cfg.handshake_timeout_ms + 999) / 1000 + 1;
+    ci.timeout_secs = lws_secs;
     ws->ctx = lws_create_context(&ci);
     if (!ws->ctx) {
         snprintf(err, errlen, "cannot create the libwebsockets context");
@@ -254,6 +288,8 @@ struct tg_gw_ws *tg_gw_ws_start(struct tg_gw *gw, struct event_base *base, const
     vi.protocols = k_protocols;
     vi.alpn = "http/1.1"; /* no h2: WebSocket flow control needs h1 */
     vi.keepalive_timeout = 5;
+    vi.timeout_secs = lws_secs;
+    vi.timeout_secs_ah_idle = lws_secs;
     if (strcmp(ws->cfg.bind_host, "0.0.0.0") && strcmp(ws->cfg.bind_host, "::") && strchr(ws->cfg.bind_host, ':'))
         vi.options |= LWS_SERVER_OPTION_IPV6_V6ONLY_MODIFY | LWS_SERVER_OPTION_IPV6_V6ONLY_VALUE;
     if (ws->cfg.tls) {
@@ -264,6 +300,9 @@ struct tg_gw_ws *tg_gw_ws_start(struct tg_gw *gw, struct event_base *base, const
         vi.ssl_options_set = SSL_OP_NO_TLSv1 | SSL_OP_NO_TLSv1_1;
         if (ws->cfg.require_client_cert)
             vi.options |= LWS_SERVER_OPTION_REQUIRE_VALID_OPENSSL_CLIENT_CERT;
+        else if (ws->cfg.ca_file) /* ask for a certificate, verify one that comes, go on without */
+            vi.options |=
+                LWS_SERVER_OPTION_REQUIRE_VALID_OPENSSL_CLIENT_CERT | LWS_SERVER_OPTION_PEER_CERT_NOT_REQUIRED;
     }
     g_creating = ws;
     ws->vh = lws_create_vhost(ws->ctx, &vi);
@@ -282,9 +321,10 @@ struct tg_gw_ws *tg_gw_ws_start(struct tg_gw *gw, struct event_base *base, const
         return NULL;
     }
     ws->thread_started = 1;
-    tg_info(TG_WS_LOG, "HTTP/WebSocket on %s://%s:%d (/traced, /producer, /metrics, /healthz, /api/status)%s",
+    tg_info(TG_WS_LOG, "HTTP/WebSocket on %s://%s:%d (/traced, /producer, /metrics, /healthz, /api/status)%s%s",
             ws->cfg.tls ? "https" : "http", ws->cfg.bind_host, ws->cfg.port,
-            ws->cfg.require_client_cert ? ", client certificates required" : "");
+            ws->cfg.require_client_cert ? ", client certificates required" : "",
+            tg_ws_status_needs_auth(&ws->cfg) ? "; /metrics and /api/status need a token or client certificate" : "");
     return ws;
 }
 

@@ -12,6 +12,7 @@
 #define TRACEGATE_GATEWAY_GW_WS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct event_base;
 struct tg_gw;
@@ -25,10 +26,30 @@ struct tg_gw_ws_config {
     int require_client_cert;  /* mTLS */
     const char *web_root;     /* static files for "/" (NULL = built-in page) */
     int require_token;        /* non-loopback clients must present a token */
-    unsigned local_roles;     /* roles of local clients (root, our uid) without a token */
-    unsigned local_user_roles; /* roles of other local uids */
+    /* Roles of loopback clients without a token, and of clients with a
+     * verified certificate (0 = recorder). The front end reads the current
+     * values from tg_gw_role_defaults() for every request (SIGHUP applies
+     * them to new clients); what tg_gw_ws_start is given is not used. */
+    unsigned local_roles;
+    unsigned local_user_roles; /* roles of other local uids (same rule) */
     size_t max_message;       /* max inbound WS message (default 1 MiB) */
-    unsigned cert_roles;      /* roles of clients with a verified certificate (0 = recorder) */
+    unsigned cert_roles;
+    /* Host names (or address literals) besides loopback names, "localhost"
+     * and a non-wildcard bind_host that clients may use in the Host header
+     * (DNS rebinding defence); copied. */
+    const char *const *http_hosts;
+    size_t n_http_hosts;
+    /* Limits before a connection is a WebSocket: the absolute deadline for
+     * its request headers (and for each step of a response; 0 = 10 s), and
+     * how many such connections there may be in total and per non-loopback
+     * source address (0 = unlimited). */
+    uint32_t handshake_timeout_ms;
+    uint32_t max_pending;
+    uint32_t max_pending_per_source;
+    /* /metrics and /api/status need a bearer token or a client certificate
+     * granting observer, recorder or admin. Always so for a non-loopback
+     * bind_host with require_token; this asks for it on any bind. */
+    int protect_status;
 };
 
 /* Wire details (see gw_ws_policy.h): tokens come as the subprotocol pair
@@ -44,6 +65,8 @@ struct tg_gw_ws *tg_gw_ws_start(struct tg_gw *gw, struct event_base *base, const
  * them; on any error nothing changes). Blocks until the lws thread has done
  * it (at most 5 s). Returns 0/-1. */
 int tg_gw_ws_reload(struct tg_gw_ws *ws, char *err, size_t errlen);
+/* HTTP connections that are not (yet) WebSockets, now. Any thread. */
+size_t tg_gw_ws_http_pending(struct tg_gw_ws *ws);
 /* Stops accepting, closes the lws context and joins the thread. */
 void tg_gw_ws_stop(struct tg_gw_ws *ws);
 

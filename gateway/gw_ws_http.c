@@ -1,4 +1,5 @@
-/* gw_ws_http.c: the HTTP routes of the WebSocket port: /healthz, /metrics, /api/status and static files (or a built-in page). */
+/* gw_ws_http.c: the HTTP routes of the WebSocket port: the Host check, /healthz, /metrics and /api/status (with
+ * credentials off loopback), static files (or a built-in page). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -42,6 +43,7 @@ static const char *status_text(int status)
     case 403: return "forbidden";
     case 404: return "not found";
     case 405: return "method not allowed";
+    case 421: return "misdirected request";
     case 426: return "upgrade required";
     case 500: return "internal error";
     case 503: return "service unavailable";
@@ -55,8 +57,9 @@ static int add_hdr(struct lws *wsi, const char *name, const char *value, unsigne
                                        (int)strlen(value), p, end);
 }
 
-/* Writes the status line and headers. */
-static int send_headers(struct lws *wsi, int status, const char *ctype, size_t len, int no_store, int is_page)
+/* The status line and headers; www_auth: a WWW-Authenticate value (401), or NULL. */
+static int send_headers_ex(struct lws *wsi, int status, const char *ctype, size_t len, int no_store, int is_page,
+                           const char *www_auth)
 {
     unsigned char buf[LWS_PRE + 1024];
     unsigned char *start = buf + LWS_PRE, *p = start, *end = buf + sizeof buf - 1;
@@ -69,24 +72,62 @@ static int send_headers(struct lws *wsi, int status, const char *ctype, size_t l
         return -1;
     if (status == 405 && add_hdr(wsi, "allow:", "GET, HEAD", &p, end))
         return -1;
+    if (www_auth && add_hdr(wsi, "www-authenticate:", www_auth, &p, end))
+        return -1;
     if (is_page && add_hdr(wsi, "content-security-policy:",
                            "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'", &p, end))
         return -1;
     return lws_finalize_write_http_header(wsi, start, &p, end) ? -1 : 0;
 }
 
-int tg_gw_ws_http_reply_now(struct lws *wsi, int status, const char *text)
+/* Writes the status line and headers. */
+static int send_headers(struct lws *wsi, int status, const char *ctype, size_t len, int no_store, int is_page)
+{
+    return send_headers_ex(wsi, status, ctype, len, no_store, is_page, NULL);
+}
+
+static int reply_now_ex(struct lws *wsi, int status, const char *text, const char *www_auth)
 {
     char body[512];
     int n = snprintf(body, sizeof body, "%d %s: %s\n", status, status_text(status), text ? text : "");
     if (n < 0)
         return -1;
     size_t len = (size_t)n < sizeof body ? (size_t)n : sizeof body - 1;
-    if (send_headers(wsi, status, "text/plain; charset=utf-8", len, 1, 0) != 0)
+    if (send_headers_ex(wsi, status, "text/plain; charset=utf-8", len, 1, 0, www_auth) != 0)
         return -1;
     unsigned char out[LWS_PRE + sizeof body];
     memcpy(out + LWS_PRE, body, len);
     return lws_write(wsi, out + LWS_PRE, len, LWS_WRITE_HTTP_FINAL) < (int)len ? -1 : 0;
+}
+
+int tg_gw_ws_http_reply_now(struct lws *wsi, int status, const char *text)
+{
+    return reply_now_ex(wsi, status, text, NULL);
+}
+
+int tg_gw_ws_check_host(struct tg_gw_ws *ws, struct lws *wsi, const char *what)
+{
+    char host[256];
+    int total = lws_hdr_total_length(wsi, WSI_TOKEN_HOST);
+    int have = total > 0 && (size_t)total < sizeof host &&
+               lws_hdr_copy(wsi, host, (int)sizeof host, WSI_TOKEN_HOST) > 0;
+    if (have && tg_ws_host_allowed(host, &ws->cfg))
+        return 0;
+    char ip[64], ph[128];
+    int port;
+    tg_gw_ws_peer_of(wsi, ip, sizeof ip, &port);
+    tg_gw_count_rejected(ws->gw, "http_host");
+    if (total <= 0) {
+        tg_info(TG_WS_LOG, "refused %s request from %s: no Host header", what, ip);
+        tg_gw_ws_http_reply_now(wsi, 400, "a Host header is required");
+        return -1;
+    }
+    tg_info(TG_WS_LOG, "refused %s request from %s: Host \"%s\" is not this server (allowed: loopback names%s)", what,
+            ip, have ? tg_gw_ws_printable(host, ph, sizeof ph) : "(too long)",
+            ws->cfg.n_http_hosts ? ", the bind address and --http-host names"
+                                 : " and the bind address; see --http-host");
+    tg_gw_ws_http_reply_now(wsi, 421, "this server does not answer to that Host name (see tracegated --http-host)");
+    return -1;
 }
 
 void tg_gw_ws_http_cleanup(struct tg_ws_pss *pss)
@@ -109,7 +150,7 @@ static int respond(struct lws *wsi, struct tg_ws_pss *pss, int status, const cha
     }
     if (pss->head_only || len == 0) {
         free(body);
-        return lws_http_transaction_completed(wsi) ? -1 : 0;
+        return tg_gw_ws_http_done(pss->ws, wsi) ? -1 : 0;
     }
     pss->body = (unsigned char *)body;
     pss->body_len = len;
@@ -163,7 +204,7 @@ static int serve_static(struct tg_gw_ws *ws, struct lws *wsi, struct tg_ws_pss *
     }
     if (pss->head_only || st.st_size == 0) {
         close(fd);
-        return lws_http_transaction_completed(wsi) ? -1 : 0;
+        return tg_gw_ws_http_done(ws, wsi) ? -1 : 0;
     }
     pss->has_file = 1;
     pss->file_fd = fd;
@@ -172,11 +213,52 @@ static int serve_static(struct tg_gw_ws *ws, struct lws *wsi, struct tg_ws_pss *
     return 0;
 }
 
+/* /metrics and /api/status off loopback: a bearer token or a client certificate with observer+. */
+static int check_access(struct tg_gw_ws *ws, struct lws *wsi, enum tg_ws_route route)
+{
+    char auth[TG_WS_MAX_TOKEN + 64], cert[128];
+    int total = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION);
+    const char *authz = NULL;
+    if (total > 0) {
+        /* too long for any token we accept: present it as a wrong one */
+        if ((size_t)total >= sizeof auth || lws_hdr_copy(wsi, auth, (int)sizeof auth, WSI_TOKEN_HTTP_AUTHORIZATION) < 0)
+            snprintf(auth, sizeof auth, "Bearer -");
+        authz = auth;
+    }
+    struct tg_gw_ws_config cfg;
+    tg_gw_ws_current_cfg(ws, &cfg);
+    struct tg_ws_http_request rq = {
+        .route = route,
+        .authorization = authz,
+        .cert_subject = ws->cfg.tls ? tg_gw_ws_cert_subject(wsi, cert, sizeof cert) : NULL,
+    };
+    struct tg_ws_http_decision d;
+    tg_ws_decide_http(ws->gw, &cfg, &rq, &d);
+    memset(auth, 0, sizeof auth);
+    if (d.status == 0)
+        return 0;
+    char ip[64];
+    int port;
+    tg_gw_ws_peer_of(wsi, ip, sizeof ip, &port);
+    enum tg_gw_transport t = ws->cfg.tls ? TG_GW_T_WSS : TG_GW_T_WS;
+    if (d.status == 401)
+        tg_gw_count_auth_failure(ws->gw, t, d.auth_failure ? "http invalid token" : "http no credentials");
+    else
+        tg_gw_count_rejected(ws->gw, "http_forbidden");
+    tg_info(TG_WS_LOG, "refused %s from %s: %d %s%s%s", route == TG_WS_ROUTE_METRICS ? "/metrics" : "/api/status", ip,
+            d.status, d.reason, d.principal[0] ? ", principal " : "", d.principal);
+    reply_now_ex(wsi, d.status, d.reason, d.status == 401 ? "Bearer realm=\"tracegate\"" : NULL);
+    return -1;
+}
+
 int tg_gw_ws_http_request(struct tg_gw_ws *ws, struct lws *wsi, struct tg_ws_pss *pss, const char *path)
 {
     tg_gw_ws_http_cleanup(pss);
     memset(pss, 0, sizeof *pss);
     pss->file_fd = -1;
+    pss->ws = ws;
+    if (tg_gw_ws_check_host(ws, wsi, "HTTP") != 0)
+        return -1;
     char *uri = NULL;
     int urilen = 0;
     int meth = lws_http_get_uri_and_method(wsi, &uri, &urilen);
@@ -187,7 +269,10 @@ int tg_gw_ws_http_request(struct tg_gw_ws *ws, struct lws *wsi, struct tg_ws_pss
     pss->head_only = meth == LWSHUMETH_HEAD;
     if (!path)
         path = "/";
-    switch (tg_ws_route_of(path, NULL, 0)) {
+    enum tg_ws_route route = tg_ws_route_of(path, NULL, 0);
+    if (check_access(ws, wsi, route) != 0)
+        return -1;
+    switch (route) {
     case TG_WS_ROUTE_HEALTHZ:
         if (tg_gw_upstream_healthy(ws->gw))
             return respond_text(wsi, pss, 200, "ok");
@@ -215,7 +300,7 @@ int tg_gw_ws_http_request(struct tg_gw_ws *ws, struct lws *wsi, struct tg_ws_pss
     }
 }
 
-int tg_gw_ws_http_writeable(struct lws *wsi, struct tg_ws_pss *pss)
+int tg_gw_ws_http_writeable(struct tg_gw_ws *ws, struct lws *wsi, struct tg_ws_pss *pss)
 {
     unsigned char buf[LWS_PRE + CHUNK];
     size_t n = 0;
@@ -244,9 +329,10 @@ int tg_gw_ws_http_writeable(struct lws *wsi, struct tg_ws_pss *pss)
     if (lws_write(wsi, buf + LWS_PRE, n, final ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) < (int)n)
         return -1;
     if (!final) {
+        tg_gw_ws_guard_phase(ws, wsi, TG_WS_PENDING_RESPONSE); /* the client read a chunk: progress */
         lws_callback_on_writable(wsi);
         return 0;
     }
     tg_gw_ws_http_cleanup(pss);
-    return lws_http_transaction_completed(wsi) ? -1 : 0;
+    return tg_gw_ws_http_done(ws, wsi) ? -1 : 0;
 }

@@ -1,18 +1,21 @@
 /* gw_ws_int.h: state shared by the files of the WebSocket front end
  * (gw_ws.c: context and thread; gw_ws_proto.c: protocol callbacks;
- * gw_ws_http.c: HTTP routes). Internal to gateway/gw_ws_*.c. */
+ * gw_ws_http.c: HTTP routes; gw_ws_guard.c: limits and deadlines of HTTP
+ * connections before they become WebSockets). Internal to gateway/gw_ws_*.c. */
 #ifndef TRACEGATE_GATEWAY_GW_WS_INT_H
 #define TRACEGATE_GATEWAY_GW_WS_INT_H
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <libwebsockets.h>
 
 #include "gw.h"
 #include "gw_ws.h"
 #include "gw_ws_handoff.h"
+#include "gw_ws_pending.h"
 
 #define TG_WS_LOG "ws"
 
@@ -21,6 +24,7 @@ struct tg_gw_ws {
     struct event_base *base;
     struct tg_gw_ws_config cfg; /* strings point into the copies below */
     char bind_host[256], cert_file[1024], key_file[1024], ca_file[1024], web_root[1024];
+    char **http_hosts; /* copies behind cfg.http_hosts */
 
     struct lws_context *ctx;
     struct lws_vhost *vh;
@@ -31,6 +35,16 @@ struct tg_gw_ws {
     int live_wsis; /* lws thread: accepted and adopted wsis not yet freed */
     struct tg_ws_handoff *handoff;
 
+    /* HTTP connections not (yet) WebSockets (gw_ws_guard.c; lws thread) */
+    struct tg_ws_pending *pending;
+    lws_sorted_usec_list_t pending_sul; /* fires at the earliest deadline */
+    int admitted_fd;                    /* accepted by the filter, awaiting its wsi */
+    char admitted_source[64];
+    int admitted_loopback;
+    uint64_t log_window_us;             /* sampled logging of refusals and cuts */
+    unsigned log_suppressed;
+    atomic_size_t pending_count;        /* mirror for tg_gw_ws_http_pending (any thread) */
+
     /* reload request, done on the lws thread */
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -40,6 +54,7 @@ struct tg_gw_ws {
 
 /* Per-session data of the "tracegate" protocol: an HTTP response in flight. */
 struct tg_ws_pss {
+    struct tg_gw_ws *ws;
     unsigned char *body; /* malloc'd body, or NULL when streaming a file */
     size_t body_len, body_off;
     int file_fd;         /* static file being sent (or -1 / 0 when unused) */
@@ -57,11 +72,44 @@ int tg_gw_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *u
 void tg_gw_ws_do_reload(struct tg_gw_ws *ws);
 void tg_gw_ws_capture_ssl_ctx(void *ssl_ctx);
 
+/* gw_ws_guard.c, on the lws thread: admission at accept (returns -1 to
+ * refuse: LWS_CALLBACK_FILTER_NETWORK_CONNECTION), the new wsi of an
+ * admitted connection (LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED), a new
+ * phase (request headers complete, response progress, kept alive for the
+ * next request), and the end of tracking (WebSocket established or closed). */
+int tg_gw_ws_guard_accept(struct tg_gw_ws *ws, const struct lws_filter_network_conn_args *a);
+void tg_gw_ws_guard_new_wsi(struct tg_gw_ws *ws, struct lws *wsi);
+void tg_gw_ws_guard_phase(struct tg_gw_ws *ws, struct lws *wsi, enum tg_ws_pending_phase phase);
+void tg_gw_ws_guard_forget(struct tg_gw_ws *ws, struct lws *wsi);
+/* Creates the table (at start) and stops its timer (before the context goes). */
+int tg_gw_ws_guard_init(struct tg_gw_ws *ws);
+void tg_gw_ws_guard_stop(struct tg_gw_ws *ws);
+/* Completes an HTTP transaction: lws_http_transaction_completed(), and a
+ * kept-alive connection starts a new REQUEST deadline. Returns what
+ * lws_http_transaction_completed returned (nonzero: close). */
+int tg_gw_ws_http_done(struct tg_gw_ws *ws, struct lws *wsi);
+
+/* gw_ws_proto.c helpers shared with gw_ws_http.c */
+/* Printable copy of client-supplied text for logs (at most 120 characters;
+ * control characters, quotes and non-ASCII become '?'). */
+const char *tg_gw_ws_printable(const char *s, char *out, size_t cap);
+/* The verified client certificate's common name, if any (TLS only). */
+const char *tg_gw_ws_cert_subject(struct lws *wsi, char *out, size_t cap);
+/* The peer's printable IP (IPv4-mapped addresses as IPv4) and port. */
+void tg_gw_ws_peer_of(struct lws *wsi, char *ip, size_t iplen, int *port);
+/* The front end's configuration with the gateway's current role defaults
+ * (tg_gw_role_defaults: so a SIGHUP applies to new clients). */
+void tg_gw_ws_current_cfg(struct tg_gw_ws *ws, struct tg_gw_ws_config *out);
+
 /* gw_ws_http.c: LWS_CALLBACK_HTTP and LWS_CALLBACK_HTTP_WRITEABLE. */
 int tg_gw_ws_http_request(struct tg_gw_ws *ws, struct lws *wsi, struct tg_ws_pss *pss, const char *path);
-int tg_gw_ws_http_writeable(struct lws *wsi, struct tg_ws_pss *pss);
+int tg_gw_ws_http_writeable(struct tg_gw_ws *ws, struct lws *wsi, struct tg_ws_pss *pss);
 void tg_gw_ws_http_cleanup(struct tg_ws_pss *pss);
 /* Answers right away with a short text/plain body (upgrade rejections). */
 int tg_gw_ws_http_reply_now(struct lws *wsi, int status, const char *text);
+/* The Host check every request and upgrade goes through first: 0 when the
+ * Host header is allowed, else -1 after answering 421 (or 400 when it is
+ * missing), counting and logging it. */
+int tg_gw_ws_check_host(struct tg_gw_ws *ws, struct lws *wsi, const char *what);
 
 #endif

@@ -102,6 +102,26 @@ int tg_ws_host_is_local(const char *host, const char *bind_host)
     return 0;
 }
 
+int tg_ws_host_allowed(const char *host, const struct tg_gw_ws_config *cfg)
+{
+    if (tg_ws_host_is_local(host, cfg->bind_host))
+        return 1;
+    char name[256];
+    if (host_name(host, name, sizeof name) != 0)
+        return 0;
+    for (size_t i = 0; i < cfg->n_http_hosts; i++) {
+        const char *h = cfg->http_hosts[i];
+        size_t hl = strlen(h);
+        if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') { /* "[v6]" given with brackets */
+            if (hl - 2 == strlen(name) && !strncasecmp(h + 1, name, hl - 2))
+                return 1;
+        } else if (!strcasecmp(h, name)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static int token_char_ok(char c)
 {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
@@ -115,7 +135,7 @@ int tg_ws_parse_protocols(const char *hdr, char *token, size_t toklen, const cha
     if (!hdr)
         return 0;
     if (strlen(hdr) > TG_WS_MAX_PROTOCOL_HEADER) {
-        *why = "Sec-WebSocket-Protocol too long: send long tokens as ?token=";
+        *why = "Sec-WebSocket-Protocol too long (tokens fit in 96 characters: see tracegated --gen-token)";
         return -1;
     }
     int have_sub = 0;
@@ -135,7 +155,7 @@ int tg_ws_parse_protocols(const char *hdr, char *token, size_t toklen, const cha
         } else if (n > plen && !strncmp(p, TG_WS_TOKEN_PREFIX, plen)) {
             size_t tl = n - plen;
             if (tl > TG_WS_MAX_PROTOCOL_TOKEN || tl >= toklen) {
-                *why = "token too long for Sec-WebSocket-Protocol: send it as ?token=";
+                *why = "token too long for Sec-WebSocket-Protocol (at most 96 characters: see tracegated --gen-token)";
                 return -1;
             }
             for (size_t i = 0; i < tl; i++)
@@ -166,7 +186,7 @@ static int origin_ok(struct tg_gw *gw, const struct tg_gw_ws_config *cfg, const 
     if (tg_gw_origin_allowed(gw, rq->origin))
         return 1;
     /* our own origin, e.g. the built-in page or the web UI served from here */
-    if (!rq->host || !tg_ws_host_is_local(rq->host, cfg->bind_host))
+    if (!rq->host || !tg_ws_host_allowed(rq->host, cfg))
         return 0;
     const char *scheme = rq->tls ? "https://" : "http://";
     size_t sl = strlen(scheme);
@@ -262,6 +282,87 @@ void tg_ws_decide_upgrade(struct tg_gw *gw, const struct tg_gw_ws_config *cfg, c
         d->status = 503;
         d->reason = "the tracing service is not reachable";
         return;
+    }
+}
+
+const char *tg_ws_bearer_token(const char *hdr, size_t *len)
+{
+    if (!hdr)
+        return NULL;
+    while (*hdr == ' ' || *hdr == '\t')
+        hdr++;
+    if (strncasecmp(hdr, "bearer", 6) != 0 || (hdr[6] != ' ' && hdr[6] != '\t'))
+        return NULL;
+    const char *t = hdr + 6;
+    while (*t == ' ' || *t == '\t')
+        t++;
+    size_t n = strlen(t);
+    while (n && (t[n - 1] == ' ' || t[n - 1] == '\t'))
+        n--;
+    for (size_t i = 0; i < n; i++)
+        if (t[i] == ' ' || t[i] == '\t' || (unsigned char)t[i] < 0x20 || t[i] == 0x7f)
+            return NULL;
+    if (!n)
+        return NULL;
+    *len = n;
+    return t;
+}
+
+static int bind_is_loopback(const char *bind_host)
+{
+    return bind_host && (tg_ws_ip_is_loopback(bind_host) || !strcasecmp(bind_host, "localhost"));
+}
+
+int tg_ws_status_needs_auth(const struct tg_gw_ws_config *cfg)
+{
+    return cfg->protect_status || (!bind_is_loopback(cfg->bind_host) && cfg->require_token);
+}
+
+#define OBSERVER_OR_MORE (TG_GW_ROLE_OBSERVER | TG_GW_ROLE_RECORDER | TG_GW_ROLE_ADMIN)
+
+void tg_ws_decide_http(struct tg_gw *gw, const struct tg_gw_ws_config *cfg, const struct tg_ws_http_request *rq,
+                       struct tg_ws_http_decision *d)
+{
+    memset(d, 0, sizeof *d);
+    if ((rq->route != TG_WS_ROUTE_METRICS && rq->route != TG_WS_ROUTE_STATUS) || !tg_ws_status_needs_auth(cfg))
+        return;
+    if (rq->authorization) {
+        size_t tl = 0;
+        const char *t = tg_ws_bearer_token(rq->authorization, &tl);
+        if (!t) {
+            d->status = 401;
+            d->reason = "unsupported Authorization: send \"Authorization: Bearer <token>\"";
+            d->auth_failure = 1;
+            return;
+        }
+        char tok[TG_WS_MAX_TOKEN + 1];
+        if (tl > TG_WS_MAX_TOKEN) {
+            d->status = 401;
+            d->reason = "invalid token";
+            d->auth_failure = 1;
+            return;
+        }
+        memcpy(tok, t, tl);
+        tok[tl] = '\0';
+        d->roles = tg_gw_auth_token_roles(gw, tok, d->principal, sizeof d->principal);
+        memset(tok, 0, sizeof tok);
+        if (!d->roles) {
+            d->status = 401;
+            d->reason = "invalid token";
+            d->auth_failure = 1;
+            return;
+        }
+    } else if (rq->cert_subject && rq->cert_subject[0]) {
+        d->roles = cfg->cert_roles ? cfg->cert_roles : TG_GW_ROLE_RECORDER;
+        snprintf(d->principal, sizeof d->principal, "%s", rq->cert_subject);
+    } else {
+        d->status = 401;
+        d->reason = "authentication required: send \"Authorization: Bearer <token>\" or a client certificate";
+        return;
+    }
+    if (!(d->roles & OBSERVER_OR_MORE)) {
+        d->status = 403;
+        d->reason = "this needs the observer, recorder or admin role";
     }
 }
 

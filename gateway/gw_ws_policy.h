@@ -9,15 +9,22 @@
  *    (browsers: new WebSocket(url, ["tracegate", "tracegate.token." + t])).
  *    The server accepts "tracegate". The whole header must fit in 127 bytes
  *    (a libwebsockets limit), so tokens there are at most
- *    TG_WS_MAX_PROTOCOL_TOKEN characters of [A-Za-z0-9._~+-]; longer tokens
- *    go in the query.
- *  - the query parameter ?token=<token> (URL-encoded).
+ *    TG_WS_MAX_PROTOCOL_TOKEN characters of [A-Za-z0-9._~+-] (tokens from
+ *    `tracegated --gen-token` fit: base64url, 43 characters).
+ *  - the query parameter ?token=<token> (URL-encoded), for clients that
+ *    cannot set a subprotocol (tracectl only with --token-in-url: URLs end
+ *    up in proxy logs).
  * When both are given, they must be equal.
  *
+ * Host rule (every HTTP request and upgrade, checked first): the Host header
+ * must name this server: a loopback address literal, "localhost", the bind
+ * address when it is not a wildcard, or a configured --http-host name (any
+ * port). Anything else is answered 421, so a DNS-rebound name never reaches
+ * a route (tg_ws_host_allowed).
+ *
  * Origin rule: a present Origin must be on the gateway's allow-list
- * (tg_gw_origin_allowed) or be this server's own origin (scheme://Host where
- * Host names loopback, "localhost" or the configured bind address, so DNS
- * rebinding cannot pass as same-origin). A missing Origin means a
+ * (tg_gw_origin_allowed) or be this server's own origin (scheme://Host with
+ * an allowed Host, see above). A missing Origin means a
  * non-browser client (browsers always send one on WebSockets): allowed on
  * loopback, and elsewhere only with a valid token or client certificate.
  *
@@ -62,6 +69,9 @@ int tg_ws_ip_is_loopback(const char *ip);
 /* Whether a Host header value names this machine safely (loopback literal,
  * "localhost", or bind_host when it is not a wildcard). */
 int tg_ws_host_is_local(const char *host, const char *bind_host);
+/* The Host rule: tg_ws_host_is_local, or the host name (port removed) equals
+ * one of cfg->http_hosts (case-insensitive). NULL or "" is not allowed. */
+int tg_ws_host_allowed(const char *host, const struct tg_gw_ws_config *cfg);
 
 /* Parses a Sec-WebSocket-Protocol value (NULL = absent). Returns 0 and sets
  * token ("" if none) when acceptable, or -1 with a reason for a 400. */
@@ -91,6 +101,39 @@ struct tg_ws_decision {
  * (401), upstream health (503), in this order. Counts nothing. */
 void tg_ws_decide_upgrade(struct tg_gw *gw, const struct tg_gw_ws_config *cfg, const struct tg_ws_request *rq,
                           struct tg_ws_decision *d);
+
+/* ---- plain HTTP routes ---- */
+
+/* The token of an Authorization header value "Bearer <token>" (scheme
+ * case-insensitive, surrounding blanks ignored): a pointer into hdr and its
+ * length, or NULL when hdr is not of that form. */
+const char *tg_ws_bearer_token(const char *hdr, size_t *len);
+
+/* Whether /metrics and /api/status need credentials: cfg->protect_status,
+ * or the front end is bound to a non-loopback address and tokens or
+ * certificates are required (cfg->require_token, i.e. not --insecure without
+ * a token file). /healthz and static files never do. */
+int tg_ws_status_needs_auth(const struct tg_gw_ws_config *cfg);
+
+struct tg_ws_http_request {
+    enum tg_ws_route route;
+    const char *authorization; /* Authorization header, NULL when absent */
+    const char *cert_subject;  /* verified client certificate's name, or NULL */
+};
+
+struct tg_ws_http_decision {
+    int status;         /* 0 = serve; else 401 or 403 */
+    const char *reason; /* short, safe to log and to send */
+    int auth_failure;   /* a credential was presented and is wrong (count it) */
+    unsigned roles;     /* what the credential granted (for the log) */
+    char principal[96]; /* token name or certificate subject, "" if none */
+};
+
+/* Access to a plain HTTP route (the Host check comes before): /metrics and
+ * /api/status need observer, recorder or admin when tg_ws_status_needs_auth:
+ * a bearer token's roles, else a verified certificate's cert_roles. */
+void tg_ws_decide_http(struct tg_gw *gw, const struct tg_gw_ws_config *cfg, const struct tg_ws_http_request *rq,
+                       struct tg_ws_http_decision *d);
 
 /* Whether a static path is safe to map below a web root: absolute, no "..",
  * no hidden segments, no backslashes or control characters. */

@@ -1,4 +1,5 @@
-/* gw_ws_proto.c: the "tracegate" lws protocol callback: upgrade checks (Origin, token, route, health), WebSocket events, HTTP dispatch. */
+/* gw_ws_proto.c: the "tracegate" lws protocol callback: accept-time limits, the Host check, upgrade
+ * checks (Origin, token, route, health), WebSocket events, HTTP dispatch. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <openssl/ssl.h>
@@ -37,7 +38,7 @@ static const char *copy_hdr(struct lws *wsi, enum lws_token_indexes t, char *buf
     return buf;
 }
 
-static void peer_of(struct lws *wsi, char *ip, size_t iplen, int *port)
+void tg_gw_ws_peer_of(struct lws *wsi, char *ip, size_t iplen, int *port)
 {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
@@ -60,8 +61,7 @@ static void peer_of(struct lws *wsi, char *ip, size_t iplen, int *port)
     }
 }
 
-/* The verified client certificate's common name, if any. */
-static const char *cert_subject(struct lws *wsi, char *out, size_t cap)
+const char *tg_gw_ws_cert_subject(struct lws *wsi, char *out, size_t cap)
 {
     SSL *ssl = lws_get_ssl(wsi);
     if (!ssl)
@@ -94,15 +94,14 @@ static void read_request(struct tg_gw_ws *ws, struct lws *wsi, struct req_bufs *
     rq->protocols = copy_hdr(wsi, WSI_TOKEN_PROTOCOL, b->protocols, sizeof b->protocols);
     rq->query_token = lws_get_urlarg_by_name(wsi, "token=", b->token, (int)sizeof b->token);
     rq->tls = ws->cfg.tls;
-    rq->cert_subject = ws->cfg.tls ? cert_subject(wsi, b->cert, sizeof b->cert) : NULL;
-    peer_of(wsi, b->ip, sizeof b->ip, &rq->peer_port);
+    rq->cert_subject = ws->cfg.tls ? tg_gw_ws_cert_subject(wsi, b->cert, sizeof b->cert) : NULL;
+    tg_gw_ws_peer_of(wsi, b->ip, sizeof b->ip, &rq->peer_port);
     rq->peer_ip = b->ip;
     if (tg_ws_ip_is_loopback(b->ip) && tg_peer_cred_of(lws_get_socket_fd(wsi), &b->cred) == 0)
         rq->cred = &b->cred;
 }
 
-/* Printable copy of client-supplied text for logs. */
-static const char *printable(const char *s, char *out, size_t cap)
+const char *tg_gw_ws_printable(const char *s, char *out, size_t cap)
 {
     size_t i = 0;
     for (; s && s[i] && i + 1 < cap && i < 120; i++)
@@ -111,21 +110,35 @@ static const char *printable(const char *s, char *out, size_t cap)
     return out;
 }
 
+void tg_gw_ws_current_cfg(struct tg_gw_ws *ws, struct tg_gw_ws_config *out)
+{
+    struct tg_gw_role_defaults rd;
+    tg_gw_role_defaults(ws->gw, &rd);
+    *out = ws->cfg;
+    out->local_roles = rd.local_roles;
+    out->cert_roles = rd.cert_roles;
+    out->local_user_roles = rd.local_user_roles;
+}
+
 static int confirm_upgrade(struct tg_gw_ws *ws, struct lws *wsi, const char *upgrade)
 {
+    if (tg_gw_ws_check_host(ws, wsi, "WebSocket") != 0)
+        return 1;
     if (strcasecmp(upgrade, "websocket") != 0)
         return tg_gw_ws_http_reply_now(wsi, 400, "only WebSocket upgrades are supported") ? -1 : 1;
     struct req_bufs b;
     struct tg_ws_request rq;
     struct tg_ws_decision d;
+    struct tg_gw_ws_config cfg;
+    tg_gw_ws_current_cfg(ws, &cfg);
     read_request(ws, wsi, &b, &rq);
-    tg_ws_decide_upgrade(ws->gw, &ws->cfg, &rq, &d);
+    tg_ws_decide_upgrade(ws->gw, &cfg, &rq, &d);
     if (d.status == 0)
         return 0;
     char pp[128], po[128];
-    tg_info(TG_WS_LOG, "refused WebSocket %s from %s: %d %s%s%s%s", printable(rq.path, pp, sizeof pp), d.info.peer,
-            d.status, d.reason, rq.origin ? " (Origin \"" : "", rq.origin ? printable(rq.origin, po, sizeof po) : "",
-            rq.origin ? "\")" : "");
+    tg_info(TG_WS_LOG, "refused WebSocket %s from %s: %d %s%s%s%s", tg_gw_ws_printable(rq.path, pp, sizeof pp),
+            d.info.peer, d.status, d.reason, rq.origin ? " (Origin \"" : "",
+            rq.origin ? tg_gw_ws_printable(rq.origin, po, sizeof po) : "", rq.origin ? "\")" : "");
     if (d.status == 401)
         tg_gw_count_auth_failure(ws->gw, d.info.transport, d.reason);
     else
@@ -137,11 +150,14 @@ static int confirm_upgrade(struct tg_gw_ws *ws, struct lws *wsi, const char *upg
 
 static int established(struct tg_gw_ws *ws, struct lws *wsi)
 {
+    tg_gw_ws_guard_forget(ws, wsi); /* a WebSocket now: the gateway's own limits apply from here */
     struct req_bufs b;
     struct tg_ws_request rq;
     struct tg_ws_decision d;
+    struct tg_gw_ws_config cfg;
+    tg_gw_ws_current_cfg(ws, &cfg);
     read_request(ws, wsi, &b, &rq);
-    tg_ws_decide_upgrade(ws->gw, &ws->cfg, &rq, &d);
+    tg_ws_decide_upgrade(ws->gw, &cfg, &rq, &d);
     if (d.status != 0) {
         /* changed since the upgrade was confirmed (e.g. a token reload) */
         lws_close_reason(wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION, (unsigned char *)"refused", 7);
@@ -158,7 +174,8 @@ static int established(struct tg_gw_ws *ws, struct lws *wsi)
         return -1;
     }
     char pp[128];
-    tg_info(TG_WS_LOG, "WebSocket %s from %s (%s, roles 0x%x%s%s)", printable(rq.path, pp, sizeof pp), d.info.peer,
+    tg_info(TG_WS_LOG, "WebSocket %s from %s (%s, roles 0x%x%s%s)", tg_gw_ws_printable(rq.path, pp, sizeof pp),
+            d.info.peer,
             d.info.auth == TG_GW_AUTH_TOKEN  ? "token"
             : d.info.auth == TG_GW_AUTH_CERT ? "certificate"
             : d.info.auth == TG_GW_AUTH_LOCAL ? "loopback"
@@ -187,10 +204,17 @@ int tg_gw_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *u
     if (!ws)
         return 0;
     switch (reason) {
+    case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
+        /* wsi is the listener here; user the accepted socket's address */
+        return tg_gw_ws_guard_accept(ws, user) != 0 ? -1 : 0;
+    case LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED:
+        tg_gw_ws_guard_new_wsi(ws, wsi);
+        return 0;
     case LWS_CALLBACK_WSI_CREATE:
         ws->live_wsis++;
         return 0;
     case LWS_CALLBACK_WSI_DESTROY:
+        tg_gw_ws_guard_forget(ws, wsi);
         if (ws->live_wsis > 0)
             ws->live_wsis--;
         return 0;
@@ -198,15 +222,21 @@ int tg_gw_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *u
         tg_gw_ws_do_reload(ws);
         return 0;
     case LWS_CALLBACK_HTTP:
+        tg_gw_ws_guard_phase(ws, wsi, TG_WS_PENDING_RESPONSE); /* the request headers are complete */
         return tg_gw_ws_http_request(ws, wsi, pss, in);
     case LWS_CALLBACK_HTTP_WRITEABLE:
-        return tg_gw_ws_http_writeable(wsi, pss);
-    case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
+        return tg_gw_ws_http_writeable(ws, wsi, pss);
     case LWS_CALLBACK_CLOSED_HTTP:
+        tg_gw_ws_guard_forget(ws, wsi);
+        if (pss)
+            tg_gw_ws_http_cleanup(pss);
+        return 0;
+    case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
         if (pss)
             tg_gw_ws_http_cleanup(pss);
         return 0;
     case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+        tg_gw_ws_guard_phase(ws, wsi, TG_WS_PENDING_RESPONSE); /* the upgrade request is complete */
         return confirm_upgrade(ws, wsi, in ? (const char *)in : "");
     case LWS_CALLBACK_ESTABLISHED:
         return established(ws, wsi);

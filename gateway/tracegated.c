@@ -60,14 +60,31 @@ static int hash_token(void)
     if (n && buf[n - 1] == '\r')
         n--;
     if (!n) {
-        fprintf(stderr, "tracegated: no token on stdin (e.g. `head -c 32 /dev/urandom | base64 | tee token | "
-                        "tracegated --hash-token`)\n");
+        fprintf(stderr, "tracegated: no token on stdin (e.g. `tracegated --hash-token < alice.token`; make tokens "
+                        "with `tracegated --gen-token`)\n");
         return 1;
     }
     char hex[65];
     tg_gw_sha256_hex(buf, n, hex);
     memset(buf, 0, sizeof buf);
     printf("%s\n", hex);
+    return 0;
+}
+
+/* --gen-token: the token alone on stdout (so `> alice.token` keeps just it), its token-file line on
+ * stderr. */
+static int gen_token(void)
+{
+    char tok[TG_GW_TOKEN_GEN_LEN + 1], hex[65];
+    if (tg_gw_token_generate(tok) != 0) {
+        fprintf(stderr, "tracegated: no random bytes available for a token\n");
+        return 1;
+    }
+    tg_gw_sha256_hex(tok, strlen(tok), hex);
+    printf("%s\n", tok);
+    fflush(stdout);
+    memset(tok, 0, sizeof tok);
+    fprintf(stderr, "token-file line (set the name and roles): client recorder %s\n", hex);
     return 0;
 }
 
@@ -121,10 +138,13 @@ static int start_http(struct daemon *d)
     wc.require_client_cert = c->tls_require_client_cert;
     wc.web_root = c->web_root;
     wc.require_token = !c->insecure || c->token_file != NULL;
-    wc.local_roles = c->local_roles;
-    wc.local_user_roles = tg_gw_local_user_roles(d->gw);
+    /* local_roles and cert_roles: read from the gateway for each request (tg_gw_role_defaults) */
     wc.max_message = c->ws_max_message;
-    wc.cert_roles = c->cert_roles;
+    wc.http_hosts = (const char *const *)c->http_hosts;
+    wc.n_http_hosts = c->n_http_hosts;
+    wc.handshake_timeout_ms = c->limits.handshake_timeout_ms;
+    wc.max_pending = c->http_max_pending;
+    wc.max_pending_per_source = c->http_max_pending_per_source;
     char err[512];
     d->ws = tg_gw_ws_start(d->gw, d->base, &wc, err, sizeof err);
     if (!d->ws) {
@@ -198,12 +218,22 @@ static int str_differs(const char *a, const char *b)
     return (a == NULL) != (b == NULL) || (a && strcmp(a, b) != 0);
 }
 
+static int list_differs(char **a, size_t na, char **b, size_t nb)
+{
+    if (na != nb)
+        return 1;
+    for (size_t i = 0; i < na; i++)
+        if (strcmp(a[i], b[i]) != 0)
+            return 1;
+    return 0;
+}
+
 static void on_reload(evutil_socket_t sig, short what, void *arg)
 {
     struct daemon *d = arg;
     (void)sig;
     (void)what;
-    tg_info(LOG, "received SIGHUP: reloading tokens, allowed origins and certificates");
+    tg_info(LOG, "received SIGHUP: reloading tokens, allowed origins, local-roles, cert-roles and certificates");
     struct tg_gw_config nc;
     struct tg_gw_cli cli;
     char err[1024];
@@ -221,6 +251,9 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
                                                str_differs(nc.upstream_producer, d->cfg.upstream_producer));
     int restart = nc.n_listen != d->cfg.n_listen || upstream_changed ||
                   str_differs(nc.http, d->cfg.http) || nc.no_http != d->cfg.no_http ||
+                  list_differs(nc.http_hosts, nc.n_http_hosts, d->cfg.http_hosts, d->cfg.n_http_hosts) ||
+                  nc.http_max_pending != d->cfg.http_max_pending ||
+                  nc.http_max_pending_per_source != d->cfg.http_max_pending_per_source ||
                   memcmp(&nc.limits, &d->cfg.limits, sizeof nc.limits) != 0 ||
                   nc.resume_window_ms != d->cfg.resume_window_ms; /* session survival */
     for (size_t i = 0; !restart && i < nc.n_listen; i++)
@@ -310,6 +343,10 @@ int main(int argc, char **argv)
     if (cli.hash_token) {
         tg_gw_config_free(&d.cfg);
         return hash_token();
+    }
+    if (cli.gen_token) {
+        tg_gw_config_free(&d.cfg);
+        return gen_token();
     }
     if (tg_gw_config_validate(&d.cfg, err, sizeof err) != 0) {
         fprintf(stderr, "tracegated: %s\n", err);

@@ -170,6 +170,12 @@ void tg_ws_client_shutdown_all(void) { reap(1); }
 
 static void register_atexit(void) { atexit(tg_ws_client_shutdown_all); }
 
+static const char k_token_unfit[] =
+    "the token cannot travel as a WebSocket subprotocol (at most 96 characters of A-Z a-z 0-9 . _ ~ + -); "
+    "make a new one with `tracegated --gen-token`, or, for a token made with base64, use its base64url form "
+    "(`tr '+/' '-_' | tr -d '='`), which the gateway accepts too; --token-in-url sends it in the URL instead, "
+    "where proxies and access logs may record it";
+
 static int token_fits_subprotocol(const char *t)
 {
     size_t n = strlen(t);
@@ -211,6 +217,16 @@ tg_conn *tg_ws_client_open(struct event_base *base, const struct tg_endpoint *ep
     int wss = ep->kind == TG_EP_WSS;
     if (!wss && (creds->cert || creds->key))
         tg_warn(LOG, "--cert/--key are ignored for ws:// (use wss://)");
+    if (creds->token && creds->token[0] && !token_fits_subprotocol(creds->token)) {
+        if (!creds->token_in_url) {
+            snprintf(err, errlen, "%s", k_token_unfit);
+            return NULL;
+        }
+        if (strlen(creds->token) > TG_WS_MAX_TOKEN) {
+            snprintf(err, errlen, "the token is too long (at most %d characters)", TG_WS_MAX_TOKEN);
+            return NULL;
+        }
+    }
     pthread_once(&g_once, register_atexit);
     reap(0);
 
@@ -254,7 +270,7 @@ tg_conn *tg_ws_client_open(struct event_base *base, const struct tg_endpoint *ep
         return NULL;
     }
 
-    /* token: subprotocol when it fits, else the query */
+    /* token: the subprotocol; the query only when explicitly asked for */
     char path[2048], protocols[160];
     const char *path_in = ep->path[0] ? ep->path : "/traced";
     snprintf(protocols, sizeof protocols, "%s", TG_WS_SUBPROTOCOL);
@@ -266,6 +282,9 @@ tg_conn *tg_ws_client_open(struct event_base *base, const struct tg_endpoint *ep
             char enc[TG_WS_MAX_TOKEN * 3 + 1];
             url_encode(creds->token, enc, sizeof enc);
             snprintf(path, sizeof path, "%s%stoken=%s", path_in, strchr(path_in, '?') ? "&" : "?", enc);
+            memset(enc, 0, sizeof enc);
+            tg_warn(LOG, "sending the token in the URL of %s (--token-in-url): proxies and access logs may record it",
+                    c->what);
         }
     }
     char hosthdr[300];

@@ -9,8 +9,10 @@
  * reason is logged and the tg_conn sees EOF (its on_close follows).
  *
  * Tokens are sent as the subprotocol pair "tracegate",
- * "tracegate.token.<token>" (see net/ws_wire.h); tokens too long or with
- * other characters go in the ?token= query instead. No Origin is sent (a
+ * "tracegate.token.<token>" (see net/ws_wire.h). A token too long for that
+ * or with other characters makes tg_ws_client_open fail with a message
+ * saying how to fix it, unless creds->token_in_url: then it goes in the
+ * ?token= query (never otherwise). No Origin is sent (a
  * non-browser client). wss:// verifies the server against --cacert (or the
  * system CAs) and the host name (or creds->server_name); creds->cert/key
  * give a client certificate.

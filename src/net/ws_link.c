@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -373,10 +374,35 @@ int tg_ws_link_raw_callback(struct lws *wsi, enum lws_callback_reasons reason, v
 
 static atomic_int g_quiet_warnings;
 
+/* libwebsockets' own messages may quote a request line or header, and tokens are never logged. */
+void tg_ws_redact_tokens(const char *line, char *out, size_t cap)
+{
+    static const char *const keys[] = {"token=", "tracegate.token."};
+    size_t o = 0;
+    const char *p = line;
+    while (*p && o + 1 < cap) {
+        size_t kl = 0;
+        for (size_t k = 0; k < 2 && !kl; k++)
+            if (!strncasecmp(p, keys[k], strlen(keys[k])))
+                kl = strlen(keys[k]);
+        if (!kl) {
+            out[o++] = *p++;
+            continue;
+        }
+        for (size_t i = 0; i < kl && o + 1 < cap; i++)
+            out[o++] = *p++;
+        for (const char *r = "***"; *r && o + 1 < cap; r++)
+            out[o++] = *r;
+        while (*p && !strchr("&, \t\r\n\"';", *p))
+            p++;
+    }
+    out[o] = '\0';
+}
+
 static void lws_log_emit(int level, const char *line)
 {
     char buf[512];
-    snprintf(buf, sizeof buf, "%s", line);
+    tg_ws_redact_tokens(line, buf, sizeof buf);
     size_t n = strlen(buf);
     while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
         buf[--n] = '\0';

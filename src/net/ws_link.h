@@ -68,8 +68,13 @@ int tg_ws_link_raw_callback(struct lws *wsi, enum lws_callback_reasons reason, v
 int tg_ws_link_count(void);
 
 /* Routes libwebsockets' own log lines to tracegate's log. Only errors and warnings are enabled:
- * lws' lower levels print headers, which may hold tokens. quiet_warnings logs warnings at debug
- * level (the client: a CLI should not chatter). Process-wide, as lws logging is. */
+ * lws' lower levels print headers, which may hold tokens (and what is logged is redacted with
+ * tg_ws_redact_tokens). quiet_warnings logs warnings at debug level (the client: a CLI should not
+ * chatter). Process-wide, as lws logging is. */
 void tg_ws_setup_lws_logging(int quiet_warnings);
+/* Copies line to out (at most cap bytes, NUL included) with the values of
+ * "token=" and "tracegate.token." replaced by "***" (case-insensitive keys;
+ * a value ends at & , ; quote or blank). */
+void tg_ws_redact_tokens(const char *line, char *out, size_t cap);
 
 #endif

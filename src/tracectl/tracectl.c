@@ -44,7 +44,11 @@ static void usage(FILE *out)
                  "  --cacert FILE     CA certificate(s) to verify a tls:// or wss:// server\n"
                  "  --cert FILE       client certificate (mTLS)\n"
                  "  --key FILE        client private key (mTLS)\n"
-                 "  --token TOKEN     bearer token for ws:// and wss:// (or $TRACEGATE_TOKEN)\n"
+                 "  --token TOKEN     bearer token (or $TRACEGATE_TOKEN): a WebSocket subprotocol on ws:// and\n"
+                 "                    wss://, TracegateAuth in-band on tcp:// and tls://\n"
+                 "  --token-in-url    ws://, wss://: send a token that does not fit a subprotocol as ?token=\n"
+                 "                    (proxies and access logs may record it; `tracegated --gen-token` makes\n"
+                 "                    tokens that fit)\n"
                  "  --timeout MS      connect/bind timeout (default 10000)\n"
                  "  -v, --verbose     debug logging\n"
                  "  -h, --help        this help\n"
@@ -62,6 +66,7 @@ int main(int argc, char **argv)
         {"cacert", required_argument, NULL, 'A'}, {"cert", required_argument, NULL, 'C'},
         {"key", required_argument, NULL, 'K'},    {"token", required_argument, NULL, 'T'},
         {"timeout", required_argument, NULL, 't'}, {"verbose", no_argument, NULL, 'v'},
+        {"token-in-url", no_argument, NULL, 'U'},
         {"help", no_argument, NULL, 'h'},         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
@@ -77,6 +82,7 @@ int main(int argc, char **argv)
         case 'C': opts.creds.cert = optarg; break;
         case 'K': opts.creds.key = optarg; break;
         case 'T': opts.creds.token = optarg; break;
+        case 'U': opts.creds.token_in_url = 1; break;
         case 't': opts.timeout_ms = atoi(optarg); break;
         case 'v': tg_log_set_level(TG_LOG_DEBUG); break;
         case 'h': usage(stdout); return 0;

@@ -23,7 +23,12 @@ struct tg_endpoint {
     char path[256]; /* WS path, default "/traced" */
 };
 
-/* TLS/WS client credentials. All optional. Secrets are never logged. */
+/* TLS/WS client credentials. All optional. Secrets are never logged.
+ * ws:// and wss:// send the token as a WebSocket subprotocol, which holds
+ * at most 96 characters of [A-Za-z0-9._~+-] (tokens from `tracegated
+ * --gen-token` fit). A token that does not fit is an error, unless
+ * token_in_url asks to send it as ?token= in the request line instead
+ * (where proxies and access logs may record it). */
 struct tg_endpoint_creds {
     const char *cacert;
     const char *cert;
@@ -31,6 +36,7 @@ struct tg_endpoint_creds {
     const char *token;
     const char *server_name; /* SNI / verification name override */
     int insecure_skip_verify;
+    int token_in_url; /* ws/wss: a token that does not fit the subprotocol goes in the URL */
 };
 
 int tg_endpoint_parse(const char *url, struct tg_endpoint *ep, char *err, size_t errlen);

@@ -1,6 +1,7 @@
 /* fuzz_gw_parsers.c: libFuzzer target for tracegated's text parsers: the config file, the token
- * file, --listen specs, endpoint URLs and the WebSocket request helpers (route, subprotocol
- * header, static path). The first byte picks the parser; the rest is its input. */
+ * file, --listen specs, endpoint URLs and the HTTP/WebSocket request helpers (route, subprotocol
+ * header, static path, Host rule, Authorization header). The first byte picks the parser; the rest
+ * is its input. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -24,7 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     text[size - 1] = '\0'; /* string parsers get a NUL-terminated copy */
     size_t len = size - 1;
     char err[512], buf[256];
-    switch (data[0] % 6) {
+    switch (data[0] % 7) {
     case 0: {
         struct tg_gw_config c;
         tg_gw_config_init(&c);
@@ -55,6 +56,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case 4: {
         const char *why = NULL;
         tg_ws_parse_protocols(text, buf, sizeof buf, &why);
+        break;
+    }
+    case 5: {
+        static const char *const hosts[] = {"gw.example.test", "[fd00::5]"};
+        struct tg_gw_ws_config c;
+        memset(&c, 0, sizeof c);
+        c.bind_host = "10.0.0.5";
+        c.http_hosts = hosts;
+        c.n_http_hosts = 2;
+        tg_ws_host_allowed(text, &c);
+        size_t tl = 0;
+        const char *t = tg_ws_bearer_token(text, &tl);
+        if (t && (tl == 0 || t + tl > text + len))
+            __builtin_trap();
+        /* a token in any encoding against a table (base64/base64url alternates) */
+        static const char table[] = "a observer 0000000000000000000000000000000000000000000000000000000000000000\n";
+        struct tg_gw_tokens *tt = NULL;
+        if (tg_gw_tokens_parse(table, sizeof table - 1, "fuzz", &tt, err, sizeof err) == 0) {
+            if (tg_gw_tokens_lookup(tt, text, strlen(text), buf, sizeof buf) != 0)
+                __builtin_trap(); /* nothing hashes to all zeros */
+            tg_gw_tokens_free(tt);
+        }
         break;
     }
     default:

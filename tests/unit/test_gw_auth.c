@@ -148,6 +148,59 @@ static void test_holder_reload(void **state)
     tg_gw_auth_free(a);
 }
 
+static void test_generated_tokens(void **state)
+{
+    (void)state;
+    char a[TG_GW_TOKEN_GEN_LEN + 1], b[TG_GW_TOKEN_GEN_LEN + 1];
+    assert_int_equal(tg_gw_token_generate(a), 0);
+    assert_int_equal(tg_gw_token_generate(b), 0);
+    assert_int_equal(strlen(a), 43);
+    assert_string_not_equal(a, b);
+    /* base64url without padding: fits a WebSocket subprotocol */
+    assert_int_equal(strspn(a, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"), 43);
+    /* and works as a token */
+    char hex[65], line[200], who[96];
+    tg_gw_sha256_hex(a, strlen(a), hex);
+    snprintf(line, sizeof line, "gen recorder %s\n", hex);
+    struct tg_gw_tokens *t = NULL;
+    assert_int_equal(tg_gw_tokens_parse(line, strlen(line), "t", &t, NULL, 0), 0);
+    assert_int_equal(tg_gw_tokens_lookup(t, a, strlen(a), who, sizeof who), TG_GW_ROLE_RECORDER);
+    assert_string_equal(who, "gen");
+    assert_int_equal(tg_gw_tokens_lookup(t, b, strlen(b), who, sizeof who), 0);
+    tg_gw_tokens_free(t);
+}
+
+/* Tokens made the old way (`base64`: '+', '/', '=') also match in their base64url form, which is
+ * what fits a WebSocket subprotocol; nothing else does. */
+static void test_token_encodings(void **state)
+{
+    (void)state;
+    const char *std = "q+Lr/0Zx1w9Kd4e+Ua/oYvN2c8Gm5bQ3Tj7HsPfXkE0=";  /* standard base64, padded */
+    const char *url = "q-Lr_0Zx1w9Kd4e-Ua_oYvN2c8Gm5bQ3Tj7HsPfXkE0";   /* its base64url form */
+    const char *urlpad = "Zm9vYmFyYmF6-_==";                           /* base64url, kept padded */
+    char h1[65], h2[65], text[400];
+    tg_gw_sha256_hex(std, strlen(std), h1);
+    tg_gw_sha256_hex(urlpad, strlen(urlpad), h2);
+    snprintf(text, sizeof text, "old observer %s\npadded recorder %s\n", h1, h2);
+    struct tg_gw_tokens *t = NULL;
+    assert_int_equal(tg_gw_tokens_parse(text, strlen(text), "t", &t, NULL, 0), 0);
+    char who[96];
+    assert_int_equal(tg_gw_tokens_lookup(t, std, strlen(std), who, sizeof who), TG_GW_ROLE_OBSERVER);
+    assert_int_equal(tg_gw_tokens_lookup(t, url, strlen(url), who, sizeof who), TG_GW_ROLE_OBSERVER);
+    assert_string_equal(who, "old");
+    /* only '/' and '=' changed (a '+' fits a subprotocol as it is) */
+    assert_int_equal(tg_gw_tokens_lookup(t, "q+Lr_0Zx1w9Kd4e+Ua_oYvN2c8Gm5bQ3Tj7HsPfXkE0", 43, who, sizeof who),
+                     TG_GW_ROLE_OBSERVER);
+    assert_int_equal(tg_gw_tokens_lookup(t, "Zm9vYmFyYmF6-_", 14, who, sizeof who), TG_GW_ROLE_RECORDER);
+    assert_string_equal(who, "padded");
+    /* near misses stay misses */
+    assert_int_equal(tg_gw_tokens_lookup(t, url, strlen(url) - 1, who, sizeof who), 0);
+    assert_int_equal(tg_gw_tokens_lookup(t, "q-Lr_0Zx1w9Kd4e-Ua_oYvN2c8Gm5bQ3Tj7HsPfXkE1", 43, who, sizeof who), 0);
+    assert_int_equal(tg_gw_tokens_lookup(t, "q+Lr/0Zx1w9Kd4e+Ua/oYvN2c8Gm5bQ3Tj7HsPfXkE0", 43, who, sizeof who), 0);
+    assert_int_equal(tg_gw_tokens_lookup(t, "Zm9vYmFyYmF6-_=", 15, who, sizeof who), 0);
+    tg_gw_tokens_free(t);
+}
+
 static void test_origins(void **state)
 {
     (void)state;
@@ -180,6 +233,8 @@ int main(void)
         cmocka_unit_test(test_load_file),
         cmocka_unit_test(test_holder_reload),
         cmocka_unit_test(test_origins),
+        cmocka_unit_test(test_generated_tokens),
+        cmocka_unit_test(test_token_encodings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -514,6 +514,20 @@ static void test_token_auth(void **state)
     fputs(line, f);
     fclose(f);
     char err[256];
+    /* local-roles and cert-roles change too: what transports on other threads read for new clients */
+    struct tg_gw_role_defaults rd;
+    tg_gw_role_defaults(g_gw, &rd);
+    assert_int_equal(rd.local_roles, g_cfg.local_roles);
+    assert_int_equal(rd.cert_roles, g_cfg.cert_roles);
+    unsigned old_local = g_cfg.local_roles, old_cert = g_cfg.cert_roles;
+    g_cfg.local_roles = TG_GW_ROLE_OBSERVER;
+    g_cfg.cert_roles = TG_GW_ROLE_PRODUCER | TG_GW_ROLE_OBSERVER;
+    assert_int_equal(tg_gw_reload(g_gw, &g_cfg, err, sizeof err), 0);
+    tg_gw_role_defaults(g_gw, &rd);
+    assert_int_equal(rd.local_roles, TG_GW_ROLE_OBSERVER);
+    assert_int_equal(rd.cert_roles, TG_GW_ROLE_PRODUCER | TG_GW_ROLE_OBSERVER);
+    g_cfg.local_roles = old_local;
+    g_cfg.cert_roles = old_cert;
     assert_int_equal(tg_gw_reload(g_gw, &g_cfg, err, sizeof err), 0);
     struct tc *t2 = tc_open(addr);
     assert_int_not_equal(tc_authenticate(t2, "alpha"), 1);

@@ -297,12 +297,43 @@ static void test_args_override_file(void **state)
     tg_gw_config_free(&c);
 }
 
+static void test_http_front_end_options(void **state)
+{
+    (void)state;
+    struct tg_gw_config c;
+    tg_gw_config_init(&c);
+    assert_int_equal(c.http_max_pending, 64);
+    assert_int_equal(c.http_max_pending_per_source, 8);
+    parse_ok(&c, "http-host = gw.example.com\nhttp-host 10.0.0.5\nhttp-host = [fd00::5]\n"
+                 "http-max-pending = 10\nhttp-max-pending-per-source 0\n");
+    assert_int_equal(c.n_http_hosts, 3);
+    assert_string_equal(c.http_hosts[0], "gw.example.com");
+    assert_string_equal(c.http_hosts[2], "[fd00::5]");
+    assert_int_equal(c.http_max_pending, 10);
+    assert_int_equal(c.http_max_pending_per_source, 0);
+    tg_gw_config_free(&c);
+    expect_parse_error("http-host = https://gw.example.com\n", "http-host");
+    expect_parse_error("http-host = gw.example.com:8037\n", "not a host name");
+    expect_parse_error("http-host = fd00::5\n", "http-host");
+    expect_parse_error("http-max-pending = many\n", "not a count");
+    /* --gen-token is command-line only */
+    expect_parse_error("gen-token\n", "unknown option");
+    struct tg_gw_cli cli;
+    char err[256];
+    char *gen[] = {"tracegated", "--gen-token", "--http-host", "a.example", NULL};
+    tg_gw_config_init(&c);
+    assert_int_equal(tg_gw_config_parse_args(&c, 4, gen, &cli, err, sizeof err), 0);
+    assert_true(cli.gen_token);
+    assert_int_equal(c.n_http_hosts, 1);
+    tg_gw_config_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_file_syntax),        cmocka_unit_test(test_file_errors),
         cmocka_unit_test(test_listen_specs),       cmocka_unit_test(test_validate_security),
-        cmocka_unit_test(test_args_override_file),
+        cmocka_unit_test(test_args_override_file), cmocka_unit_test(test_http_front_end_options),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -34,6 +34,13 @@ static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct tg_gw_client_info g_infos[MAX_CONNS];
 static struct peer *g_peers[MAX_CONNS];
 static char g_last_reason[160];
+static atomic_uint g_local_roles = TG_GW_ROLE_ADMIN, g_cert_roles = TG_GW_ROLE_RECORDER;
+/* refusal reasons counted by tg_gw_count_rejected / tg_gw_count_auth_failure */
+#define MAX_REASONS 32
+static struct {
+    char reason[64];
+    int n;
+} g_reasons[MAX_REASONS];
 
 uint64_t tdbl_fnv(uint64_t h, const void *p, size_t n)
 {
@@ -159,6 +166,10 @@ unsigned tg_gw_auth_token_roles(struct tg_gw *gw, const char *token, char *princ
         snprintf(principal, plen, "alice");
         return TG_GW_ROLE_RECORDER;
     }
+    if (!strcmp(token, "producer-token")) {
+        snprintf(principal, plen, "prod");
+        return TG_GW_ROLE_PRODUCER;
+    }
     size_t n = strlen(token);
     if (n >= 100 && strspn(token, "L") == n) {
         snprintf(principal, plen, "long");
@@ -197,18 +208,39 @@ char *tg_gw_status_json(struct tg_gw *gw)
     return strdup("{\"status\":\"ok\"}");
 }
 
+void tg_gw_role_defaults(struct tg_gw *gw, struct tg_gw_role_defaults *out)
+{
+    (void)gw;
+    out->local_roles = atomic_load(&g_local_roles);
+    out->cert_roles = atomic_load(&g_cert_roles);
+    out->local_user_roles = TG_GW_ROLE_RECORDER | TG_GW_ROLE_PRODUCER; /* other local uids: the default */
+}
+
+static void count_reason(const char *reason)
+{
+    pthread_mutex_lock(&g_mu);
+    int i = 0;
+    while (i < MAX_REASONS && g_reasons[i].reason[0] && strcmp(g_reasons[i].reason, reason) != 0)
+        i++;
+    if (i < MAX_REASONS) {
+        snprintf(g_reasons[i].reason, sizeof g_reasons[i].reason, "%s", reason);
+        g_reasons[i].n++;
+    }
+    pthread_mutex_unlock(&g_mu);
+}
+
 void tg_gw_count_auth_failure(struct tg_gw *gw, enum tg_gw_transport t, const char *reason)
 {
     (void)gw;
     (void)t;
-    (void)reason;
+    count_reason(reason);
     atomic_fetch_add(&g_auth_failures, 1);
 }
 
 void tg_gw_count_rejected(struct tg_gw *gw, const char *reason)
 {
     (void)gw;
-    (void)reason;
+    count_reason(reason);
     atomic_fetch_add(&g_rejected, 1);
 }
 
@@ -237,6 +269,9 @@ struct event_base *tdbl_start(void)
     atomic_store(&g_rejected, 0);
     atomic_store(&g_unix, 0);
     memset(g_infos, 0, sizeof g_infos);
+    memset(g_reasons, 0, sizeof g_reasons);
+    atomic_store(&g_local_roles, TG_GW_ROLE_ADMIN);
+    atomic_store(&g_cert_roles, TG_GW_ROLE_RECORDER);
     memset(g_peers, 0, sizeof g_peers);
     g_base = event_base_new();
     pthread_create(&g_thread, NULL, loop_thread, NULL);
@@ -271,6 +306,22 @@ void tdbl_stop(void)
 }
 
 void tdbl_set_healthy(int healthy) { atomic_store(&g_healthy, healthy); }
+void tdbl_set_role_defaults(unsigned local_roles, unsigned cert_roles)
+{
+    atomic_store(&g_local_roles, local_roles);
+    atomic_store(&g_cert_roles, cert_roles);
+}
+
+int tdbl_reason_count(const char *reason)
+{
+    int n = 0;
+    pthread_mutex_lock(&g_mu);
+    for (int i = 0; i < MAX_REASONS && g_reasons[i].reason[0]; i++)
+        if (!strcmp(g_reasons[i].reason, reason))
+            n = g_reasons[i].n;
+    pthread_mutex_unlock(&g_mu);
+    return n;
+}
 int tdbl_accepted(void) { return atomic_load(&g_accepted); }
 int tdbl_closed(void) { return atomic_load(&g_closed); }
 int tdbl_auth_failures(void) { return atomic_load(&g_auth_failures); }

@@ -16,7 +16,9 @@
  *   "!close"             close after flushing
  *
  * Tokens: "good-token" → recorder ("alice"); any token of 100+ 'L's →
- * observer ("long"). Origins: https://ui.perfetto.dev. */
+ * observer ("long"); "producer-token" → producer ("prod"). Origins:
+ * https://ui.perfetto.dev. Role defaults (tg_gw_role_defaults): admin for
+ * local clients, recorder for certificates, until tdbl_set_role_defaults. */
 #ifndef TEST_GW_WS_DOUBLE_H
 #define TEST_GW_WS_DOUBLE_H
 
@@ -34,6 +36,10 @@ void tdbl_stop(void);
 void tdbl_set_healthy(int healthy);
 /* Resumes reading on every connection paused by "!pause" (thread-safe). */
 void tdbl_resume_all(void);
+/* What tg_gw_role_defaults answers from now on (a stand-in for SIGHUP). */
+void tdbl_set_role_defaults(unsigned local_roles, unsigned cert_roles);
+/* How often tg_gw_count_rejected / tg_gw_count_auth_failure saw reason. */
+int tdbl_reason_count(const char *reason);
 /* Accepted connections so far, and their infos. */
 int tdbl_accepted(void);
 int tdbl_info(int i, struct tg_gw_client_info *out);

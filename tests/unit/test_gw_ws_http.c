@@ -21,15 +21,18 @@ static int g_port;
 static char g_root[256];
 static char g_resp[65536];
 
-static int start(const char *web_root)
+static int start_ex(const char *web_root, const char *const *hosts, size_t n_hosts, int protect_status)
 {
     struct event_base *base = tdbl_start();
     g_port = tg_test_free_tcp_port();
     struct tg_gw_ws_config cfg = {
         .bind_host = "127.0.0.1",
         .port = g_port,
-        .local_roles = TG_GW_ROLE_ADMIN,
         .web_root = web_root,
+        .http_hosts = hosts,
+        .n_http_hosts = n_hosts,
+        .protect_status = protect_status,
+        .require_token = 1,
     };
     char err[256];
     g_ws = tg_gw_ws_start(NULL, base, &cfg, err, sizeof err);
@@ -38,10 +41,25 @@ static int start(const char *web_root)
     return g_ws ? 0 : -1;
 }
 
+static int start(const char *web_root) { return start_ex(web_root, NULL, 0, 0); }
+
 static int setup_builtin(void **state)
 {
     (void)state;
     return start(NULL);
+}
+
+static int setup_named(void **state)
+{
+    (void)state;
+    static const char *const hosts[] = {"gw.example.test", "[fd00::5]"};
+    return start_ex(NULL, hosts, 2, 0);
+}
+
+static int setup_protected(void **state)
+{
+    (void)state;
+    return start_ex(NULL, NULL, 0, 1);
 }
 
 static void write_file(const char *dir, const char *name, const char *text)
@@ -256,6 +274,165 @@ static void test_paths(void **state)
     assert_int_equal(tws_open(g_port, "/metrics", NULL, NULL, &fd, g_resp, sizeof g_resp), 404);
 }
 
+/* DNS rebinding: a page on attacker.example whose name now resolves to 127.0.0.1 */
+static void test_host_check(void **state)
+{
+    (void)state;
+    assert_int_equal(tg_test_stderr_begin(), 0);
+    static const char *const paths[] = {"/", "/healthz", "/metrics", "/api/status", "/index.html", "/traced"};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        assert_int_equal(tws_http_host(g_port, "GET", paths[i], "attacker.example", NULL, g_resp, sizeof g_resp), 421);
+        assert_null(strstr(g_resp, "tracegate_test_metric"));
+        assert_null(strstr(g_resp, "\"status\""));
+        assert_int_equal(tws_http_host(g_port, "GET", paths[i], "attacker.example:8037", NULL, g_resp, sizeof g_resp),
+                         421);
+    }
+    assert_non_null(strstr(g_resp, "--http-host"));
+    /* WebSocket upgrades too, with or without an Origin */
+    int fd;
+    assert_int_equal(tws_open_host(g_port, "/traced", "attacker.example", NULL, NULL, &fd, g_resp, sizeof g_resp), 421);
+    assert_int_equal(
+        tws_open_host(g_port, "/traced", "attacker.example:80", "http://attacker.example:80", NULL, &fd, g_resp,
+                      sizeof g_resp),
+        421);
+    assert_int_equal(tdbl_accepted(), 0);
+    /* no Host at all */
+    assert_int_equal(tws_http_host(g_port, "GET", "/healthz", NULL, NULL, g_resp, sizeof g_resp), 400);
+    /* a client string with control characters is logged escaped */
+    assert_int_equal(tws_http_host(g_port, "GET", "/healthz", "evil\x1b[31m.example", NULL, g_resp, sizeof g_resp),
+                     421);
+    assert_true(tg_test_stderr_wait_for("Host \"evil?[31m.example\" is not this server", 5000));
+    char *log = tg_test_stderr_end();
+    assert_non_null(strstr(log, "Host \"attacker.example:8037\" is not this server"));
+    assert_null(strstr(log, "\x1b"));
+    free(log);
+    assert_int_equal(tdbl_reason_count("http_host"), 2 * 6 + 2 + 1 + 1);
+
+    /* loopback names, any port */
+    static const char *const good[] = {"127.0.0.1", "127.0.0.1:1", "127.9.8.7:8037", "localhost", "LocalHost:99",
+                                       "[::1]", "[::1]:8037"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        assert_int_equal(tws_http_host(g_port, "GET", "/healthz", good[i], NULL, g_resp, sizeof g_resp), 200);
+        assert_int_equal(tws_http_host(g_port, "GET", "/metrics", good[i], NULL, g_resp, sizeof g_resp), 200);
+    }
+    assert_int_equal(tws_open_host(g_port, "/traced", "localhost:5", NULL, NULL, &fd, g_resp, sizeof g_resp), 101);
+    tws_close(fd);
+    /* not names that merely start like one */
+    assert_int_equal(tws_http_host(g_port, "GET", "/healthz", "localhost.attacker.example", NULL, g_resp,
+                                   sizeof g_resp), 421);
+    assert_int_equal(tws_http_host(g_port, "GET", "/healthz", "127.0.0.1.attacker.example", NULL, g_resp,
+                                   sizeof g_resp), 421);
+    assert_int_equal(tws_http_host(g_port, "GET", "/healthz", "gw.example.test", NULL, g_resp, sizeof g_resp), 421);
+}
+
+static void test_configured_hosts(void **state)
+{
+    (void)state;
+    assert_int_equal(tws_http_host(g_port, "GET", "/healthz", "gw.example.test", NULL, g_resp, sizeof g_resp), 200);
+    assert_int_equal(tws_http_host(g_port, "GET", "/", "GW.Example.Test:8443", NULL, g_resp, sizeof g_resp), 200);
+    assert_int_equal(tws_http_host(g_port, "GET", "/healthz", "[fd00::5]:8037", NULL, g_resp, sizeof g_resp), 200);
+    assert_int_equal(tws_http_host(g_port, "GET", "/healthz", "other.example.test", NULL, g_resp, sizeof g_resp),
+                     421);
+    /* the web UI served under a configured name may open WebSockets from its own origin */
+    char host[80], origin[100];
+    snprintf(host, sizeof host, "gw.example.test:%d", g_port);
+    snprintf(origin, sizeof origin, "http://gw.example.test:%d", g_port);
+    int fd;
+    assert_int_equal(tws_open_host(g_port, "/traced", host, origin, NULL, &fd, g_resp, sizeof g_resp), 101);
+    tws_close(fd);
+    /* but not from another configured-looking origin */
+    assert_int_equal(
+        tws_open_host(g_port, "/traced", host, "http://other.example.test", NULL, &fd, g_resp, sizeof g_resp), 403);
+}
+
+/* /metrics and /api/status off loopback: a bearer token or certificate with observer+ */
+static void test_status_needs_credentials(void **state)
+{
+    (void)state;
+    int fails = tdbl_auth_failures();
+    static const char *const routes[] = {"/metrics", "/api/status"};
+    for (int i = 0; i < 2; i++) {
+        const char *r = routes[i];
+        assert_int_equal(tws_http(g_port, "GET", r, NULL, g_resp, sizeof g_resp), 401);
+        assert_non_null(strcasestr(g_resp, "www-authenticate: Bearer"));
+        assert_null(strstr(g_resp, "tracegate_test_metric"));
+        assert_int_equal(tws_http(g_port, "GET", r, "Authorization: Bearer wrong-token\r\n", g_resp, sizeof g_resp),
+                         401);
+        assert_int_equal(tws_http(g_port, "GET", r, "Authorization: Basic Zm9vOmJhcg==\r\n", g_resp, sizeof g_resp),
+                         401);
+        /* a token without observer, recorder or admin */
+        assert_int_equal(
+            tws_http(g_port, "GET", r, "Authorization: Bearer producer-token\r\n", g_resp, sizeof g_resp), 403);
+        assert_int_equal(tws_http(g_port, "GET", r, "Authorization: bearer  good-token \r\n", g_resp, sizeof g_resp),
+                         200);
+    }
+    assert_non_null(strstr(body_of(g_resp), "\"status\""));
+    assert_int_equal(tws_http(g_port, "GET", "/metrics", "Authorization: Bearer good-token\r\n", g_resp,
+                              sizeof g_resp), 200);
+    assert_non_null(strstr(body_of(g_resp), "tracegate_test_metric 42"));
+    assert_int_equal(tdbl_auth_failures(), fails + 6);
+    assert_int_equal(tdbl_reason_count("http_forbidden"), 2);
+    /* health and the page stay open */
+    assert_int_equal(tws_http(g_port, "GET", "/healthz", NULL, g_resp, sizeof g_resp), 200);
+    assert_int_equal(tws_http(g_port, "GET", "/", NULL, g_resp, sizeof g_resp), 200);
+}
+
+/* SIGHUP's local-roles / cert-roles reach new WebSocket clients; live ones keep theirs */
+static void test_role_defaults_follow_reload(void **state)
+{
+    (void)state;
+    tdbl_set_role_defaults(TG_GW_ROLE_OBSERVER, TG_GW_ROLE_RECORDER);
+    int a;
+    assert_int_equal(tws_open(g_port, "/traced", NULL, NULL, &a, g_resp, sizeof g_resp), 101);
+    assert_true(tdbl_wait_count(tdbl_accepted, 1, 5000));
+    struct tg_gw_client_info ci;
+    assert_int_equal(tdbl_info(0, &ci), 0);
+    assert_int_equal(ci.auth, TG_GW_AUTH_LOCAL);
+    assert_int_equal(ci.roles, TG_GW_ROLE_OBSERVER);
+
+    tdbl_set_role_defaults(TG_GW_ROLE_RECORDER | TG_GW_ROLE_PRODUCER, TG_GW_ROLE_OBSERVER);
+    int b;
+    assert_int_equal(tws_open(g_port, "/traced", NULL, NULL, &b, g_resp, sizeof g_resp), 101);
+    assert_true(tdbl_wait_count(tdbl_accepted, 2, 5000));
+    assert_int_equal(tdbl_info(1, &ci), 0);
+    assert_int_equal(ci.roles, TG_GW_ROLE_RECORDER | TG_GW_ROLE_PRODUCER);
+    /* the first connection still works and was not re-decided */
+    assert_int_equal(tws_send_ipc(a, "still here", 10), 0);
+    uint8_t *body;
+    size_t n;
+    assert_int_equal(tws_recv_ipc(a, &body, &n, 5000), 0);
+    assert_int_equal(n, 10);
+    free(body);
+    assert_int_equal(tdbl_info(0, &ci), 0);
+    assert_int_equal(ci.roles, TG_GW_ROLE_OBSERVER);
+    assert_int_equal(tdbl_accepted(), 2);
+    tws_close(a);
+    tws_close(b);
+}
+
+/* ?token= values never reach the log, whether the upgrade is refused or accepted */
+static void test_query_token_not_logged(void **state)
+{
+    (void)state;
+    assert_int_equal(tg_test_stderr_begin(), 0);
+    int fd;
+    assert_int_equal(tws_open(g_port, "/traced?token=SeCrEtQuErY1", "https://evil.example", NULL, &fd, g_resp,
+                              sizeof g_resp), 403);
+    assert_int_equal(tws_open(g_port, "/traced?token=SeCrEtQuErY2", NULL, NULL, &fd, g_resp, sizeof g_resp), 401);
+    assert_int_equal(tws_open(g_port, "/traced/n1?token=good-token", NULL, NULL, &fd, g_resp, sizeof g_resp), 101);
+    tws_close(fd);
+    assert_int_equal(tws_http_host(g_port, "GET", "/x?token=SeCrEtQuErY3", "attacker.example", NULL, g_resp,
+                                   sizeof g_resp), 421);
+    assert_true(tg_test_stderr_wait_for("WebSocket /traced/n1 from", 5000));
+    char *log = tg_test_stderr_end();
+    assert_non_null(strstr(log, "Origin not allowed"));
+    assert_non_null(strstr(log, "invalid token"));
+    assert_null(strstr(log, "SeCrEtQuErY"));
+    assert_null(strstr(log, "good-token"));
+    assert_null(strstr(log, "token="));
+    free(log);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -266,6 +443,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_origin_checks, setup_builtin, teardown),
         cmocka_unit_test_setup_teardown(test_tokens, setup_builtin, teardown),
         cmocka_unit_test_setup_teardown(test_paths, setup_builtin, teardown),
+        cmocka_unit_test_setup_teardown(test_host_check, setup_builtin, teardown),
+        cmocka_unit_test_setup_teardown(test_configured_hosts, setup_named, teardown),
+        cmocka_unit_test_setup_teardown(test_status_needs_credentials, setup_protected, teardown),
+        cmocka_unit_test_setup_teardown(test_role_defaults_follow_reload, setup_builtin, teardown),
+        cmocka_unit_test_setup_teardown(test_query_token_not_logged, setup_builtin, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,6 +23,10 @@ unsigned tg_gw_auth_token_roles(struct tg_gw *gw, const char *token, char *princ
         snprintf(principal, plen, "alice");
         return TG_GW_ROLE_RECORDER;
     }
+    if (!strcmp(token, "producer-token")) {
+        snprintf(principal, plen, "prod");
+        return TG_GW_ROLE_PRODUCER;
+    }
     return 0;
 }
 
@@ -132,7 +136,7 @@ static void test_protocol_header(void **state)
     char big[200];
     snprintf(big, sizeof big, "tracegate, tracegate.token.%0120d", 0);
     assert_int_equal(tg_ws_parse_protocols(big, tok, sizeof tok, &why), -1);
-    assert_non_null(strstr(why, "?token="));
+    assert_non_null(strstr(why, "--gen-token")); /* not "put it in the URL" */
     /* over 63 bytes before "tracegate": libwebsockets would hang up */
     snprintf(big, sizeof big, "tracegate.token.%060d, tracegate", 0);
     assert_int_equal(tg_ws_parse_protocols(big, tok, sizeof tok, &why), -1);
@@ -289,6 +293,109 @@ static void test_route_node_and_health(void **state)
     assert_int_equal(d.info.loopback, 1);
 }
 
+static void test_host_rule(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"gw.example.test", "10.0.0.5", "[fd00::5]"};
+    struct tg_gw_ws_config c = k_cfg;
+    c.bind_host = "0.0.0.0";
+    c.http_hosts = names;
+    c.n_http_hosts = 3;
+    assert_true(tg_ws_host_allowed("127.0.0.1", &c));
+    assert_true(tg_ws_host_allowed("127.200.0.1:1", &c));
+    assert_true(tg_ws_host_allowed("localhost:8037", &c));
+    assert_true(tg_ws_host_allowed("[::1]:8037", &c));
+    assert_true(tg_ws_host_allowed("GW.EXAMPLE.TEST:443", &c));
+    assert_true(tg_ws_host_allowed("10.0.0.5:8037", &c));
+    assert_true(tg_ws_host_allowed("[fd00::5]:8037", &c));
+    assert_false(tg_ws_host_allowed("fd00::5", &c)); /* an IPv6 Host must be bracketed */
+    assert_false(tg_ws_host_allowed("attacker.example", &c));
+    assert_false(tg_ws_host_allowed("gw.example.test.attacker.example", &c));
+    assert_false(tg_ws_host_allowed("x.gw.example.test", &c));
+    assert_false(tg_ws_host_allowed("0.0.0.0:8037", &c));
+    assert_false(tg_ws_host_allowed("[::1", &c));
+    assert_false(tg_ws_host_allowed("[::1]x", &c));
+    assert_false(tg_ws_host_allowed("", &c));
+    assert_false(tg_ws_host_allowed(NULL, &c));
+    /* a specific bind address counts as configured */
+    c.bind_host = "192.0.2.1";
+    assert_true(tg_ws_host_allowed("192.0.2.1:8037", &c));
+    c.n_http_hosts = 0;
+    assert_false(tg_ws_host_allowed("gw.example.test", &c));
+}
+
+static void test_bearer_and_status_access(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    const char *t = tg_ws_bearer_token("Bearer abc", &n);
+    assert_non_null(t);
+    assert_int_equal(n, 3);
+    assert_memory_equal(t, "abc", 3);
+    t = tg_ws_bearer_token("  bEaReR \t x-Y_z  ", &n);
+    assert_non_null(t);
+    assert_int_equal(n, 5);
+    assert_null(tg_ws_bearer_token("Bearer", &n));
+    assert_null(tg_ws_bearer_token("Bearer ", &n));
+    assert_null(tg_ws_bearer_token("Bearerabc", &n));
+    assert_null(tg_ws_bearer_token("Basic abc", &n));
+    assert_null(tg_ws_bearer_token("Bearer a b", &n));
+    assert_null(tg_ws_bearer_token(NULL, &n));
+
+    struct tg_gw_ws_config c = k_cfg; /* loopback bind: open */
+    assert_false(tg_ws_status_needs_auth(&c));
+    c.bind_host = "localhost";
+    assert_false(tg_ws_status_needs_auth(&c));
+    c.bind_host = "0.0.0.0";
+    assert_true(tg_ws_status_needs_auth(&c));
+    c.require_token = 0; /* --insecure without tokens */
+    assert_false(tg_ws_status_needs_auth(&c));
+    c.require_token = 1;
+
+    struct tg_ws_http_decision d;
+    struct tg_ws_http_request r = {.route = TG_WS_ROUTE_METRICS};
+    tg_ws_decide_http(NULL, &c, &r, &d);
+    assert_int_equal(d.status, 401);
+    assert_false(d.auth_failure);
+    r.authorization = "Bearer nope";
+    tg_ws_decide_http(NULL, &c, &r, &d);
+    assert_int_equal(d.status, 401);
+    assert_true(d.auth_failure);
+    r.authorization = "Bearer producer-token";
+    tg_ws_decide_http(NULL, &c, &r, &d);
+    assert_int_equal(d.status, 403);
+    r.authorization = "Bearer good-token";
+    tg_ws_decide_http(NULL, &c, &r, &d);
+    assert_int_equal(d.status, 0);
+    assert_string_equal(d.principal, "alice");
+    /* a wrong token is not rescued by a certificate */
+    r.authorization = "Bearer nope";
+    r.cert_subject = "node-7";
+    tg_ws_decide_http(NULL, &c, &r, &d);
+    assert_int_equal(d.status, 401);
+    r.authorization = NULL;
+    tg_ws_decide_http(NULL, &c, &r, &d);
+    assert_int_equal(d.status, 0); /* cert_roles default recorder */
+    c.cert_roles = TG_GW_ROLE_PRODUCER;
+    tg_ws_decide_http(NULL, &c, &r, &d);
+    assert_int_equal(d.status, 403);
+    /* other routes never need credentials */
+    r.cert_subject = NULL;
+    r.route = TG_WS_ROUTE_HEALTHZ;
+    tg_ws_decide_http(NULL, &c, &r, &d);
+    assert_int_equal(d.status, 0);
+    r.route = TG_WS_ROUTE_STATIC;
+    tg_ws_decide_http(NULL, &c, &r, &d);
+    assert_int_equal(d.status, 0);
+    r.route = TG_WS_ROUTE_STATUS;
+    tg_ws_decide_http(NULL, &c, &r, &d);
+    assert_int_equal(d.status, 401);
+    c = k_cfg;
+    c.protect_status = 1; /* asked for on a loopback bind */
+    tg_ws_decide_http(NULL, &c, &r, &d);
+    assert_int_equal(d.status, 401);
+}
+
 static void test_static_paths_and_types(void **state)
 {
     (void)state;
@@ -321,6 +428,8 @@ int main(void)
         cmocka_unit_test(test_auth_and_roles),
         cmocka_unit_test(test_route_node_and_health),
         cmocka_unit_test(test_static_paths_and_types),
+        cmocka_unit_test(test_host_rule),
+        cmocka_unit_test(test_bearer_and_status_access),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,6 +18,14 @@
 #include "test_gw_ws_double.h"
 #include "tg_test_util.h"
 #include "net/ws_client.h"
+#include "net/ws_link.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
 
 /* Known third-party leak: with libwebsockets 4.1.6 and OpenSSL 3, a context
  * that served TLS connections leaves its SSL_CTX (certificates, CA store)
@@ -63,6 +71,7 @@ static int got_close(void *arg) { return ((struct cstate *)arg)->closed; }
 
 static void pki(char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", g_pki, name); }
 
+/* mtls: 1 = client certificates required, 2 = asked for and verified, but optional */
 static int start_server(int tls, int mtls)
 {
     struct event_base *base = tdbl_start();
@@ -79,7 +88,7 @@ static int start_server(int tls, int mtls)
         .cert_file = tls ? cert : NULL,
         .key_file = tls ? key : NULL,
         .ca_file = mtls ? ca : NULL,
-        .require_client_cert = mtls,
+        .require_client_cert = mtls == 1,
     };
     g_ws = tg_gw_ws_start(NULL, base, &cfg, err, sizeof err);
     if (!g_ws)
@@ -102,6 +111,12 @@ static int setup_mtls(void **state)
 {
     (void)state;
     return start_server(1, 1);
+}
+
+static int setup_optional_mtls(void **state)
+{
+    (void)state;
+    return start_server(1, 2);
 }
 
 static int teardown(void **state)
@@ -158,12 +173,14 @@ static void test_plain_with_token(void **state)
     assert_string_equal(ci.principal, "token:alice");
     assert_int_equal(tdbl_unix_conns(), 0);
 
-    /* a long token goes in the query */
+    /* a long token goes in the query, only when asked to */
     char lt[121];
     memset(lt, 'L', 120);
     lt[120] = '\0';
     cr.token = lt;
+    cr.token_in_url = 1;
     assert_true(roundtrip(0, "/traced/n1", &cr, &s));
+    cr.token_in_url = 0;
     assert_int_equal(tdbl_info(1, &ci), 0);
     assert_int_equal(ci.roles, TG_GW_ROLE_OBSERVER);
     assert_string_equal(ci.node, "n1");
@@ -244,6 +261,202 @@ static void test_mtls(void **state)
     assert_int_equal(tdbl_accepted(), 1);
 }
 
+/* ---- a raw TCP server that records the first request head it gets, then hangs up ---- */
+
+static struct {
+    int lfd, port;
+    pthread_t th;
+    atomic_int done, connections;
+    char head[4096];
+} g_raw;
+
+static void *raw_server(void *arg)
+{
+    (void)arg;
+    struct pollfd p = {.fd = g_raw.lfd, .events = POLLIN};
+    if (poll(&p, 1, 10000) > 0) {
+        int c = accept(g_raw.lfd, NULL, NULL);
+        if (c >= 0) {
+            atomic_fetch_add(&g_raw.connections, 1);
+            size_t n = 0;
+            while (n + 1 < sizeof g_raw.head && !strstr(g_raw.head, "\r\n\r\n")) {
+                struct pollfd q = {.fd = c, .events = POLLIN};
+                if (poll(&q, 1, 10000) <= 0)
+                    break;
+                ssize_t r = recv(c, g_raw.head + n, sizeof g_raw.head - 1 - n, 0);
+                if (r <= 0)
+                    break;
+                n += (size_t)r;
+                g_raw.head[n] = '\0';
+            }
+            close(c);
+        }
+    }
+    atomic_store(&g_raw.done, 1);
+    return NULL;
+}
+
+static int setup_raw(void **state)
+{
+    (void)state;
+    memset(&g_raw, 0, sizeof g_raw);
+    g_raw.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t al = sizeof a;
+    if (g_raw.lfd < 0 || bind(g_raw.lfd, (struct sockaddr *)&a, sizeof a) != 0 || listen(g_raw.lfd, 4) != 0 ||
+        getsockname(g_raw.lfd, (struct sockaddr *)&a, &al) != 0)
+        return -1;
+    g_raw.port = ntohs(a.sin_port);
+    g_cbase = event_base_new();
+    return pthread_create(&g_raw.th, NULL, raw_server, NULL) == 0 ? 0 : -1;
+}
+
+static int teardown_raw(void **state)
+{
+    (void)state;
+    tg_ws_client_shutdown_all();
+    tg_test_run_until(g_cbase, NULL, NULL, 50);
+    if (!atomic_load(&g_raw.done)) { /* nobody came: wake the server */
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g_raw.port)};
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0)
+            (void)send(fd, "\r\n\r\n", 4, MSG_NOSIGNAL);
+        close(fd);
+    }
+    pthread_join(g_raw.th, NULL);
+    close(g_raw.lfd);
+    event_base_free(g_cbase);
+    g_cbase = NULL;
+    return 0;
+}
+
+static int raw_done(void *arg)
+{
+    (void)arg;
+    return atomic_load(&g_raw.done);
+}
+
+/* Opens a ws:// client to the raw server; returns the request line, or NULL if open failed (err). */
+static const char *capture_request(const struct tg_endpoint_creds *cr, char *err, size_t errlen)
+{
+    struct tg_endpoint ep;
+    memset(&ep, 0, sizeof ep);
+    ep.kind = TG_EP_WS;
+    snprintf(ep.host, sizeof ep.host, "127.0.0.1");
+    ep.port = g_raw.port;
+    snprintf(ep.path, sizeof ep.path, "/traced");
+    tg_conn *c = tg_ws_client_open(g_cbase, &ep, cr, err, errlen);
+    if (!c)
+        return NULL;
+    struct cstate s;
+    memset(&s, 0, sizeof s);
+    struct tg_conn_cbs cbs = {.on_frame = c_on_frame, .on_close = c_on_close};
+    tg_conn_set_cbs(c, &cbs, &s);
+    assert_true(tg_test_run_until(g_cbase, raw_done, NULL, 10000));
+    tg_test_run_until(g_cbase, got_close, &s, 5000); /* the server hung up */
+    if (!s.closed)
+        tg_conn_close(c, "test done");
+    tg_test_run_until(g_cbase, got_close, &s, 2000);
+    return g_raw.head;
+}
+
+static void test_token_rides_subprotocol(void **state)
+{
+    (void)state;
+    /* a token as `tracegated --gen-token` makes them */
+    const char *tok = "RT2Y_aPgtLngV7SMVfIGQbbhYjRUnIIrVJJlwpc_Ejk";
+    struct tg_endpoint_creds cr = {.token = tok};
+    char err[512];
+    const char *head = capture_request(&cr, err, sizeof err);
+    assert_non_null(head);
+    const char *eol = strstr(head, "\r\n");
+    assert_non_null(eol);
+    char line[512];
+    snprintf(line, sizeof line, "%.*s", (int)(eol - head), head);
+    assert_string_equal(line, "GET /traced HTTP/1.1");
+    assert_non_null(strcasestr(head, "\nSec-WebSocket-Protocol: tracegate, tracegate.token.RT2Y_aPgtLngV7SMVfIGQbb"));
+    assert_null(strstr(head, "?token="));
+}
+
+static void test_unfit_token_is_an_error(void **state)
+{
+    (void)state;
+    /* the old recipe's shape: base64 with '/' and '=' */
+    struct tg_endpoint_creds cr = {.token = "q+Lr/0Zx1w9Kd4e+Ua/oYvN2c8Gm5bQ3Tj7HsPfXkE0="};
+    char err[512] = "";
+    assert_null(capture_request(&cr, err, sizeof err));
+    assert_non_null(strstr(err, "tracegated --gen-token"));
+    assert_non_null(strstr(err, "--token-in-url"));
+    assert_non_null(strstr(err, "tr '+/' '-_'"));
+    assert_null(strstr(err, "q+Lr")); /* the token itself is not echoed */
+    char big[200];
+    memset(big, 'a', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    cr.token = big;
+    assert_null(capture_request(&cr, err, sizeof err));
+    assert_non_null(strstr(err, "--token-in-url"));
+    assert_int_equal(atomic_load(&g_raw.connections), 0); /* nothing was sent anywhere */
+}
+
+static void test_token_in_url_when_asked(void **state)
+{
+    (void)state;
+    struct tg_endpoint_creds cr = {.token = "q+Lr/0Zx1w9Kd4e+Ua/oYvN2c8Gm5bQ3Tj7HsPfXkE0=", .token_in_url = 1};
+    char err[512];
+    const char *head = capture_request(&cr, err, sizeof err);
+    assert_non_null(head);
+    assert_non_null(
+        strstr(head, "GET /traced?token=q%2BLr%2F0Zx1w9Kd4e%2BUa%2FoYvN2c8Gm5bQ3Tj7HsPfXkE0%3D HTTP/1.1\r\n"));
+    assert_null(strstr(head, "tracegate.token."));
+}
+
+static void test_redaction(void **state)
+{
+    (void)state;
+    char out[256];
+    tg_ws_redact_tokens("GET /traced?x=1&token=s3cret&y=2 HTTP/1.1", out, sizeof out);
+    assert_string_equal(out, "GET /traced?x=1&token=***&y=2 HTTP/1.1");
+    tg_ws_redact_tokens("proto 'tracegate, tracegate.token.abc-DEF' refused", out, sizeof out);
+    assert_string_equal(out, "proto 'tracegate, tracegate.token.***' refused");
+    tg_ws_redact_tokens("TOKEN=x", out, sizeof out);
+    assert_string_equal(out, "TOKEN=***");
+    tg_ws_redact_tokens("nothing here", out, sizeof out);
+    assert_string_equal(out, "nothing here");
+    tg_ws_redact_tokens("token=abcdef", out, 8);
+    assert_string_equal(out, "token=*");
+}
+
+/* With a CA but no requirement, a client certificate is asked for, verified, and gives cert-roles;
+ * clients without one still connect (as loopback here); one from another CA does not. */
+static void test_optional_client_cert(void **state)
+{
+    (void)state;
+    struct cstate s;
+    char ca[300], cert[300], key[300], rc[300], rk[300];
+    pki(ca, sizeof ca, "ca.crt");
+    pki(cert, sizeof cert, "client.crt");
+    pki(key, sizeof key, "client.key");
+    pki(rc, sizeof rc, "rogue-client.crt");
+    pki(rk, sizeof rk, "rogue-client.key");
+    tdbl_set_role_defaults(TG_GW_ROLE_ADMIN, TG_GW_ROLE_OBSERVER);
+    struct tg_endpoint_creds with = {.cacert = ca, .cert = cert, .key = key};
+    assert_true(roundtrip(1, "/traced", &with, &s));
+    struct tg_gw_client_info ci;
+    assert_int_equal(tdbl_info(0, &ci), 0);
+    assert_int_equal(ci.auth, TG_GW_AUTH_CERT);
+    assert_int_equal(ci.roles, TG_GW_ROLE_OBSERVER);
+    assert_string_equal(ci.principal, "cert:tracegate-client");
+    struct tg_endpoint_creds without = {.cacert = ca};
+    assert_true(roundtrip(1, "/traced", &without, &s));
+    assert_int_equal(tdbl_info(1, &ci), 0);
+    assert_int_equal(ci.auth, TG_GW_AUTH_LOCAL);
+    struct tg_endpoint_creds rogue = {.cacert = ca, .cert = rc, .key = rk};
+    assert_false(roundtrip(1, "/traced", &rogue, &s));
+    assert_int_equal(tdbl_accepted(), 2);
+}
+
 static int make_pki(void **state)
 {
     (void)state;
@@ -274,6 +487,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_connection_refused, setup_plain, teardown),
         cmocka_unit_test_setup_teardown(test_wss, setup_tls, teardown),
         cmocka_unit_test_setup_teardown(test_mtls, setup_mtls, teardown),
+        cmocka_unit_test_setup_teardown(test_optional_client_cert, setup_optional_mtls, teardown),
+        cmocka_unit_test_setup_teardown(test_token_rides_subprotocol, setup_raw, teardown_raw),
+        cmocka_unit_test_setup_teardown(test_unfit_token_is_an_error, setup_raw, teardown_raw),
+        cmocka_unit_test_setup_teardown(test_token_in_url_when_asked, setup_raw, teardown_raw),
+        cmocka_unit_test(test_redaction),
     };
     return cmocka_run_group_tests(tests, make_pki, remove_pki);
 }

@@ -21,6 +21,10 @@ struct rbuf {
 };
 static struct rbuf g_ipc[MAX_FD]; /* IPC byte stream assembled from messages */
 
+static int tcp_connect(int port);
+
+int tws_connect(int port) { return tcp_connect(port); }
+
 static int tcp_connect(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -105,12 +109,22 @@ static int read_head(int fd, char *resp, size_t cap)
 
 int tws_http(int port, const char *method, const char *path, const char *extra, char *resp, size_t cap)
 {
+    char host[64];
+    snprintf(host, sizeof host, "127.0.0.1:%d", port);
+    return tws_http_host(port, method, path, host, extra, resp, cap);
+}
+
+int tws_http_host(int port, const char *method, const char *path, const char *host, const char *extra, char *resp,
+                  size_t cap)
+{
     int fd = tcp_connect(port);
     if (fd < 0)
         return -1;
-    char req[2048];
-    snprintf(req, sizeof req, "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n%s\r\n", method, path,
-             port, extra ? extra : "");
+    char req[2048], h[300] = "";
+    if (host)
+        snprintf(h, sizeof h, "Host: %s\r\n", host);
+    snprintf(req, sizeof req, "%s %s HTTP/1.1\r\n%sConnection: close\r\n%s\r\n", method, path, h,
+             extra ? extra : "");
     if (send_all(fd, req, strlen(req)) != 0) {
         close(fd);
         return -1;
@@ -140,19 +154,29 @@ int tws_http(int port, const char *method, const char *path, const char *extra, 
 int tws_open(int port, const char *path, const char *origin, const char *protocols, int *fd, char *resp,
              size_t cap)
 {
+    char host[64];
+    snprintf(host, sizeof host, "127.0.0.1:%d", port);
+    return tws_open_host(port, path, host, origin, protocols, fd, resp, cap);
+}
+
+int tws_open_host(int port, const char *path, const char *host, const char *origin, const char *protocols, int *fd,
+                  char *resp, size_t cap)
+{
     *fd = -1;
     int s = tcp_connect(port);
     if (s < 0)
         return -1;
-    char req[2048], o[512] = "", p[512] = "";
+    char req[2048], o[512] = "", p[512] = "", h[300] = "";
     if (origin)
         snprintf(o, sizeof o, "Origin: %s\r\n", origin);
     if (protocols)
         snprintf(p, sizeof p, "Sec-WebSocket-Protocol: %s\r\n", protocols);
+    if (host)
+        snprintf(h, sizeof h, "Host: %s\r\n", host);
     snprintf(req, sizeof req,
-             "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+             "GET %s HTTP/1.1\r\n%sUpgrade: websocket\r\nConnection: Upgrade\r\n"
              "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n%s%s\r\n",
-             path, port, o, p);
+             path, h, o, p);
     if (send_all(s, req, strlen(req)) != 0) {
         close(s);
         return -1;

@@ -14,12 +14,20 @@ enum { TWS_CONT = 0, TWS_TEXT = 1, TWS_BINARY = 2, TWS_CLOSE = 8, TWS_PING = 9, 
  * in "\r\n" (may be NULL). Returns the status (or -1); resp gets the whole
  * response, NUL-terminated. */
 int tws_http(int port, const char *method, const char *path, const char *extra, char *resp, size_t cap);
+/* The same with this Host header value (NULL: no Host header). */
+int tws_http_host(int port, const char *method, const char *path, const char *host, const char *extra, char *resp,
+                  size_t cap);
+/* A plain TCP connection to 127.0.0.1:port (TCP_NODELAY), or -1. */
+int tws_connect(int port);
 
 /* WebSocket handshake. origin/protocols may be NULL (header left out).
  * Returns the HTTP status (101 = open: *fd is the socket) or -1; resp gets
  * the response head. */
 int tws_open(int port, const char *path, const char *origin, const char *protocols, int *fd, char *resp,
              size_t cap);
+/* The same with this Host header value (NULL: no Host header). */
+int tws_open_host(int port, const char *path, const char *host, const char *origin, const char *protocols, int *fd,
+                  char *resp, size_t cap);
 
 /* Sends one masked frame. */
 int tws_send_frame(int fd, int opcode, int fin, const void *data, size_t len);

@@ -87,15 +87,19 @@ int tg_test_run_until(struct event_base *base, int (*done)(void *arg), void *arg
 /* Number of open file descriptors of this process (for fd-leak checks), -1 on error. */
 int tg_test_count_open_fds(void);
 
+/* Sends this process's stderr (fd 2, where tg_log writes) to a temporary
+ * file until tg_test_stderr_end(), which restores it, echoes what was
+ * captured to the real stderr and returns it (malloc'ed, NUL-terminated;
+ * the caller frees). tg_test_stderr_peek() returns what is there so far;
+ * tg_test_stderr_wait_for() waits (polling, up to timeout_ms) until needle
+ * appears and returns 1, or 0. Returns -1/NULL on errors. */
+int tg_test_stderr_begin(void);
+char *tg_test_stderr_peek(void);
+char *tg_test_stderr_end(void);
+int tg_test_stderr_wait_for(const char *needle, int timeout_ms);
+
 /* FNV-1a 64 of s, low 32 bits, 0 mapped to 1 (Perfetto's machine id), computed
  * independently of the library so tests can check it. */
 uint32_t tg_test_fnv1a_machine_id(const char *s);
-
-/* Sends stderr (fd 2, where tg_log writes) to a temporary file until
- * tg_test_stderr_end(), which restores it, echoes what was captured and
- * returns it (malloc'ed, NUL-terminated; NULL on error). Not nestable.
- * tg_test_stderr_begin returns 0 or -1. */
-int tg_test_stderr_begin(void);
-char *tg_test_stderr_end(void);
 
 #endif

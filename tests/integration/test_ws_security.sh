@@ -1,0 +1,217 @@
+#!/bin/sh
+# test_ws_security.sh: attacks on tracegated's HTTP/WebSocket front end, end to end: DNS rebinding
+# (a foreign Host on every route, 421, counted and logged; --http-host names allowed); a
+# byte-a-second dribbler cut at --handshake-timeout; more half-open clients than --http-max-pending
+# (refused, counted, and a legitimate client served once they are gone); SIGHUP changing the
+# local-roles new WebSocket clients get; tokens from --gen-token travelling as a subprotocol, old
+# base64 tokens refused by tracectl unless --token-in-url (or given in base64url form), and no token
+# in the log; on a non-loopback --http, /metrics and /api/status only with a bearer token or a client
+# certificate. Environment (from `make check`): TG_BUILDDIR, TG_SRCDIR. Exit 77 = skipped.
+set -u
+. "$(dirname "$0")/gw_lib.sh"
+need "$TRACEGATED" "$TRACECTL"
+for tool in curl python3; do
+    command -v $tool >/dev/null 2>&1 || { echo "SKIP: $tool is not installed"; exit 77; }
+done
+
+# start_http NAME HOST [options...]: tracegated with --http HOST:<free port> (retrying when the port
+# is taken); sets GW_PID and PORT.
+start_http() {
+    name=$1
+    host=$2
+    shift 2
+    try=0
+    while [ $try -lt 8 ]; do
+        try=$((try + 1))
+        PORT=$(( 20000 + ($$ * 7919 + try * 104729 + $(date +%N | sed 's/^0*//;s/^$/0/')) % 40000 ))
+        "$TRACEGATED" --producer-socket "$T/$name-p.sock" --consumer-socket "$T/$name-c.sock" \
+            --http "$host:$PORT" --log-level info "$@" >"$T/$name.log" 2>&1 &
+        GW_PID=$!
+        i=0
+        while [ $i -lt 100 ]; do
+            if grep -q "tracegated .* ready" "$T/$name.log"; then
+                PIDS="$PIDS $GW_PID"
+                return 0
+            fi
+            kill -0 "$GW_PID" 2>/dev/null || break
+            sleep 0.05
+            i=$((i + 1))
+        done
+        kill "$GW_PID" 2>/dev/null
+        wait "$GW_PID" 2>/dev/null
+    done
+    fail "tracegated ($name) did not start its HTTP front end"
+}
+
+wait_log() { # FILE PATTERN: up to 10 s
+    i=0
+    while [ $i -lt 100 ]; do
+        grep -q -- "$2" "$1" && return 0
+        sleep 0.1
+        i=$((i + 1))
+    done
+    return 1
+}
+
+metric() { # the value of a metric line (exact labels), or 0
+    curl -s "http://127.0.0.1:$PORT/metrics" | awk -v k="$1" '$1 == k { print $2; f = 1 } END { if (!f) print 0 }'
+}
+
+# ---- tokens: a new one from --gen-token, an old-style base64 one with '/' and '=' ----
+"$TRACEGATED" --gen-token >"$T/new.token" 2>"$T/gen.err" || fail "--gen-token failed"
+NEW=$(cat "$T/new.token")
+[ ${#NEW} = 43 ] || fail "--gen-token printed '$NEW' (want 43 characters)"
+case $NEW in *[!A-Za-z0-9_-]*) fail "--gen-token is not base64url: $NEW" ;; esac
+sed -n 's/^token-file line (set the name and roles): client recorder /new recorder /p' "$T/gen.err" >"$T/tokens"
+[ -s "$T/tokens" ] || fail "--gen-token printed no token-file line: $(cat "$T/gen.err")"
+OLD='q+Lr/0Zx1w9Kd4e+Ua/oYvN2c8Gm5bQ3Tj7HsPfXkE0='
+echo "old recorder $(printf %s "$OLD" | "$TRACEGATED" --hash-token)" >>"$T/tokens"
+OLD_URL=$(printf %s "$OLD" | tr '+/' '-_' | tr -d '=')
+
+cat >"$T/gw.conf" <<CONF
+token-file = $T/tokens
+local-roles = observer
+handshake-timeout = 2s
+http-max-pending = 3
+http-host = gw.example.test
+CONF
+start_http main 127.0.0.1 --config "$T/gw.conf"
+U=http://127.0.0.1:$PORT
+echo "tracegated on $U"
+
+# ---- DNS rebinding: a foreign Host never reaches a route ----
+for p in / /healthz /metrics /api/status /traced; do
+    code=$(curl -s -o "$T/body" -w '%{http_code}' -H 'Host: attacker.example' "$U$p")
+    [ "$code" = 421 ] || fail "$p with Host attacker.example: HTTP $code (want 421)"
+    if grep -q tracegated_ "$T/body"; then fail "$p leaked metrics to a foreign Host"; fi
+done
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -H 'Host: attacker.example:8037' \
+    -H 'Connection: Upgrade' -H 'Upgrade: websocket' -H 'Sec-WebSocket-Version: 13' \
+    -H 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==' -H 'Origin: http://attacker.example:8037' "$U/traced")
+[ "$code" = 421 ] || fail "a rebound WebSocket upgrade got HTTP $code (want 421)"
+grep -q 'Host "attacker.example" is not this server' "$T/main.log" || fail "the foreign Host was not logged"
+[ "$(metric 'tracegated_connections_rejected_total{reason="http_host"}')" = 6 ] ||
+    fail "http_host refusals not counted: $(curl -s "$U/metrics" | grep rejected)"
+for h in "localhost:$PORT" "127.0.0.1" "[::1]:1" "gw.example.test:$PORT"; do
+    code=$(curl -s -o /dev/null -w '%{http_code}' -H "Host: $h" "$U/api/status")
+    [ "$code" = 200 ] || fail "/api/status with Host $h: HTTP $code (want 200)"
+done
+echo "Host check: foreign names refused (421), loopback and --http-host names served"
+
+# ---- a byte-a-second dribbler, and more half-open clients than http-max-pending ----
+python3 - "$PORT" >"$T/attack.out" 2>&1 <<'PY' || fail "attack script: $(cat "$T/attack.out")"
+import socket, sys, time
+port = int(sys.argv[1])
+def conn():
+    s = socket.create_connection(("127.0.0.1", port)); s.settimeout(0.05); return s
+def closed(s):
+    try:
+        return s.recv(4096) == b""
+    except socket.timeout:
+        return False
+    except OSError:
+        return True
+# the dribbler: one byte a second of a request that never ends
+s = conn(); t0 = time.time(); req = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + b"a" * 100
+for i in range(len(req)):
+    try:
+        s.send(req[i:i + 1])
+    except OSError:
+        break
+    end = time.time() + 1
+    gone = False
+    while time.time() < end and not gone:
+        gone = closed(s)
+    if gone or time.time() - t0 > 30:
+        break
+took = time.time() - t0
+print("dribbler cut after %.1f s" % took)
+if not gone or took < 1.9 or took > 6:
+    sys.exit("the dribbler was not cut at the 2 s deadline (%.1f s, cut=%s)" % (took, gone))
+# three half-open clients fill http-max-pending; a fourth is refused at once
+half = [conn() for _ in range(3)]
+for h in half:
+    h.send(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+# the kernel hands connections to the server in order: the fourth comes after the three are counted
+extra = conn(); t1 = time.time()
+while time.time() - t1 < 5 and not closed(extra):
+    pass
+if time.time() - t1 >= 5:
+    sys.exit("a fourth half-open client was not refused")
+print("fourth half-open client refused")
+for h in half:
+    h.close()
+PY
+cat "$T/attack.out"
+[ "$(metric 'tracegated_connections_rejected_total{reason="http_handshake_timeout"}')" -ge 1 ] ||
+    fail "the dribbler's cut was not counted"
+grep -q 'closed an HTTP connection from 127.0.0.1: no complete request' "$T/main.log" || fail "the cut was not logged"
+grep -q 'too many connections still in their HTTP request' "$T/main.log" || fail "the refusal was not logged"
+ok=
+i=0
+while [ $i -lt 50 ]; do # the half-open clients' slots come back as the server sees them close
+    code=$(curl -s -o /dev/null -w '%{http_code}' "$U/healthz")
+    [ "$code" = 200 ] && { ok=1; break; }
+    sleep 0.1
+    i=$((i + 1))
+done
+[ -n "$ok" ] || fail "a legitimate client was not served after the half-open clients left"
+[ "$(metric 'tracegated_connections_rejected_total{reason="http_max_pending"}')" -ge 1 ] ||
+    fail "the refused half-open client was not counted"
+echo "limits: dribbler cut at the deadline, half-open clients capped, legitimate client served"
+
+# ---- tokens on ws:// ----
+timeout 30 "$TRACECTL" --token "$NEW" query "ws://127.0.0.1:$PORT/traced" >"$T/q1.out" 2>"$T/q1.err" ||
+    fail "tracectl with a --gen-token token failed: $(cat "$T/q1.err")"
+wait_log "$T/main.log" "(token, roles 0x2, token:new)" || fail "the generated token's principal was not logged"
+if timeout 30 "$TRACECTL" --token "$OLD" query "ws://127.0.0.1:$PORT/traced" >/dev/null 2>"$T/q2.err"; then
+    fail "tracectl sent an old-style token somehow without --token-in-url"
+fi
+grep -q -- "--gen-token" "$T/q2.err" || fail "no advice for an unfit token: $(cat "$T/q2.err")"
+timeout 30 "$TRACECTL" --token "$OLD_URL" query "ws://127.0.0.1:$PORT/traced" >/dev/null 2>"$T/q3.err" ||
+    fail "the base64url form of an old token was refused: $(cat "$T/q3.err")"
+timeout 30 "$TRACECTL" --token-in-url --token "$OLD" query "ws://127.0.0.1:$PORT/traced" >/dev/null \
+    2>"$T/q4.err" || fail "--token-in-url failed: $(cat "$T/q4.err")"
+grep -q "token in the URL" "$T/q4.err" || fail "tracectl did not warn about --token-in-url"
+[ "$(grep -c '(token, roles 0x2, token:old)' "$T/main.log")" = 2 ] || fail "the old token's two logins were not logged"
+for secret in "$NEW" "$OLD" "$OLD_URL" "q%2BLr"; do
+    if grep -qF -- "$secret" "$T/main.log"; then fail "a token leaked into the log"; fi
+done
+echo "tokens: subprotocol by default, the URL only when asked, never logged"
+
+# ---- SIGHUP: local-roles for new WebSocket clients ----
+timeout 30 "$TRACECTL" query "ws://127.0.0.1:$PORT/traced" >/dev/null 2>&1 || fail "tracectl query (observer) failed"
+wait_log "$T/main.log" "(loopback, roles 0x1, uid:" || fail "a loopback WebSocket client did not get local-roles observer"
+sed 's/^local-roles = observer$/local-roles = recorder,producer/' "$T/gw.conf" >"$T/gw.conf.new"
+mv "$T/gw.conf.new" "$T/gw.conf"
+kill -HUP "$GW_PID"
+wait_log "$T/main.log" "reloaded:" || fail "SIGHUP did not reload"
+timeout 30 "$TRACECTL" query "ws://127.0.0.1:$PORT/traced" >/dev/null 2>&1 || fail "tracectl query after SIGHUP failed"
+wait_log "$T/main.log" "(loopback, roles 0x6, uid:" || fail "SIGHUP's local-roles did not reach new WebSocket clients"
+echo "SIGHUP: new WebSocket clients get the new local-roles"
+
+# ---- non-loopback --http: /metrics and /api/status need credentials ----
+EXT=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -E '^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$' | grep -v '^127\.' | head -n 1)
+if [ -z "$EXT" ]; then
+    echo "PASS (the non-loopback part was skipped: this machine has no non-loopback IPv4 address)"
+    exit 0
+fi
+bash "$S/certs/make-dev-pki.sh" "$T/pki" >/dev/null 2>&1 || fail "cannot make a development PKI"
+start_http ext "$EXT" --http-tls --tls-cert "$T/pki/server.crt" --tls-key "$T/pki/server.key" \
+    --tls-ca "$T/pki/ca.crt" --token-file "$T/tokens"
+E=https://$EXT:$PORT
+c() { curl -s -k -o "$T/ext.body" -w '%{http_code}' "$@"; }
+[ "$(c "$E/healthz")" = 200 ] || fail "/healthz off loopback is not open"
+for p in /metrics /api/status; do
+    [ "$(c "$E$p")" = 401 ] || fail "$p off loopback without credentials: not 401"
+    [ "$(c -H "Authorization: Bearer wrong" "$E$p")" = 401 ] || fail "$p with a wrong token: not 401"
+    [ "$(c -H "Authorization: Bearer $NEW" "$E$p")" = 200 ] || fail "$p with a token: not 200"
+    [ "$(c --cert "$T/pki/client.crt" --key "$T/pki/client.key" "$E$p")" = 200 ] ||
+        fail "$p with a client certificate: not 200"
+    [ "$(c --cert "$T/pki/rogue-client.crt" --key "$T/pki/rogue-client.key" "$E$p")" != 200 ] ||
+        fail "$p with a certificate from another CA: 200"
+done
+grep -q "refused /metrics from 127.0.0.1\|refused /metrics from $EXT" "$T/ext.log" || fail "the refusal was not logged"
+if grep -qF -- "$NEW" "$T/ext.log"; then fail "the bearer token leaked into the log"; fi
+echo "PASS: Host check, pre-auth limits, role reload, token transport and protected status all hold"
+exit 0
