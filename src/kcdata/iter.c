@@ -240,11 +240,11 @@ int tg_kcdata_iter_next(struct tg_kcdata_iter *it, struct tg_kcdata_item *item, 
         return tg_errf(err, errlen, "KCDATA iterator already failed");
     memset(item, 0, sizeof *item);
     size_t left = it->len - it->pos;
+    if (left == 0)
+        return bad(it, err, errlen, "buffer ends at offset %zu without BUFFER_END", it->pos);
     if (left < TG_KCDATA_HEADER_SIZE)
-        return bad(it, err, errlen, left ? "truncated: %zu bytes at offset %zu, too short for an item header "
-                                           "(no BUFFER_END)"
-                                         : "%zu bytes: buffer ends at offset %zu without BUFFER_END",
-                   left, it->pos);
+        return bad(it, err, errlen, "truncated: %zu bytes at offset %zu, too short for an item header (no "
+                   "BUFFER_END)", left, it->pos);
     const uint8_t *p = it->buf + it->pos;
     item->type = tg_kc_ld32(p);
     item->size = tg_kc_ld32(p + 4);

@@ -60,14 +60,15 @@ static void quoted(FILE *out, const uint8_t *s, size_t n)
     fputc('"', out);
 }
 
-/* A name from the buffer (NUL-terminated, at most 31 bytes): as is when it is plain, quoted otherwise. */
+/* A name from the buffer (NUL-terminated, at most 31 bytes): as is when it is printable ASCII
+ * without quotes, backslashes or outer spaces ("NUM MACH PORTS" stays readable), quoted otherwise. */
 static void name_out(FILE *out, const char *name)
 {
     size_t n = strlen(name);
-    int plain = n > 0;
+    int plain = n > 0 && name[0] != ' ' && name[n - 1] != ' ';
     for (size_t i = 0; i < n && plain; i++) {
         unsigned char c = (unsigned char)name[i];
-        plain = c > 0x20 && c < 0x7f && c != '"' && c != '\\';
+        plain = c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
     }
     if (plain)
         fputs(name, out);
