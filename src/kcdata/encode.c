@@ -252,8 +252,25 @@ int tg_kcdata_add_typedef(struct tg_kcdata_enc *e, uint32_t type_id, const char 
         tg_kc_st32(d + 4, is_array ? count << 16 | tg_kcdata_elem_size(f->elem_type) : size);
         memcpy(d + 8, f->name, nl);
     }
+    /* one layout per type id, as readers require */
+    int known = 0;
+    for (unsigned i = 0; rc == 0 && i < e->ntypedefs; i++) {
+        if (e->td_ids[i] != type_id)
+            continue;
+        const uint8_t *old = e->buf + e->td_offs[i];
+        if (tg_kc_ld32(old + 4) != nfields || memcmp(old, tmp, len) != 0)
+            rc = fail(e, "type definition 0x%X differs from the one already written for that id", type_id);
+        known = 1;
+    }
+    if (rc == 0 && !known && e->ntypedefs >= TG_KCDATA_MAX_TYPEDEFS)
+        rc = fail(e, "type definition 0x%X: more than %u type definitions", type_id, TG_KCDATA_MAX_TYPEDEFS);
+    size_t at = e->len + TG_KCDATA_HEADER_SIZE;
     if (rc == 0)
         rc = put(e, TG_KCDATA_TYPE_TYPEDEF, pad_flags(len), tmp, len, NULL, 0);
+    if (rc == 0 && !known) {
+        e->td_ids[e->ntypedefs] = type_id;
+        e->td_offs[e->ntypedefs++] = at;
+    }
     free(tmp);
     return rc;
 }

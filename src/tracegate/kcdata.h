@@ -156,6 +156,9 @@ struct tg_kcdata_enc {
     int owned, failed;
     unsigned depth;
     uint64_t open_ids[TG_KCDATA_MAX_DEPTH];
+    unsigned ntypedefs; /* definitions written: id and offset of their data */
+    uint32_t td_ids[TG_KCDATA_MAX_TYPEDEFS];
+    size_t td_offs[TG_KCDATA_MAX_TYPEDEFS];
     char err[192];
 };
 
@@ -183,7 +186,9 @@ int tg_kcdata_add_array(struct tg_kcdata_enc *e, uint32_t elem_type, uint32_t el
                         const void *elems);
 /* A type definition for type_id (outside the reserved ids) named name, with nfields >= 1
  * fields. Fields are validated as a reader would (known element type, count >= 1 for arrays,
- * 1..31 character names); a definition a reader would refuse is refused here. */
+ * 1..31 character names); a definition a reader would refuse is refused here, and so is a
+ * second definition of a type id that differs from the first (an identical one is written
+ * again), or more than TG_KCDATA_MAX_TYPEDEFS distinct ones. */
 int tg_kcdata_add_typedef(struct tg_kcdata_enc *e, uint32_t type_id, const char *name,
                           const struct tg_kcdata_field *fields, uint32_t nfields);
 /* Containers: begin with a container type and an id; end with the same id. Nesting is allowed

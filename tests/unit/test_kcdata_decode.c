@@ -368,8 +368,9 @@ static void test_malformed_typedefs(void **state)
     free(buf);
     tg_kcdata_enc_init(&e, TG_KCDATA_MAGIC);
     tg_kcdata_add_typedef(&e, 0x7300, "t", f1, 1);
-    tg_kcdata_add_typedef(&e, 0x7300, "t", f2, 1);
+    tg_kcdata_add_typedef(&e, 0x7301, "t", f2, 1);
     assert_int_equal(tg_kcdata_finish(&e, &buf, &len), 0);
+    buf[112 + 16] = 0x00; /* the second definition's id 0x7301 -> 0x7300 */
     expect_invalid(buf, len, TG_KCDATA_MAGIC, "type definition 0x7300 (t) at offset 112 redefines the type");
     free(buf);
 
@@ -380,11 +381,18 @@ static void test_malformed_typedefs(void **state)
     assert_int_equal(tg_kcdata_finish(&e, &buf, &len), 0);
     expect_valid(buf, len, TG_KCDATA_MAGIC);
     free(buf);
+    /* the 257th, written by hand after the encoder's 256 */
     tg_kcdata_enc_init(&e, TG_KCDATA_MAGIC);
-    for (uint32_t i = 0; i <= TG_KCDATA_MAX_TYPEDEFS; i++)
+    for (uint32_t i = 0; i < TG_KCDATA_MAX_TYPEDEFS; i++)
         tg_kcdata_add_typedef(&e, 0x10000 + i, "t", f1, 1);
     assert_int_equal(tg_kcdata_finish(&e, &buf, &len), 0);
-    expect_invalid(buf, len, TG_KCDATA_MAGIC, "more than 256 type definitions");
+    uint8_t *more = malloc(len + 96);
+    memcpy(more, buf, len - 16);
+    memcpy(more + len - 16, buf + 16, 96); /* the first definition again ... */
+    more[len - 16 + 18] = 0x02;            /* ... as type 0x20000 */
+    memcpy(more + len + 80, buf + len - 16, 16);
+    expect_invalid(more, len + 96, TG_KCDATA_MAGIC, "more than 256 type definitions");
+    free(more);
     free(buf);
 }
 

@@ -582,6 +582,21 @@ static void test_enc_refusals(void **state)
         expect_enc_error(&e, bad[i].needle);
         tg_kcdata_enc_free(&e);
     }
+
+    /* one layout per type id; a bounded number of definitions */
+    assert_int_equal(tg_kcdata_enc_init(&e, TG_KCDATA_MAGIC), 0);
+    assert_int_equal(tg_kcdata_add_typedef(&e, 0x7300, "t", k_disk_io, 2), 0);
+    assert_int_equal(tg_kcdata_add_typedef(&e, 0x7300, "t", k_disk_io, 2), 0);
+    assert_int_equal(tg_kcdata_add_typedef(&e, 0x7300, "t", k_disk_io, 3), -1);
+    expect_enc_error(&e, "type definition 0x7300 differs from the one already written for that id");
+    tg_kcdata_enc_free(&e);
+    assert_int_equal(tg_kcdata_enc_init(&e, TG_KCDATA_MAGIC), 0);
+    for (uint32_t i = 0; i < TG_KCDATA_MAX_TYPEDEFS; i++)
+        assert_int_equal(tg_kcdata_add_typedef(&e, 0x10000 + i, "t", k_disk_io, 1), 0);
+    assert_int_equal(tg_kcdata_add_typedef(&e, 0x10000, "t", k_disk_io, 1), 0); /* a known one again */
+    assert_int_equal(tg_kcdata_add_typedef(&e, 0x20000, "t", k_disk_io, 1), -1);
+    expect_enc_error(&e, "more than 256 type definitions");
+    tg_kcdata_enc_free(&e);
 }
 
 static void test_magics(void **state)
