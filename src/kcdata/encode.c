@@ -225,8 +225,8 @@ int tg_kcdata_add_typedef(struct tg_kcdata_enc *e, uint32_t type_id, const char 
         return fail(e, "type definition: type id 0x%X is reserved", type_id);
     if (nfields == 0 || !fields)
         return fail(e, "type definition 0x%X: no fields", type_id);
-    if (nfields > (UINT32_MAX - TG_KCDATA_TYPEDEF_HEADER_SIZE - TG_KCDATA_ALIGN) / TG_KCDATA_FIELD_SIZE)
-        return fail(e, "type definition 0x%X: too many fields", type_id);
+    if (nfields > TG_KCDATA_MAX_FIELDS)
+        return fail(e, "type definition 0x%X: %u fields, more than %u", type_id, nfields, TG_KCDATA_MAX_FIELDS);
     size_t len = TG_KCDATA_TYPEDEF_HEADER_SIZE + (size_t)nfields * TG_KCDATA_FIELD_SIZE;
     uint8_t *tmp = calloc(1, len);
     if (!tmp)
@@ -234,6 +234,7 @@ int tg_kcdata_add_typedef(struct tg_kcdata_enc *e, uint32_t type_id, const char 
     tg_kc_st32(tmp, type_id);
     tg_kc_st32(tmp + 4, nfields);
     int rc = name_slot(e, tmp + 8, name, "type definition");
+    uint32_t starts[TG_KCDATA_MAX_FIELDS], ends[TG_KCDATA_MAX_FIELDS], fa, fb;
     for (uint32_t i = 0; rc == 0 && i < nfields; i++) {
         const struct tg_kcdata_field *f = &fields[i];
         uint8_t *d = tmp + TG_KCDATA_TYPEDEF_HEADER_SIZE + (size_t)i * TG_KCDATA_FIELD_SIZE;
@@ -246,12 +247,17 @@ int tg_kcdata_add_typedef(struct tg_kcdata_enc *e, uint32_t type_id, const char 
             rc = fail(e, "type definition 0x%X field %u ('%.31s'): %s", type_id, i, f->name ? f->name : "", why);
             break;
         }
+        starts[i] = f->offset;
+        ends[i] = f->offset + size;
         d[0] = f->flags;
         d[1] = f->elem_type;
         tg_kc_st16(d + 2, f->offset);
         tg_kc_st32(d + 4, is_array ? count << 16 | tg_kcdata_elem_size(f->elem_type) : size);
         memcpy(d + 8, f->name, nl);
     }
+    if (rc == 0 && tg_kc_fields_overlap(starts, ends, nfields, &fa, &fb))
+        rc = fail(e, "type definition 0x%X: fields %u ('%s') and %u ('%s') overlap", type_id, fa, fields[fa].name, fb,
+                  fields[fb].name);
     /* one layout per type id, as readers require */
     int known = 0;
     for (unsigned i = 0; rc == 0 && i < e->ntypedefs; i++) {

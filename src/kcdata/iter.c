@@ -138,10 +138,14 @@ static int parse_typedef(struct tg_kcdata_iter *it, struct tg_kcdata_item *item,
     if (tg_kc_name_len(item->data + 8) < 0)
         return bad(it, err, errlen, "type definition 0x%X at offset %zu: name not NUL-terminated within 32 bytes",
                    td->type_id, item->offset);
+    if (td->nfields > TG_KCDATA_MAX_FIELDS)
+        return bad(it, err, errlen, "type definition 0x%X (%s) at offset %zu: %u fields, more than %u",
+                   td->type_id, safe(td->name, sn), item->offset, td->nfields, TG_KCDATA_MAX_FIELDS);
     if (td->nfields == 0 || td->nfields > room)
         return bad(it, err, errlen, "type definition 0x%X (%s) at offset %zu: %u fields, room for %zu",
                    td->type_id, safe(td->name, sn), item->offset, td->nfields, room);
     td->extent = 0;
+    uint32_t starts[TG_KCDATA_MAX_FIELDS], ends[TG_KCDATA_MAX_FIELDS], fa, fb;
     for (uint32_t i = 0; i < td->nfields; i++) {
         const uint8_t *raw = td->fields + (size_t)i * TG_KCDATA_FIELD_SIZE;
         unsigned flags = raw[0], et = raw[1];
@@ -162,9 +166,17 @@ static int parse_typedef(struct tg_kcdata_iter *it, struct tg_kcdata_item *item,
         if (why)
             return bad(it, err, errlen, "type definition 0x%X (%s) at offset %zu, field %u: %s", td->type_id,
                        safe(td->name, sn), item->offset, i, why);
-        uint32_t end = tg_kc_ld16(raw + 2) + size;
-        if (end > td->extent)
-            td->extent = end;
+        starts[i] = tg_kc_ld16(raw + 2);
+        ends[i] = starts[i] + size;
+        if (ends[i] > td->extent)
+            td->extent = ends[i];
+    }
+    if (tg_kc_fields_overlap(starts, ends, td->nfields, &fa, &fb)) {
+        char sa[TG_KCDATA_NAME_LEN], sb[TG_KCDATA_NAME_LEN];
+        return bad(it, err, errlen, "type definition 0x%X (%s) at offset %zu: fields %u (%s) and %u (%s) overlap",
+                   td->type_id, safe(td->name, sn), item->offset, fa,
+                   safe((const char *)td->fields + (size_t)fa * TG_KCDATA_FIELD_SIZE + 8, sa), fb,
+                   safe((const char *)td->fields + (size_t)fb * TG_KCDATA_FIELD_SIZE + 8, sb));
     }
     /* keep it for later items; a type id keeps one layout for the whole buffer */
     size_t bytes = TG_KCDATA_TYPEDEF_HEADER_SIZE + (size_t)td->nfields * TG_KCDATA_FIELD_SIZE;

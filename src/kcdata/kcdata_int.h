@@ -57,6 +57,10 @@ static inline int tg_kc_name_len(const uint8_t *slot)
  * spans). Returns NULL when fine, else a static description of the problem. */
 const char *tg_kc_field_problem(unsigned flags, unsigned elem_type, uint32_t count, int name_len, uint32_t *size);
 
+/* Fields of a packed struct never share bytes. Given the byte ranges [start, end) of n <=
+ * TG_KCDATA_MAX_FIELDS fields, returns 1 and two overlapping fields' indexes, else 0. */
+int tg_kc_fields_overlap(const uint32_t *start, const uint32_t *end, uint32_t n, uint32_t *a, uint32_t *b);
+
 /* Decodes raw field descriptor i of td (already validated). */
 void tg_kc_field_decode(const uint8_t *raw, struct tg_kcdata_field *f);
 

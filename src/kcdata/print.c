@@ -156,7 +156,9 @@ static void field_value(FILE *out, const struct tg_kcdata_field *f, const uint8_
         fputc(']', out);
 }
 
-/* One record of type td on the current line: a bare value for one-field types, else "{ a = 1, b = 2 }". */
+/* One record of type td on the current line: a bare value for one-field types, else
+ * "{ a = 1, b = 2 }". Fields beyond the record are counted, not printed one by one (a short
+ * record of a wide type must not multiply the output). */
 static void record_inline(FILE *out, const struct tg_kcdata_typedef *td, const uint8_t *rec, size_t rec_len)
 {
     struct tg_kcdata_field f;
@@ -166,14 +168,21 @@ static void record_inline(FILE *out, const struct tg_kcdata_typedef *td, const u
         return;
     }
     fputs("{ ", out);
+    uint32_t shown = 0, missing = 0;
     for (uint32_t i = 0; i < td->nfields; i++) {
         tg_kcdata_typedef_field(td, i, &f);
-        if (i)
+        if (!tg_kc_field_inside(&f, rec_len)) {
+            missing++;
+            continue;
+        }
+        if (shown++)
             fputs(", ", out);
         name_out(out, f.name);
         fputs(" = ", out);
         field_value(out, &f, rec, rec_len);
     }
+    if (missing)
+        fprintf(out, "%s+%" PRIu32 " beyond the item", shown ? ", " : "", missing);
     fputs(" }", out);
 }
 
@@ -343,14 +352,24 @@ static int print_data(const struct pr *p, const struct tg_kcdata_item *it)
         fputc('\n', p->out);
     } else {
         fputs(" {\n", p->out);
+        uint32_t missing = 0;
         for (uint32_t i = 0; i < td->nfields; i++) {
             struct tg_kcdata_field f;
             tg_kcdata_typedef_field(td, i, &f);
+            if (!tg_kc_field_inside(&f, it->len)) {
+                missing++;
+                continue;
+            }
             cont_line(p, it->depth + 1);
             field_decl(p->out, &f);
             fputs(" = ", p->out);
             field_value(p->out, &f, it->data, it->len);
             fputc('\n', p->out);
+        }
+        if (missing) {
+            cont_line(p, it->depth + 1);
+            fprintf(p->out, "(%" PRIu32 " field%s beyond the item's %zu bytes)\n", missing, missing == 1 ? "" : "s",
+                    it->len);
         }
         cont_line(p, it->depth);
         fputs("}\n", p->out);

@@ -66,6 +66,8 @@ static void field_value(FILE *out, const struct tg_kcdata_field *f, const uint8_
         fputc(']', out);
 }
 
+/* One record: a bare value for one-field types (null when beyond the record), else an object of
+ * the fields that lie inside the record. */
 static void record(FILE *out, const struct tg_kcdata_typedef *td, const uint8_t *rec, size_t rec_len)
 {
     struct tg_kcdata_field f;
@@ -75,9 +77,12 @@ static void record(FILE *out, const struct tg_kcdata_typedef *td, const uint8_t 
         return;
     }
     fputc('{', out);
+    uint32_t shown = 0;
     for (uint32_t i = 0; i < td->nfields; i++) {
         tg_kcdata_typedef_field(td, i, &f);
-        if (i)
+        if (!tg_kc_field_inside(&f, rec_len))
+            continue; /* beyond a short record: left out, as in the text printer */
+        if (shown++)
             fputc(',', out);
         jname(out, f.name);
         fputc(':', out);

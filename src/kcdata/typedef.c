@@ -49,6 +49,31 @@ const char *tg_kc_field_problem(unsigned flags, unsigned elem_type, uint32_t cou
     return NULL;
 }
 
+int tg_kc_fields_overlap(const uint32_t *start, const uint32_t *end, uint32_t n, uint32_t *a, uint32_t *b)
+{
+    uint16_t order[TG_KCDATA_MAX_FIELDS];
+    for (uint32_t i = 0; i < n; i++) { /* insertion sort by start: n is small */
+        uint32_t j = i;
+        for (; j > 0 && start[order[j - 1]] > start[i]; j--)
+            order[j] = order[j - 1];
+        order[j] = (uint16_t)i;
+    }
+    uint32_t reach = 0, reacher = 0; /* furthest end so far, and whose */
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t i = order[k];
+        if (k > 0 && start[i] < reach) {
+            *a = reacher < i ? reacher : i;
+            *b = reacher < i ? i : reacher;
+            return 1;
+        }
+        if (end[i] > reach) {
+            reach = end[i];
+            reacher = i;
+        }
+    }
+    return 0;
+}
+
 void tg_kc_field_decode(const uint8_t *raw, struct tg_kcdata_field *f)
 {
     f->flags = raw[0];

@@ -12,8 +12,9 @@
  * saying so (it is never misread as little-endian).
  *
  * Errors follow libtracegate's convention: -1 and a message in (err, errlen) when err != NULL.
- * Nothing here allocates except the growable encoder. No global state: every function may be
- * called from any thread; one encoder or iterator must not be used by two threads at once. */
+ * Only the encoders allocate; the iterator, decoders and printers work in the caller's buffer
+ * and on the stack, in time linear in the buffer's length. No global state: every function may
+ * be called from any thread; one encoder or iterator must not be used by two threads at once. */
 #ifndef TRACEGATE_KCDATA_H
 #define TRACEGATE_KCDATA_H
 
@@ -48,7 +49,8 @@
 #define TG_KCDATA_TYPEDEF_HEADER_SIZE 40u /* uint32 type id | uint32 field count | name[32] */
 #define TG_KCDATA_FIELD_SIZE 40u          /* u8 flags | u8 elem type | u16 offset | u32 size | name[32] */
 #define TG_KCDATA_MAX_DEPTH 32u           /* container nesting accepted (reader) and written */
-#define TG_KCDATA_MAX_TYPEDEFS 256u       /* distinct type definitions per buffer (reader) */
+#define TG_KCDATA_MAX_TYPEDEFS 256u       /* distinct type definitions per buffer */
+#define TG_KCDATA_MAX_FIELDS 256u         /* fields per type definition (bounds printer output) */
 
 /* Reserved type ids (0x0 to 0x7ff). */
 #define TG_KCDATA_TYPE_INVALID 0x0u
@@ -184,11 +186,12 @@ int tg_kcdata_add_binary(struct tg_kcdata_enc *e, const char *name, const void *
  * the type id of one element (usually one with a type definition). Type 0x20 + padding. */
 int tg_kcdata_add_array(struct tg_kcdata_enc *e, uint32_t elem_type, uint32_t elem_size, uint32_t count,
                         const void *elems);
-/* A type definition for type_id (outside the reserved ids) named name, with nfields >= 1
- * fields. Fields are validated as a reader would (known element type, count >= 1 for arrays,
- * 1..31 character names); a definition a reader would refuse is refused here, and so is a
- * second definition of a type id that differs from the first (an identical one is written
- * again), or more than TG_KCDATA_MAX_TYPEDEFS distinct ones. */
+/* A type definition for type_id (outside the reserved ids) named name, with 1 to
+ * TG_KCDATA_MAX_FIELDS fields. Fields are validated as a reader would (known element type,
+ * count >= 1 for arrays, 1..31 character names, no two fields sharing a byte); a definition a
+ * reader would refuse is refused here, and so is a second definition of a type id that differs
+ * from the first (an identical one is written again), or more than TG_KCDATA_MAX_TYPEDEFS
+ * distinct ones. */
 int tg_kcdata_add_typedef(struct tg_kcdata_enc *e, uint32_t type_id, const char *name,
                           const struct tg_kcdata_field *fields, uint32_t nfields);
 /* Containers: begin with a container type and an id; end with the same id. Nesting is allowed
@@ -271,7 +274,8 @@ int tg_kcdata_iter_init(struct tg_kcdata_iter *it, const uint8_t *buf, size_t le
  * tg_kcdata_iter_end_offset), -1 on malformed input, with a message naming the offset.
  * Checked: every header and size lies inside the buffer, sizes are multiples of 16, padding
  * claims fit the item, described items have a NUL-terminated name and their whole value,
- * arrays divide into their element count, type definitions are well formed, container ends
+ * arrays divide into their element count, type definitions are well formed (known element
+ * types, at most TG_KCDATA_MAX_FIELDS fields, none overlapping), container ends
  * match the innermost begin, BUFFER_END comes with no container open. Unknown types are
  * returned as TG_KCDATA_KIND_DATA for the caller to skip. After 0 or -1 it keeps returning so. */
 int tg_kcdata_iter_next(struct tg_kcdata_iter *it, struct tg_kcdata_item *item, char *err, size_t errlen);
@@ -296,9 +300,9 @@ int tg_kcdata_validate(const uint8_t *buf, size_t len, uint32_t want_magic, char
  * items before the problem are printed, then "error: ..."; returns -1 with err filled.
  * Returns 0 when the whole buffer is well formed. */
 int tg_kcdata_print(FILE *out, const uint8_t *buf, size_t len, unsigned flags, char *err, size_t errlen);
-/* The same as one JSON document: {"magic": ..., "items": [...]}, containers as objects with
- * their own "items". On malformed input writes nothing useful-looking: the document ends with
- * an "error" member, and the call returns -1 with err filled. */
+/* The same as one JSON document (ASCII only): {"magic": ..., "items": [...]}, containers as
+ * objects with their own "items". On malformed input the items read so far are followed by an
+ * "error" member (the document stays well formed) and the call returns -1 with err filled. */
 int tg_kcdata_print_json(FILE *out, const uint8_t *buf, size_t len, char *err, size_t errlen);
 
 #endif

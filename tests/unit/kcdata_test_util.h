@@ -45,7 +45,7 @@ static inline uint8_t *kt_hex(const char *hex, size_t *len)
 
 /* A raw buffer written field by field, little-endian, without the library. */
 struct kt_raw {
-    uint8_t b[8192];
+    uint8_t b[16384];
     size_t n;
 };
 

@@ -16,7 +16,7 @@
 #include "tracegate/kcdata.h"
 #include "tracegate/kcdata_node.h"
 
-static struct kt_raw R; /* the buffer under construction (8 KiB: too big for the stack of a test) */
+static struct kt_raw R; /* the buffer under construction (16 KiB: kept off the stack) */
 
 static void expect_invalid(const uint8_t *buf, size_t len, uint32_t magic, const char *needle)
 {
@@ -330,7 +330,18 @@ static void test_malformed_typedefs(void **state)
     raw_typedef(0x7300, 2, 0, TG_KCDATA_ST_UINT32, 0, 4, "x");
     expect_invalid(R.b, R.n, TG_KCDATA_MAGIC, "2 fields, room for 1");
     raw_typedef(0x7300, 0xFFFFFFFFu, 0, TG_KCDATA_ST_UINT32, 0, 4, "x");
-    expect_invalid(R.b, R.n, TG_KCDATA_MAGIC, "4294967295 fields, room for 1");
+    expect_invalid(R.b, R.n, TG_KCDATA_MAGIC, "4294967295 fields, more than 256");
+    /* 257 fields that all fit are still too many (each printed record would repeat them all) */
+    kt_begin(&R, TG_KCDATA_MAGIC);
+    kt_hdr(&R, TG_KCDATA_TYPE_TYPEDEF, 40 + 257 * 40, 0x80);
+    kt_u32(&R, 0x7300), kt_u32(&R, 257), kt_name(&R, "wide");
+    for (int i = 0; i < 257; i++)
+        kt_u8(&R, 0), kt_u8(&R, TG_KCDATA_ST_UINT8), kt_u16(&R, (uint16_t)i), kt_u32(&R, 1), kt_name(&R, "f");
+    kt_end(&R);
+    expect_invalid(R.b, R.n, TG_KCDATA_MAGIC, "type definition 0x7300 (wide) at offset 16: 257 fields, more than 256");
+    R.b[16 + 16 + 4] = 0; /* say 256: the extra descriptor is then only padding-like slack */
+    R.b[16 + 16 + 5] = 1;
+    expect_valid(R.b, R.n, TG_KCDATA_MAGIC);
     raw_typedef(0x7300, 1, 0, 0, 0, 4, "x");
     expect_invalid(R.b, R.n, TG_KCDATA_MAGIC, "field 0: unknown element type");
     raw_typedef(0x7300, 1, 0, 12, 0, 4, "x");
@@ -343,6 +354,17 @@ static void test_malformed_typedefs(void **state)
     expect_invalid(R.b, R.n, TG_KCDATA_MAGIC, "field 0: array field with count 0");
     raw_typedef(0x7300, 1, 0, TG_KCDATA_ST_UINT32, 0, 4, "");
     expect_invalid(R.b, R.n, TG_KCDATA_MAGIC, "field 0: empty name");
+    /* fields sharing bytes: never in a packed struct, and a way to multiply printer output */
+    kt_begin(&R, TG_KCDATA_MAGIC);
+    kt_hdr(&R, TG_KCDATA_TYPE_TYPEDEF, 160, 0x80);
+    kt_u32(&R, 0x7300), kt_u32(&R, 3), kt_name(&R, "t");
+    kt_u8(&R, 0), kt_u8(&R, TG_KCDATA_ST_UINT64), kt_u16(&R, 8), kt_u32(&R, 8), kt_name(&R, "a");
+    kt_u8(&R, 0), kt_u8(&R, TG_KCDATA_ST_UINT64), kt_u16(&R, 0), kt_u32(&R, 8), kt_name(&R, "b");
+    kt_u8(&R, 1), kt_u8(&R, TG_KCDATA_ST_CHAR), kt_u16(&R, 15), kt_u32(&R, 4u << 16 | 1), kt_name(&R, "c");
+    kt_end(&R);
+    expect_invalid(R.b, R.n, TG_KCDATA_MAGIC, "type definition 0x7300 (t) at offset 16: fields 0 (a) and 2 (c) overlap");
+    R.b[R.n - 16 - 40 + 2] = 16; /* c at 16: adjacent, fine */
+    expect_valid(R.b, R.n, TG_KCDATA_MAGIC);
     raw_typedef(0x36, 1, 0, TG_KCDATA_ST_UINT32, 0, 4, "x");
     expect_invalid(R.b, R.n, TG_KCDATA_MAGIC, "type id 0x36 is reserved");
     /* largest offset and array: the extent is computed without overflow */

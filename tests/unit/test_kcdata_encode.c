@@ -583,6 +583,27 @@ static void test_enc_refusals(void **state)
         tg_kcdata_enc_free(&e);
     }
 
+    /* fields must not share bytes */
+    static const struct tg_kcdata_field overlap[] = {
+        {0, TG_KCDATA_ST_UINT32, 0, 1, "a"},
+        {TG_KCDATA_FIELD_ARRAY, TG_KCDATA_ST_CHAR, 4, 8, "b"},
+        {0, TG_KCDATA_ST_UINT16, 11, 1, "c"},
+    };
+    assert_int_equal(tg_kcdata_enc_init(&e, TG_KCDATA_MAGIC), 0);
+    assert_int_equal(tg_kcdata_add_typedef(&e, 0x7300, "t", overlap, 3), -1);
+    expect_enc_error(&e, "type definition 0x7300: fields 1 ('b') and 2 ('c') overlap");
+    tg_kcdata_enc_free(&e);
+
+    /* a bounded number of fields */
+    static struct tg_kcdata_field wide[TG_KCDATA_MAX_FIELDS + 1];
+    for (size_t i = 0; i <= TG_KCDATA_MAX_FIELDS; i++)
+        wide[i] = (struct tg_kcdata_field){0, TG_KCDATA_ST_UINT8, (uint16_t)i, 1, "f"};
+    assert_int_equal(tg_kcdata_enc_init(&e, TG_KCDATA_MAGIC), 0);
+    assert_int_equal(tg_kcdata_add_typedef(&e, 0x7300, "wide", wide, TG_KCDATA_MAX_FIELDS), 0);
+    assert_int_equal(tg_kcdata_add_typedef(&e, 0x7301, "wider", wide, TG_KCDATA_MAX_FIELDS + 1), -1);
+    expect_enc_error(&e, "257 fields, more than 256");
+    tg_kcdata_enc_free(&e);
+
     /* one layout per type id; a bounded number of definitions */
     assert_int_equal(tg_kcdata_enc_init(&e, TG_KCDATA_MAGIC), 0);
     assert_int_equal(tg_kcdata_add_typedef(&e, 0x7300, "t", k_disk_io, 2), 0);

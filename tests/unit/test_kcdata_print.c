@@ -225,7 +225,7 @@ static void test_unknown_types_through_definitions(void **state)
                           "}\n"
                           "tg_node_extra_v2 (0x7450) {\n"
                           "  uint64 boot_count = 9\n"
-                          "  int32 tz_offset_min = <missing>\n"
+                          "  (1 field beyond the item's 10 bytes)\n"
                           "}\n"
                           "tg_node_extra_v2 (0x7450) {\n"
                           "  uint64 boot_count = 9\n"
@@ -360,6 +360,50 @@ static void test_partial_output_and_error(void **state)
     free(buf);
 }
 
+/* A wide type (256 fields) used by many short records: the printers summarise the fields beyond
+ * each record instead of printing all 256 for every byte of input. */
+static void test_output_does_not_multiply(void **state)
+{
+    (void)state;
+    static struct tg_kcdata_field wide[TG_KCDATA_MAX_FIELDS];
+    static char names[TG_KCDATA_MAX_FIELDS][32];
+    for (size_t i = 0; i < TG_KCDATA_MAX_FIELDS; i++) {
+        snprintf(names[i], sizeof names[i], "field_with_a_long_name_%06zu", i);
+        wide[i] = (struct tg_kcdata_field){0, TG_KCDATA_ST_UINT8, (uint16_t)i, 1, names[i]};
+    }
+    static uint8_t ones[60000];
+    memset(ones, 7, sizeof ones);
+    struct tg_kcdata_enc e;
+    assert_int_equal(tg_kcdata_enc_init(&e, TG_KCDATA_MAGIC), 0);
+    assert_int_equal(tg_kcdata_add_typedef(&e, 0x7300, "wide", wide, TG_KCDATA_MAX_FIELDS), 0);
+    for (int i = 0; i < 500; i++)
+        tg_kcdata_add(&e, 0x7300, ones, 1);
+    tg_kcdata_add_array(&e, 0x7300, 1, sizeof ones, ones);
+    uint8_t *buf;
+    size_t len;
+    assert_int_equal(tg_kcdata_finish(&e, &buf, &len), 0);
+    int rc;
+    char err[256];
+    char *text = kt_print(buf, len, 0, &rc, err, sizeof err);
+    assert_int_equal(rc, 0);
+    assert_contains(text, "wide (0x7300) {\n  uint8 field_with_a_long_name_000000 = 7\n"
+                          "  (255 fields beyond the item's 1 bytes)\n}\n");
+    assert_contains(text, "  [59999] { field_with_a_long_name_000000 = 7, +255 beyond the item }\n");
+    size_t text_len = strlen(text);
+    free(text);
+    text = kt_print_json(buf, len, &rc, err, sizeof err);
+    assert_int_equal(rc, 0);
+    assert_contains(text, "{\"field_with_a_long_name_000000\":7}]}}]}");
+    size_t json_len = strlen(text);
+    free(text);
+    print_message("input %zu bytes: text %zu bytes (%.1fx), JSON %zu bytes (%.1fx)\n", len, text_len,
+                  (double)text_len / (double)len, json_len, (double)json_len / (double)len);
+    /* one line per 1-byte element is inherent (about 70 bytes each); 256 fields each would be 11000x */
+    assert_true(text_len < 100 * len);
+    assert_true(json_len < 100 * len);
+    free(buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -369,6 +413,7 @@ int main(void)
         cmocka_unit_test(test_hostile_names_escaped),
         cmocka_unit_test(test_nested_and_foreign),
         cmocka_unit_test(test_partial_output_and_error),
+        cmocka_unit_test(test_output_does_not_multiply),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
