@@ -27,6 +27,7 @@ static const struct command k_commands[] = {
     {"attach", tc_cmd_attach, "attach [URL] KEY [-o FILE] [--stop]\n"
                               "                         collect a session started with record --detach KEY", 1},
     {"dump", tc_cmd_dump, "dump FILE [--raw]      print the packets of a .pftrace file", 0},
+    {"kcdata", tc_cmd_kcdata, "kcdata FILE [--json]   print a KCDATA buffer (node descriptor, stats snapshot, ...)", 0},
 };
 
 static void usage(FILE *out)
