@@ -22,12 +22,13 @@ atomic_int tg_op_g_metrics_on;
 atomic_int tg_op_g_auto_inject;
 atomic_int tg_op_g_recording;
 atomic_uint tg_op_g_epoch;
+atomic_int tg_op_g_up;
 
 static atomic_uint_fast64_t g_sample_thr; /* sampled iff (low 64 bits of id >> 1) < thr */
-static atomic_int g_up;                   /* initialised (whatever is enabled) */
-static atomic_int g_lazy_failed;          /* a lazy init failed since the last shutdown */
+static atomic_int g_lazy_failed;          /* an init failed since the last shutdown: no lazy retry */
+static atomic_int g_exiting;              /* the process is exiting: never start again lazily */
 static pthread_mutex_t g_life = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
+static pthread_once_t g_hooks_once = PTHREAD_ONCE_INIT;
 
 static struct tg_op_span_exporter *_Atomic g_span_exp;
 static atomic_int g_exp_users; /* span_end calls between reading g_span_exp and pushing */
@@ -48,10 +49,22 @@ static void after_fork_child(void)
     memset(&g_cfg, 0, sizeof g_cfg);
     atomic_fetch_add(&tg_op_g_epoch, 1);
     atomic_store(&g_lazy_failed, 0);
-    atomic_store(&g_up, 0);
+    atomic_store(&tg_op_g_up, 0);
 }
 
-static void register_atfork(void) { pthread_atfork(NULL, NULL, after_fork_child); }
+/* An application that never calls shutdown (tracing switched on by the environment alone) still
+ * gets the spans of its last flush period written when it exits normally. */
+static void flush_at_exit(void)
+{
+    atomic_store(&g_exiting, 1);
+    onepath_trace_shutdown();
+}
+
+static void register_process_hooks(void)
+{
+    pthread_atfork(NULL, NULL, after_fork_child);
+    atexit(flush_at_exit);
+}
 
 static uint64_t ratio_threshold(double r)
 {
@@ -72,9 +85,9 @@ int tg_op_sample_trace(const uint8_t id[16])
 
 static int init_locked(const onepath_trace_opts_t *opts)
 {
-    if (atomic_load(&g_up))
+    if (atomic_load(&tg_op_g_up))
         return ONEPATH_OK;
-    pthread_once(&g_atfork_once, register_atfork);
+    pthread_once(&g_hooks_once, register_process_hooks);
     struct tg_op_config c;
     int rc = tg_op_config_load(&c, opts);
     if (rc != ONEPATH_OK)
@@ -114,7 +127,7 @@ static int init_locked(const onepath_trace_opts_t *opts)
     atomic_store(&tg_op_g_recording, se != NULL);
     atomic_store(&tg_op_g_trace_on, c.trace_enabled);
     g_cfg = c;
-    atomic_store(&g_up, 1);
+    atomic_store(&tg_op_g_up, 1);
     return ONEPATH_OK;
 fail:
     tg_op_config_free(&c);
@@ -125,6 +138,8 @@ int onepath_trace_init(const onepath_trace_opts_t *opts)
 {
     pthread_mutex_lock(&g_life);
     int rc = init_locked(opts);
+    if (rc != ONEPATH_OK)
+        atomic_store(&g_lazy_failed, 1); /* nothing starts behind the caller's back until shutdown */
     pthread_mutex_unlock(&g_life);
     return rc;
 }
@@ -133,10 +148,12 @@ int onepath_metrics_init(void) { return onepath_trace_init(NULL); }
 
 void tg_op_lazy_init(void)
 {
-    if (atomic_load_explicit(&g_up, memory_order_acquire) || atomic_load_explicit(&g_lazy_failed, memory_order_relaxed))
+    if (atomic_load_explicit(&tg_op_g_up, memory_order_acquire) || atomic_load_explicit(&g_lazy_failed, memory_order_relaxed) ||
+        atomic_load_explicit(&g_exiting, memory_order_relaxed))
         return;
     pthread_mutex_lock(&g_life);
-    if (!atomic_load(&g_up) && !atomic_load(&g_lazy_failed) && init_locked(NULL) != ONEPATH_OK)
+    if (!atomic_load(&tg_op_g_up) && !atomic_load(&g_lazy_failed) && !atomic_load(&g_exiting) &&
+        init_locked(NULL) != ONEPATH_OK)
         atomic_store(&g_lazy_failed, 1);
     pthread_mutex_unlock(&g_life);
 }
@@ -145,7 +162,7 @@ void onepath_trace_shutdown(void)
 {
     pthread_mutex_lock(&g_life);
     atomic_store(&g_lazy_failed, 0);
-    if (!atomic_load(&g_up)) {
+    if (!atomic_load(&tg_op_g_up)) {
         pthread_mutex_unlock(&g_life);
         return;
     }
@@ -160,7 +177,7 @@ void onepath_trace_shutdown(void)
     g_metrics_exp = NULL;
     atomic_store(&tg_op_g_metrics_on, 0);
     tg_op_config_free(&g_cfg);
-    atomic_store(&g_up, 0);
+    atomic_store(&tg_op_g_up, 0);
     pthread_mutex_unlock(&g_life);
 }
 

@@ -58,8 +58,13 @@ static struct tg_op_span_rec *live_rec(onepath_span_t span)
 
 onepath_span_t onepath_span_start(const char *name, int kind, const onepath_trace_ctx_t *parent)
 {
-    if (!atomic_load_explicit(&tg_op_g_trace_on, memory_order_relaxed))
-        return NULL;
+    if (!atomic_load_explicit(&tg_op_g_trace_on, memory_order_relaxed)) {
+        if (atomic_load_explicit(&tg_op_g_up, memory_order_relaxed))
+            return NULL; /* initialised, tracing off: the whole disabled cost is these two loads */
+        tg_op_lazy_init();
+        if (!atomic_load_explicit(&tg_op_g_trace_on, memory_order_relaxed))
+            return NULL;
+    }
     struct span_stack *st = &t_stack;
     if (st->depth >= MAX_DEPTH)
         return NULL;

@@ -6,9 +6,11 @@
  *
  * Switching: everything is controlled by the ONEPATH_* environment variables, read once by
  * onepath_trace_init() (or lazily by the first onepath_send_begin / onepath_forward_begin /
- * onepath_recv); later changes have no effect until onepath_trace_shutdown() and a new init.
+ * onepath_recv / onepath_span_start); later changes have no effect until onepath_trace_shutdown()
+ * and a new init. Metric registration does not initialise (it returns NULL before an init).
  * ONEPATH_TRACE_ENABLE and ONEPATH_METRICS_ENABLE are the master switches: options passed to
- * onepath_trace_init() tune an enabled subsystem, they do not switch it on.
+ * onepath_trace_init() tune an enabled subsystem, they do not switch it on. The first init also
+ * registers an atexit handler that shuts OnePath down (flushing the exporters) at exit().
  *
  * Cost when disabled: every span, metric and helper call is one branch on a flag (no allocation,
  * no lock, no system call); the receive helper still strips a OnePath TLV from the attachment.
@@ -79,15 +81,18 @@ typedef struct {
 #define ONEPATH_TRACE_OPTS_DEFAULT {NULL, NULL, 0.0, 0}
 
 /* Starts OnePath (tracing and metrics): reads the environment, opens the NDJSON files (created
- * 0600 if missing, appended to) and starts one exporter thread per file. Idempotent: a second call
- * while running returns ONEPATH_OK and changes nothing. opts may be NULL.
- * Returns ONEPATH_OK, or ONEPATH_ERR_IO / ONEPATH_ERR_NOMEM with nothing started. */
+ * 0600 if missing, appended to; a FIFO must already have a reader) and starts one exporter thread
+ * per file. Idempotent: a second call while running returns ONEPATH_OK and changes nothing. opts
+ * may be NULL; opts->ndjson_path "" turns span export off whatever the environment says.
+ * Returns ONEPATH_OK, or ONEPATH_ERR_IO / ONEPATH_ERR_NOMEM with nothing started (and no lazy
+ * init until onepath_trace_shutdown()). */
 int onepath_trace_init(const onepath_trace_opts_t *opts);
 /* The seed's name for the same thing: onepath_trace_init(NULL). */
 int onepath_metrics_init(void);
 /* Stops tracing and metrics: flushes both exporters (waiting at most ~2 s for an export file that
  * accepts no data, then abandoning the rest, counted as lost) and closes the files. Spans still
- * open keep working as handles but are no longer exported. init (or a lazy init) may follow. */
+ * open keep working as handles but are no longer exported. init (or a lazy init at the next
+ * span/send/receive) may follow. No-op when not running. */
 void onepath_trace_shutdown(void);
 /* 1 when tracing (resp. metrics) is running and enabled. */
 int onepath_trace_enabled(void);

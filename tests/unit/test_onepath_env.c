@@ -1,6 +1,6 @@
 /* test_onepath_env.c: the ONEPATH_* environment: defaults, boolean and ratio parsing, service
- * name and paths, AUTO_INJECT, lazy init at the first send/receive (and its failure, retried only
- * after shutdown), later environment changes ignored until shutdown + init, re-init with new
+ * name and paths, AUTO_INJECT, lazy init at the first send/receive or span (and its failure, or a
+ * failed explicit init, retried only after shutdown), later environment changes ignored until shutdown + init, re-init with new
  * settings, opts overriding the environment, and "disabled" starting no thread and creating no
  * file. */
 #include <dirent.h>
@@ -221,10 +221,10 @@ static void test_lazy_init(void **state)
     setenv("ONEPATH_TRACE_SAMPLE_RATIO", "1", 1);
     setenv("ONEPATH_TRACE_NDJSON_PATH", file("lazy.ndjson"), 1);
     setenv("ONEPATH_METRICS_ENABLE", "1", 1);
-    /* nobody calls init: spans alone do not start OnePath ... */
+    /* nobody calls init: registering a metric does not start OnePath (NULL, as the seed says) ... */
     assert_false(onepath_trace_enabled());
-    assert_null(onepath_span_start("before", ONEPATH_SPAN_KIND_INTERNAL, NULL));
     assert_null(onepath_counter_register("lazy.count", NULL));
+    assert_false(onepath_trace_enabled());
     assert_false(exists(file("lazy.ndjson")));
     /* ... the first receive does */
     onepath_recv_t r;
@@ -250,6 +250,43 @@ static void test_lazy_init(void **state)
     onepath_send_end(&s, 1, 1);
     assert_false(onepath_trace_enabled());
     assert_true(onepath_metrics_enabled());
+}
+
+static void test_lazy_init_by_span(void **state)
+{
+    (void)state;
+    setenv("ONEPATH_TRACE_ENABLE", "1", 1);
+    setenv("ONEPATH_TRACE_SAMPLE_RATIO", "1", 1);
+    setenv("ONEPATH_TRACE_NDJSON_PATH", file("span.ndjson"), 1);
+    /* an application whose first OnePath call is its own span: that span is traced too */
+    assert_false(onepath_trace_enabled());
+    assert_int_equal(root_sampled(), 1);
+    assert_true(onepath_trace_enabled());
+    onepath_trace_shutdown();
+    assert_int_equal(spans_in(file("span.ndjson"), NULL, 0), 1);
+    /* with tracing off, span_start after the lazy init is just a branch: NULL */
+    setenv("ONEPATH_TRACE_ENABLE", "0", 1);
+    assert_int_equal(root_sampled(), -1);
+    assert_false(onepath_trace_enabled());
+    assert_int_equal(root_sampled(), -1);
+}
+
+static void test_failed_init_blocks_lazy(void **state)
+{
+    (void)state;
+    setenv("ONEPATH_TRACE_ENABLE", "1", 1);
+    onepath_trace_opts_t o = {NULL, file("missing/x.ndjson"), 1.0, 0};
+    assert_int_equal(onepath_trace_init(&o), ONEPATH_ERR_IO);
+    /* the environment alone would work, but after a failed init nothing starts by itself */
+    assert_int_equal(root_sampled(), -1);
+    onepath_send_t s;
+    uint8_t buf[64];
+    onepath_send_begin(&s, "u", 1, buf, sizeof buf);
+    onepath_send_end(&s, 1, 1);
+    assert_false(onepath_trace_enabled());
+    onepath_trace_shutdown(); /* re-arms it */
+    assert_int_equal(root_sampled(), 0);
+    assert_true(onepath_trace_enabled());
 }
 
 static void test_lazy_init_failure(void **state)
@@ -380,6 +417,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_service_and_path, setup, teardown),
         cmocka_unit_test_setup_teardown(test_auto_inject, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lazy_init, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lazy_init_by_span, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failed_init_blocks_lazy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lazy_init_failure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reinit_new_settings, setup, teardown),
         cmocka_unit_test_setup_teardown(test_opts_override_env, setup, teardown),
