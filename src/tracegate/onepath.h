@@ -195,9 +195,9 @@ typedef struct {
 
 /* Sets s->attachment. With tracing enabled and ONEPATH_TRACE_AUTO_INJECT=1 it is a TLV in buf
  * holding the current span's traceparent (if a span is active), the send time and the user bytes;
- * otherwise (or when buf is NULL) it is user itself. Returns ONEPATH_OK, or ONEPATH_ERR_NOSPACE
- * when cap < user_len + ONEPATH_ATTACH_OVERHEAD might not fit (then s->attachment = user: the
- * message can still go out, untraced). Never fails the send. */
+ * otherwise it is user itself (nothing copied). Returns ONEPATH_OK, or ONEPATH_ERR_NOSPACE when a
+ * TLV was due but buf is NULL or cap < user_len + ONEPATH_ATTACH_OVERHEAD (then s->attachment =
+ * user: the message can still go out, untraced), or ONEPATH_ERR_INVAL for a NULL s. */
 int onepath_send_begin(onepath_send_t *s, const void *user, size_t user_len, void *buf, size_t cap);
 /* Like onepath_send_begin, but first starts a PRODUCER span named span_name (NULL = "forward")
  * whose parent is this thread's current span (normally the CONSUMER/SERVER span of the message
