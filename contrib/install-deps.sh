@@ -11,7 +11,7 @@ PKGS=(
   build-essential autoconf automake libtool pkg-config
   libevent-dev libssl-dev libwebsockets-dev libprotobuf-c-dev protobuf-c-compiler
   libcmocka-dev clang
-  openssl socat stunnel4 websockify python3 procps iproute2
+  openssl socat stunnel4 websockify python3 procps iproute2 jq
 )
 # browser tests (issue 4): chromium + node for playwright-core
 if [ "${TRACEGATE_BROWSER_DEPS:-0}" = "1" ]; then

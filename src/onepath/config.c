@@ -1,0 +1,110 @@
+/* config.c: reading ONEPATH_* environment variables and onepath_trace_opts_t into one settings
+ * struct: booleans (1/0, true/false, yes/no, on/off), the sample ratio clamped to [0,1], flush
+ * periods in ms, paths (empty = no export). */
+#include "onepath/config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "tracegate/log.h"
+
+static const char *env(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+static int env_bool(const char *name, int def)
+{
+    const char *v = env(name);
+    if (!v)
+        return def;
+    if (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on"))
+        return 1;
+    if (!strcmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no") || !strcasecmp(v, "off"))
+        return 0;
+    tg_warn("onepath", "%s=%s is not a boolean (1 or 0): using %d", name, v, def);
+    return def;
+}
+
+static unsigned env_ms(const char *name, unsigned def)
+{
+    const char *v = env(name);
+    if (!v)
+        return def;
+    char *end;
+    errno = 0;
+    unsigned long n = strtoul(v, &end, 10);
+    if (errno || *end || n == 0 || n > TG_OP_MAX_FLUSH_MS || v[0] == '-') {
+        tg_warn("onepath", "%s=%s is not a period in ms (1..%u): using %u", name, v, TG_OP_MAX_FLUSH_MS, def);
+        return def;
+    }
+    return (unsigned)n;
+}
+
+static double clamp_ratio(double r)
+{
+    if (isnan(r) || r < 0)
+        return 0.0;
+    return r > 1.0 ? 1.0 : r;
+}
+
+static double env_ratio(const char *name)
+{
+    const char *v = env(name);
+    if (!v)
+        return 0.0;
+    char *end;
+    double r = strtod(v, &end);
+    if (*end || end == v || isnan(r)) {
+        tg_warn("onepath", "%s=%s is not a ratio in [0,1]: using 0.0", name, v);
+        return 0.0;
+    }
+    return clamp_ratio(r);
+}
+
+static int dup_opt(char **out, const char *opt, const char *env_name)
+{
+    const char *v = opt ? opt : env(env_name);
+    *out = NULL;
+    if (!v || !*v)
+        return 0;
+    *out = strdup(v);
+    return *out ? 0 : -1;
+}
+
+int tg_op_config_load(struct tg_op_config *c, const onepath_trace_opts_t *opts)
+{
+    memset(c, 0, sizeof *c);
+    c->trace_enabled = env_bool("ONEPATH_TRACE_ENABLE", 0);
+    c->metrics_enabled = env_bool("ONEPATH_METRICS_ENABLE", 0);
+    c->auto_inject = env_bool("ONEPATH_TRACE_AUTO_INJECT", 1);
+    c->sample_ratio = opts && opts->sample_ratio > 0 ? clamp_ratio(opts->sample_ratio)
+                                                     : env_ratio("ONEPATH_TRACE_SAMPLE_RATIO");
+    c->trace_flush_ms = env_ms("ONEPATH_TRACE_FLUSH_MS", TG_OP_DEFAULT_TRACE_FLUSH_MS);
+    c->metrics_flush_ms = env_ms("ONEPATH_METRICS_FLUSH_MS", TG_OP_DEFAULT_METRICS_FLUSH_MS);
+    c->ring_capacity = opts && opts->ring_capacity ? opts->ring_capacity : TG_OP_DEFAULT_RING;
+    if (c->ring_capacity > TG_OP_MAX_RING)
+        c->ring_capacity = TG_OP_MAX_RING;
+    if (dup_opt(&c->service_name, opts ? opts->service_name : NULL, "ONEPATH_TRACE_SERVICE_NAME") ||
+        dup_opt(&c->trace_path, opts ? opts->ndjson_path : NULL, "ONEPATH_TRACE_NDJSON_PATH") ||
+        dup_opt(&c->metrics_path, NULL, "ONEPATH_METRICS_NDJSON_PATH"))
+        goto oom;
+    if (!c->service_name && !(c->service_name = strdup(TG_OP_DEFAULT_SERVICE)))
+        goto oom;
+    return ONEPATH_OK;
+oom:
+    tg_op_config_free(c);
+    return ONEPATH_ERR_NOMEM;
+}
+
+void tg_op_config_free(struct tg_op_config *c)
+{
+    free(c->service_name);
+    free(c->trace_path);
+    free(c->metrics_path);
+    memset(c, 0, sizeof *c);
+}

@@ -1,0 +1,50 @@
+/* onepath_test_util.h: helpers for the OnePath unit tests: a strict JSON parser (to read the
+ * NDJSON exports back), a scratch directory, reading a file's lines, clearing the ONEPATH_*
+ * environment, and waiting (with a generous deadline) for a condition.
+ * Nothing here calls cmocka; not thread-safe unless noted. */
+#ifndef ONEPATH_TEST_UTIL_H
+#define ONEPATH_TEST_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum tj_type { TJ_NULL, TJ_BOOL, TJ_NUM, TJ_STR, TJ_ARR, TJ_OBJ };
+
+struct tj {
+    enum tj_type type;
+    int b;
+    char *raw;     /* number: its exact text */
+    char *s;       /* string: decoded UTF-8 */
+    size_t s_len;
+    size_t n;      /* array/object members */
+    struct tj *items;
+    char **keys;   /* object keys (decoded) */
+};
+
+/* Parses exactly one JSON value (RFC 8259: strict grammar, valid UTF-8, no control characters in
+ * strings, nothing but whitespace after it). NULL when invalid. */
+struct tj *tj_parse(const char *text, size_t len);
+void tj_free(struct tj *v);
+/* Member of an object, NULL if absent or v is not an object. */
+const struct tj *tj_get(const struct tj *v, const char *key);
+/* String member value or NULL. */
+const char *tj_str(const struct tj *v, const char *key);
+/* Integer member value (exact, from the number's text); -1 with *ok = 0 when absent/not integral. */
+int64_t tj_int(const struct tj *v, const char *key, int *ok);
+uint64_t tj_u64(const struct tj *v, const char *key, int *ok);
+
+/* mkdtemp under $TMPDIR (or /tmp); returns a static path, NULL on failure. */
+const char *ot_tmpdir(const char *tag);
+/* Removes every file in dir and dir itself. */
+void ot_rmdir(const char *dir);
+/* Splits a file into lines (without '\n'). Returns the count (-1 if unreadable); *lines malloc'ed
+ * array of malloc'ed strings; *complete = 1 if the file ends with '\n' (or is empty). */
+long ot_read_lines(const char *path, char ***lines, int *complete);
+void ot_free_lines(char **lines, long n);
+/* Unsets every ONEPATH_* variable. */
+void ot_clear_env(void);
+/* Calls cond(arg) every few ms until it returns non-zero (1) or timeout_ms passes (0). */
+int ot_wait_for(int (*cond)(void *arg), void *arg, int timeout_ms);
+uint64_t ot_now_ns(void);
+
+#endif
