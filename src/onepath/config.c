@@ -1,7 +1,7 @@
 /* config.c: reading ONEPATH_* environment variables and onepath_trace_opts_t into one settings
  * struct: booleans (1/0, true/false, yes/no, on/off), the sample ratio clamped to [0,1], flush
  * periods in ms, paths (empty = no export). */
-#include "onepath/config.h"
+#include "onepath/env_config.h"
 
 #include <errno.h>
 #include <math.h>

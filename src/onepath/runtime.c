@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "onepath/config.h"
+#include "onepath/env_config.h"
 #include "onepath/metrics_export.h"
 #include "onepath/ndjson_file.h"
 #include "onepath/span_export.h"
