@@ -38,10 +38,12 @@ void tg_gw_session_unlinked(struct tg_gw *gw)
         event_active(gw->drained_ev, EV_TIMEOUT, 0);
 }
 
-void tg_gw_client_gone(struct tg_gw *gw, const struct tg_gw_client_info *info, struct tg_gw_listener *l)
+void tg_gw_client_gone(struct tg_gw *gw, const struct tg_gw_client_info *info, struct tg_gw_listener *l,
+                       int conn_metric)
 {
     gw->n_clients--;
-    tg_gw_metrics_conn_close(gw->metrics, info->transport);
+    if (conn_metric)
+        tg_gw_metrics_conn_close(gw->metrics, info->transport);
     if (!info->loopback)
         tg_gw_sources_release(gw->sources, info->source);
     if (l)
@@ -85,37 +87,57 @@ static void refuse(struct tg_gw *gw, tg_conn *down, const struct tg_gw_client_in
         tg_gw_listener_conn_closed(l);
 }
 
+int tg_gw_admit(struct tg_gw *gw, const struct tg_gw_client_info *info, const char **label, const char **why)
+{
+    if (gw->draining) {
+        *label = "draining";
+        *why = "the gateway is shutting down";
+        return -1;
+    }
+    if (!tg_gw_upstream_for(gw, info->port)) {
+        *label = "port_not_served";
+        *why = info->port == TG_GW_PORT_PRODUCER ? "the producer port is not served" : "the consumer port is not served";
+        return -1;
+    }
+    if (gw->limits.max_conns && gw->n_clients >= gw->limits.max_conns) {
+        *label = "max_connections";
+        *why = "too many connections";
+        return -1;
+    }
+    if (!info->loopback && !tg_gw_sources_acquire(gw->sources, info->source, gw->limits.max_conns_per_source)) {
+        *label = "max_connections_per_source";
+        *why = "too many connections from this address";
+        return -1;
+    }
+    gw->n_clients++;
+    tg_gw_metrics_conn_open(gw->metrics, info->transport);
+    return 0;
+}
+
+void tg_gw_accept_admitted(struct tg_gw *gw, tg_conn *down, const struct tg_gw_client_info *info,
+                           struct tg_gw_listener *l)
+{
+    if (!down) {
+        tg_gw_client_gone(gw, info, l, 1);
+        return;
+    }
+    if (!tg_gw_session_new(gw, down, info, l)) {
+        tg_gw_client_gone(gw, info, NULL, 1);
+        refuse(gw, down, info, l, "out_of_memory", "out of memory"); /* gives back the listener slot */
+    }
+}
+
 void tg_gw_accept_from(struct tg_gw *gw, tg_conn *down, const struct tg_gw_client_info *info,
                        struct tg_gw_listener *l)
 {
     if (!down)
         return;
-    if (gw->draining) {
-        refuse(gw, down, info, l, "draining", "the gateway is shutting down");
+    const char *label, *why;
+    if (tg_gw_admit(gw, info, &label, &why) != 0) {
+        refuse(gw, down, info, l, label, why);
         return;
     }
-    if (!tg_gw_upstream_for(gw, info->port)) {
-        refuse(gw, down, info, l, "port_not_served",
-               info->port == TG_GW_PORT_PRODUCER ? "the producer port is not served" : "the consumer port is not served");
-        return;
-    }
-    if (gw->limits.max_conns && gw->n_clients >= gw->limits.max_conns) {
-        refuse(gw, down, info, l, "max_connections", "too many connections");
-        return;
-    }
-    if (!info->loopback && !tg_gw_sources_acquire(gw->sources, info->source, gw->limits.max_conns_per_source)) {
-        refuse(gw, down, info, l, "max_connections_per_source", "too many connections from this address");
-        return;
-    }
-    gw->n_clients++;
-    tg_gw_metrics_conn_open(gw->metrics, info->transport);
-    if (!tg_gw_session_new(gw, down, info, l)) {
-        gw->n_clients--;
-        tg_gw_metrics_conn_close(gw->metrics, info->transport);
-        if (!info->loopback)
-            tg_gw_sources_release(gw->sources, info->source);
-        refuse(gw, down, info, l, "out_of_memory", "out of memory");
-    }
+    tg_gw_accept_admitted(gw, down, info, l);
 }
 
 void tg_gw_accept(struct tg_gw *gw, tg_conn *down, const struct tg_gw_client_info *info)

@@ -99,6 +99,7 @@ struct tg_gw_session {
     struct filter_inst filt[TG_GW_MAX_FILTERS];
     size_t n_filt;
     int closing, detached, free_scheduled, client_counted;
+    int conn_metric_closed; /* detached: the connection gauge already dropped it; the slot is still held */
     unsigned denials;
 };
 
@@ -1071,13 +1072,25 @@ static void on_up_drain(tg_conn *c, void *arg)
     apply_pause(s);
 }
 
+/* Gives back the client's connection slot (global, per source, per listener). A detached (kept)
+ * session holds on to it until it ends or is resumed, so kept sessions count against every
+ * connection limit as the connections they stand for. */
 static void release_client(struct tg_gw_session *s)
 {
     if (!s->client_counted)
         return;
     s->client_counted = 0;
-    tg_gw_client_gone(s->gw, &s->info, s->listener);
+    tg_gw_client_gone(s->gw, &s->info, s->listener, !s->conn_metric_closed);
+    s->conn_metric_closed = 0;
     s->listener = NULL;
+}
+
+size_t tg_gw_kept_sessions_of(const struct tg_gw *gw, const char *principal)
+{
+    size_t n = 0;
+    for (const struct tg_gw_session *s = gw->sessions; s; s = s->next)
+        n += s->detached && !s->closing && strcmp(s->info.principal, principal) == 0;
+    return n;
 }
 
 static void on_down_close(tg_conn *c, const char *reason, void *arg)
@@ -1087,7 +1100,6 @@ static void on_down_close(tg_conn *c, const char *reason, void *arg)
     s->down = NULL;
     s->down_pause = 0;
     s->up_pause &= ~P_PEER;
-    release_client(s);
     if (reason && strcmp(reason, "IPC frame too large") == 0) {
         tg_gw_metrics_frame_rejected(s->gw->metrics, "oversize");
         tg_warn(LOG, "session %llu: client %s (%s) sent a frame over %zu bytes; closed", (unsigned long long)s->id,
@@ -1107,11 +1119,15 @@ static void on_down_close(tg_conn *c, const char *reason, void *arg)
                 keep = s->filt[i].f->on_down_close(s, reason, s->filt[i].ctx, s->filt[i].state);
         if (keep) {
             s->detached = 1;
+            /* the connection is gone (gauge) but its slot stays taken while the session is kept */
+            tg_gw_metrics_conn_close(s->gw->metrics, s->info.transport);
+            s->conn_metric_closed = 1;
             tg_info(LOG, "session %llu: detached; upstream kept open", (unsigned long long)s->id);
             apply_pause(s);
             return;
         }
     }
+    release_client(s);
     s->closing = 1;
     if (s->up)
         tg_conn_close_after_flush(s->up, "client disconnected");
@@ -1450,6 +1466,7 @@ int tg_gw_session_transfer_down(struct tg_gw_session *from, struct tg_gw_session
         return -1;
     tg_conn *c = from->down;
     from->down = NULL;
+    release_client(to); /* the kept session's slot: from now on it holds the new client's */
     to->down = c;
     to->detached = 0;
     to->info = from->info;

@@ -134,6 +134,8 @@ const char *tg_gw_session_method_name(const struct tg_gw_session *s, uint32_t se
 /* Ids of a bound upstream service/method by name; 0 if not bound/listed. */
 uint32_t tg_gw_session_service_id(const struct tg_gw_session *s, const char *service);
 uint32_t tg_gw_session_method_id(const struct tg_gw_session *s, const char *service, const char *method);
+/* Detached (kept) sessions of a principal. */
+size_t tg_gw_kept_sessions_of(const struct tg_gw *gw, const char *principal);
 /* Outstanding relayed calls (replies still expected). */
 size_t tg_gw_session_pending_calls(const struct tg_gw_session *s);
 

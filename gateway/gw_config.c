@@ -29,7 +29,7 @@ enum opt_id {
     O_MAX_FRAME, O_OUT_HIGH, O_OUT_LOW, O_OUT_SOFT, O_OUT_SOFT_GRACE, O_OUT_HARD, O_RATE, O_BURST,
     O_MAX_CONNS, O_MAX_CONNS_PER_SOURCE, O_HANDSHAKE_TIMEOUT, O_IDLE_TIMEOUT, O_DRAIN_TIMEOUT,
     O_LOG_LEVEL, O_LOG_FORMAT, O_SYSLOG,
-    O_RESUME_WINDOW, /* session survival (gw_resume.c) */
+    O_RESUME_WINDOW, O_MAX_KEPT, /* session survival (gw_resume.c) */
 };
 
 struct opt_def {
@@ -106,6 +106,8 @@ static const struct opt_def k_opts[] = {
     {O_IDLE_TIMEOUT, "idle-timeout", "DURATION", 0, "close clients idle that long with no call pending (default off)"},
     {O_DRAIN_TIMEOUT, "drain-timeout", "DURATION", 0, "on SIGTERM, how long sessions may finish (default 30s)"},
     /* session survival (gw_resume.c) */
+    {O_MAX_KEPT, "max-kept-sessions", "N",
+     0, "dropped sessions kept for a resume per principal (default 4); beyond it they are Detached at once"},
     {O_RESUME_WINDOW, "resume-window", "DURATION",
      0, "keep a dropped consumer client's session this long for a resume, then Detach it with a logged "
         "key (default 60s, 0 = off)"},
@@ -361,6 +363,13 @@ int tg_gw_config_set(struct tg_gw_config *c, const char *name, const char *value
                         : o->id == O_IDLE_TIMEOUT      ? &c->limits.idle_timeout_ms
                                                        : &c->limits.drain_timeout_ms;
         *dst = ms;
+        return 0;
+    }
+    case O_MAX_KEPT: {
+        unsigned long n;
+        if (parse_uint(value, 100000ul, &n) != 0 || n == 0)
+            return tg_errf(err, errlen, "%s: '%s' is not a count of at least 1", name, value);
+        c->max_kept_per_principal = (uint32_t)n;
         return 0;
     }
     case O_RESUME_WINDOW: /* session survival (gw_resume.c) */

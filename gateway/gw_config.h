@@ -88,6 +88,7 @@ struct tg_gw_config {
 
     struct tg_gw_limits limits;
     uint32_t resume_window_ms; /* session survival (gw_resume.c): 0 = off */
+    uint32_t max_kept_per_principal; /* 0 = gw_resume's default */
 
     int log_level;  /* enum tg_log_level */
     int log_format; /* enum tg_log_format */

@@ -96,6 +96,16 @@ void tg_gw_close_all(struct tg_gw *gw, const char *reason);
 size_t tg_gw_session_count(const struct tg_gw *gw);
 void tg_gw_free(struct tg_gw *gw);
 
+/* Limits a new client must pass before anything is spent on it (draining,
+ * port served, --max-connections, per source). On success its slot is
+ * taken (give it back with tg_gw_client_gone or tg_gw_accept_admitted);
+ * on failure label/why say why (metrics label, log text). Transports with
+ * a handshake of their own (TLS) admit at accept, before the handshake. */
+int tg_gw_admit(struct tg_gw *gw, const struct tg_gw_client_info *info, const char **label, const char **why);
+/* Creates the session of an admitted client (down NULL: the handshake
+ * failed; the slot is given back). */
+void tg_gw_accept_admitted(struct tg_gw *gw, tg_conn *down, const struct tg_gw_client_info *info,
+                           struct tg_gw_listener *l);
 /* Accept path used by listeners (l may be NULL for transports without one). */
 void tg_gw_accept_from(struct tg_gw *gw, tg_conn *down, const struct tg_gw_client_info *info,
                        struct tg_gw_listener *l);
@@ -105,6 +115,9 @@ struct tg_gw_upstream *tg_gw_upstream_for(struct tg_gw *gw, enum tg_gw_port port
  * gw->sessions, and after unlinking and freeing one. */
 void tg_gw_session_linked(struct tg_gw *gw);
 void tg_gw_session_unlinked(struct tg_gw *gw);
-void tg_gw_client_gone(struct tg_gw *gw, const struct tg_gw_client_info *info, struct tg_gw_listener *l);
+/* A client's connection slot is free again (conn_metric: also drop it from
+ * the connection gauge, unless that was done when it was detached). */
+void tg_gw_client_gone(struct tg_gw *gw, const struct tg_gw_client_info *info, struct tg_gw_listener *l,
+                       int conn_metric);
 
 #endif

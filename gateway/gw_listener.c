@@ -126,7 +126,7 @@ static void tls_accepted(void *arg, tg_conn *c, const struct tg_tls_peer *peer, 
     if (!c) {
         tg_gw_metrics_auth_failure(gw->metrics, TG_GW_T_TLS, "handshake");
         tg_info(LOG, "%s: TLS handshake with %s failed: %s", l->bound, p->info.peer, error ? error : "?");
-        tg_gw_listener_conn_closed(l);
+        tg_gw_accept_admitted(gw, NULL, &p->info, l); /* gives the slot back */
         free(p);
         return;
     }
@@ -134,7 +134,7 @@ static void tls_accepted(void *arg, tg_conn *c, const struct tg_tls_peer *peer, 
         tg_gw_identity_cert(&p->info, peer->subject, gw->cert_roles);
         tg_gw_metrics_auth_success(gw->metrics, "cert");
     }
-    tg_gw_accept_from(gw, c, &p->info, l);
+    tg_gw_accept_admitted(gw, c, &p->info, l);
     free(p);
 }
 
@@ -206,10 +206,19 @@ static void accept_one(struct tg_gw_listener *l, int fd)
     struct tg_conn_opts o;
     tg_gw_client_conn_opts(gw, &o);
     if (l->spec.kind == TG_GW_L_TLS) {
+        /* limits first: a handshake costs CPU and memory, and nobody is authenticated yet */
+        const char *label, *why;
+        if (tg_gw_admit(gw, &info, &label, &why) != 0) {
+            tg_gw_metrics_conn_rejected(gw->metrics, label);
+            tg_warn(LOG, "%s: refused %s before the TLS handshake: %s", l->bound, info.peer, why);
+            close(fd);
+            l->n_conns--;
+            return;
+        }
         struct tls_pending *p = calloc(1, sizeof *p);
         if (!p) {
             close(fd);
-            l->n_conns--;
+            tg_gw_accept_admitted(gw, NULL, &info, l);
             return;
         }
         p->l = l;
@@ -218,7 +227,7 @@ static void accept_one(struct tg_gw_listener *l, int fd)
         if (tg_tls_server_accept(l->tls, gw->base, fd, hs, &o, tls_accepted, p) != 0) {
             tg_warn(LOG, "%s: cannot start a TLS handshake with %s", l->bound, info.peer);
             free(p);
-            l->n_conns--;
+            tg_gw_accept_admitted(gw, NULL, &info, l);
         }
         return;
     }

@@ -61,6 +61,7 @@ struct rs_state {
     int replaying; /* resumed: `pending` is being sent before live frames */
     int detaching; /* the window ended: Detach sent upstream, the session closes on its reply */
     int held;      /* tg_gw_session_hold_up(s, 1) is in effect */
+    int over_cap;  /* kept only to be Detached at once: the principal has too many kept sessions */
     uint64_t detached_at_us;
     struct rs_queue pending; /* to send to the client (buffered while detached, or re-sent) */
     struct rs_queue sent;    /* forwarded on the current client connection, kept for re-sending */
@@ -305,6 +306,10 @@ static void window_cb(evutil_socket_t fd, short what, void *arg)
     uint64_t end = st->detached_at_us + (uint64_t)r->o.window_ms * 1000u;
     if (r->gw->draining) {
         start_detach(st, "the gateway is shutting down");
+        return;
+    }
+    if (st->over_cap) {
+        start_detach(st, "its principal already has the most kept sessions allowed");
         return;
     }
     if (now >= end) {
@@ -673,13 +678,20 @@ static int f_down_close(struct tg_gw_session *s, const char *reason, void *ctx, 
                (st->takeover_by || st->active || tg_gw_session_pending_calls(s) > 0);
     if (!keep)
         return 0;
+    const char *principal = tg_gw_session_info(s)->principal;
+    st->over_cap = !st->takeover_by && tg_gw_kept_sessions_of(st->r->gw, principal) >= st->r->o.max_kept_per_principal;
     set_detached(st, 1);
     st->detached_at_us = tg_gw_now_us();
-    tg_info(LOG, "session %llu: client gone (%s); keeping the session for %u ms for a resume", sid_of(st),
-            reason ? reason : "closed", st->r->o.window_ms);
+    if (st->over_cap)
+        tg_warn(LOG, "session %llu: client gone (%s); %s already has %u kept session(s): detaching it instead of "
+                     "keeping it",
+                sid_of(st), reason ? reason : "closed", principal, st->r->o.max_kept_per_principal);
+    else
+        tg_info(LOG, "session %llu: client gone (%s); keeping the session for %u ms for a resume", sid_of(st),
+                reason ? reason : "closed", st->r->o.window_ms);
     if (st->takeover_by)
         event_active(st->pump_ev, EV_TIMEOUT, 0); /* complete once the bridge marked it detached */
-    add_timer(st->window_ev, st->r->gw->draining ? 0 : WINDOW_TICK_MS);
+    add_timer(st->window_ev, st->r->gw->draining || st->over_cap ? 0 : WINDOW_TICK_MS);
     return 1;
 }
 
@@ -758,6 +770,8 @@ struct tg_gw_resume *tg_gw_resume_new(struct tg_gw *gw, const struct tg_gw_resum
         r->o.max_buffer = TG_GW_RESUME_MAX_BUFFER_DEFAULT;
     if (!r->o.inflight)
         r->o.inflight = TG_GW_RESUME_INFLIGHT_DEFAULT;
+    if (!r->o.max_kept_per_principal)
+        r->o.max_kept_per_principal = TG_GW_RESUME_MAX_KEPT_DEFAULT;
     r->svc.name = TG_GW_SVC_SESSION;
     r->svc.methods = k_methods;
     r->svc.n_methods = sizeof k_methods / sizeof k_methods[0];

@@ -37,7 +37,14 @@ struct tg_gw_resume_opts {
     uint32_t window_ms; /* how long a dropped client's session is kept (> 0) */
     size_t max_buffer;  /* bytes buffered while detached; over it: Detach at once (0 = default) */
     size_t inflight;    /* see TG_GW_RESUME_INFLIGHT_DEFAULT (0 = default) */
+    /* Kept sessions per principal (0 = default 4). A drop beyond it is not
+     * kept for a resume: the session is Detached upstream at once (its key
+     * logged), so the trace survives but holds no gateway connection. Kept
+     * sessions also hold their client's connection slot (gw_bridge.c), so
+     * they count against --max-connections and the per-source limits. */
+    uint32_t max_kept_per_principal;
 };
+#define TG_GW_RESUME_MAX_KEPT_DEFAULT 4u
 
 /* Registers the local service and the filter on gw. Returns NULL with a
  * message in err on failure (window_ms 0, registration full, no memory). */

@@ -383,7 +383,8 @@ int main(int argc, char **argv)
     }
     /* session survival (gw_resume.c): before any client connects */
     if (d.cfg.resume_window_ms) {
-        struct tg_gw_resume_opts ro = {.window_ms = d.cfg.resume_window_ms};
+        struct tg_gw_resume_opts ro = {.window_ms = d.cfg.resume_window_ms,
+                                       .max_kept_per_principal = d.cfg.max_kept_per_principal};
         d.resume = tg_gw_resume_new(d.gw, &ro, err, sizeof err);
         if (!d.resume) {
             tg_error(LOG, "cannot start the gateway: %s", err);

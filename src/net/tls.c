@@ -229,6 +229,7 @@ int tg_tls_server_reload(struct tg_tls_server *s, char *err, size_t errlen)
 
 struct pending_accept {
     struct bufferevent *bev;
+    struct event *deadline; /* absolute: a client dribbling bytes does not push it back */
     struct event_base *base;
     struct tg_conn_opts opts;
     tg_tls_accept_cb cb;
@@ -251,6 +252,27 @@ static void describe_failure(struct bufferevent *bev, short what, char *buf, siz
     }
 }
 
+/* Ends a pending handshake: frees what it held and reports once. */
+static void accept_done(struct pending_accept *pa, tg_conn *c, const struct tg_tls_peer *peer, const char *why)
+{
+    if (pa->deadline)
+        event_free(pa->deadline);
+    tg_tls_accept_cb cb = pa->cb;
+    void *cb_arg = pa->arg;
+    free(pa);
+    cb(cb_arg, c, peer, why);
+}
+
+static void deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct pending_accept *pa = arg;
+    (void)fd;
+    (void)what;
+    bufferevent_free(pa->bev);
+    ERR_clear_error();
+    accept_done(pa, NULL, NULL, "TLS handshake timed out");
+}
+
 static void accept_event_cb(struct bufferevent *bev, short what, void *arg)
 {
     struct pending_accept *pa = arg;
@@ -264,22 +286,15 @@ static void accept_event_cb(struct bufferevent *bev, short what, void *arg)
             X509_NAME_oneline(X509_get_subject_name(cert), peer.subject, sizeof peer.subject);
             X509_free(cert);
         }
-        bufferevent_set_timeouts(bev, NULL, NULL);
         tg_conn *c = tg_conn_new_bev(pa->base, bev, &pa->opts, NULL, NULL);
-        tg_tls_accept_cb cb = pa->cb;
-        void *cb_arg = pa->arg;
-        free(pa);
-        cb(cb_arg, c, &peer, c ? NULL : "out of memory");
+        accept_done(pa, c, &peer, c ? NULL : "out of memory");
         return;
     }
     char why[256];
     describe_failure(bev, what, why, sizeof why);
     ERR_clear_error();
     bufferevent_free(bev);
-    tg_tls_accept_cb cb = pa->cb;
-    void *cb_arg = pa->arg;
-    free(pa);
-    cb(cb_arg, NULL, NULL, why);
+    accept_done(pa, NULL, NULL, why);
 }
 
 int tg_tls_server_accept(struct tg_tls_server *s, struct event_base *base, int fd, int handshake_timeout_ms,
@@ -310,8 +325,14 @@ int tg_tls_server_accept(struct tg_tls_server *s, struct event_base *base, int f
     bufferevent_openssl_set_allow_dirty_shutdown(pa->bev, 1);
     bufferevent_setcb(pa->bev, NULL, NULL, accept_event_cb, pa);
     if (handshake_timeout_ms > 0) {
+        pa->deadline = evtimer_new(base, deadline_cb, pa);
+        if (!pa->deadline) {
+            bufferevent_free(pa->bev);
+            free(pa);
+            return -1;
+        }
         struct timeval tv = {handshake_timeout_ms / 1000, (handshake_timeout_ms % 1000) * 1000};
-        bufferevent_set_timeouts(pa->bev, &tv, &tv);
+        evtimer_add(pa->deadline, &tv);
     }
     bufferevent_enable(pa->bev, EV_READ | EV_WRITE);
     return 0;

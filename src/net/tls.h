@@ -48,7 +48,9 @@ struct tg_tls_peer {
 };
 typedef void (*tg_tls_accept_cb)(void *arg, tg_conn *c, const struct tg_tls_peer *peer, const char *error);
 
-/* Starts a server handshake on an accepted socket (takes ownership of fd).
+/* Starts a server handshake on an accepted socket (takes ownership of fd);
+ * handshake_timeout_ms is an absolute deadline from now (bytes arriving do
+ * not extend it).
  * cb runs exactly once, from the loop. */
 int tg_tls_server_accept(struct tg_tls_server *s, struct event_base *base, int fd, int handshake_timeout_ms,
                          const struct tg_conn_opts *opts, tg_tls_accept_cb cb, void *arg);

@@ -26,6 +26,8 @@ static const struct command k_commands[] = {
      "                         record a trace into a .pftrace file (default trace.pftrace)", 1},
     {"attach", tc_cmd_attach, "attach [URL] KEY [-o FILE] [--stop]\n"
                               "                         collect a session started with record --detach KEY", 1},
+    {"clone", tc_cmd_clone, "clone [URL] SESSION [-o FILE]\n"
+                            "                         snapshot a running session (id or unique name) into a file", 1},
     {"dump", tc_cmd_dump, "dump FILE [--raw]      print the packets of a .pftrace file", 0},
     {"kcdata", tc_cmd_kcdata, "kcdata FILE [--json]   print a KCDATA buffer (node descriptor, stats snapshot, ...)", 0},
 };

@@ -2,7 +2,7 @@
  * (tests/integration/test_gw_*.sh). Not installed.
  *
  *   gw_testclient call ADDR METHOD [--token T] [--count N] [--then METHOD] [--ready-file F]
- *                  [--hold-until F] [--timeout-ms MS]
+ *                  [--hold-until F] [--timeout-ms MS] [--keep-session 1]
  *       N clients at once: connect, (Authenticate with T), bind ConsumerPort, call METHOD with
  *       empty arguments; then call --then METHOD on the same connection. --ready-file: create F
  *       once the first call was answered (the session is open); --hold-until: make the --then
@@ -11,6 +11,9 @@
  *       (first call) for N>1, where R is ok|refused|auth_refused|disconnected|timeout.
  *       A refused BindService is followed by a second one: no answer but a close means the
  *       gateway closed the connection ("disconnected"), an answer that it kept it ("refused").
+ *       --keep-session 1: first ask TracegateSession.GetResumeToken (so the gateway may keep the
+ *       session when the client goes), and close the connection right after sending the --then
+ *       call (then=ok once it is sent and the connection closed: a call left in flight).
  *       Exit 0 if every call was ok, 1 otherwise.
  *   gw_testclient slow ADDR [--timeout-ms MS]
  *       binds ConsumerPort, then floods QueryServiceState without ever reading replies and
@@ -44,7 +47,7 @@ static const char *const k_result_names[] = {"pending", "ok", "refused", "auth_r
 
 struct opts {
     const char *addr, *method, *token, *then, *ready_file, *hold_until;
-    int count, timeout_ms;
+    int count, timeout_ms, keep_session;
 };
 
 /* ms times $TG_TEST_TIMEOUT_SCALE (default 4): deadlines are safety nets */
@@ -69,7 +72,7 @@ struct client {
     tg_ipc_service_proxy *port;
     struct event *hold_ev;
     enum result first, then;
-    int done, settling;
+    int done, settling, dropping;
     int *n_done;
 };
 
@@ -94,6 +97,11 @@ static void on_disconnect(tg_ipc_client *cli, const char *reason, void *arg)
     struct client *c = arg;
     (void)cli;
     (void)reason;
+    if (c->dropping) { /* we closed it ourselves, the --then call in flight */
+        c->then = RES_OK;
+        finish(c);
+        return;
+    }
     if (c->settling) {
         c->first = RES_DISCONNECTED; /* the refusal was followed by a close */
         c->settling = 0;
@@ -163,6 +171,11 @@ static void hold_cb(evutil_socket_t fd, short what, void *arg)
     if (!tg_ipc_client_invoke(c->cli, c->port, c->o->then, NULL, -1, on_then_reply, c)) {
         record(c, RES_DISCONNECTED);
         finish(c);
+        return;
+    }
+    if (c->o->keep_session) {
+        c->dropping = 1;
+        tg_conn_close_after_flush(tg_ipc_client_conn(c->cli), "the test drops the connection");
     }
 }
 
@@ -200,6 +213,42 @@ static void on_first_reply(tg_ipc_client *cli, int success, int has_more, const 
     evtimer_add(c->hold_ev, &tv);
 }
 
+static void invoke_first(struct client *c)
+{
+    if (!tg_ipc_client_invoke(c->cli, c->port, c->o->method, NULL, -1, on_first_reply, c)) {
+        record(c, RES_REFUSED); /* the service did not list the method */
+        finish(c);
+    }
+}
+
+static void on_token_reply(tg_ipc_client *cli, int success, int has_more, const uint8_t *reply, size_t len, void *arg)
+{
+    struct client *c = arg;
+    (void)cli;
+    (void)reply;
+    (void)len;
+    if (has_more || c->done)
+        return;
+    if (!success) {
+        record(c, RES_REFUSED);
+        finish(c);
+        return;
+    }
+    invoke_first(c);
+}
+
+static void on_session_bound(tg_ipc_client *cli, tg_ipc_service_proxy *proxy, void *arg)
+{
+    struct client *c = arg;
+    (void)cli;
+    if (c->done)
+        return;
+    if (!proxy || !tg_ipc_client_invoke_bytes(c->cli, proxy, "GetResumeToken", NULL, 0, -1, on_token_reply, c)) {
+        record(c, RES_REFUSED);
+        finish(c);
+    }
+}
+
 static void on_bound(tg_ipc_client *cli, tg_ipc_service_proxy *proxy, void *arg)
 {
     struct client *c = arg;
@@ -215,10 +264,11 @@ static void on_bound(tg_ipc_client *cli, tg_ipc_service_proxy *proxy, void *arg)
         return;
     }
     c->port = proxy;
-    if (!tg_ipc_client_invoke(c->cli, proxy, c->o->method, NULL, -1, on_first_reply, c)) {
-        record(c, RES_REFUSED); /* the service did not list the method */
-        finish(c);
+    if (c->o->keep_session) {
+        tg_ipc_client_bind(c->cli, "TracegateSession", on_session_bound, c);
+        return;
     }
+    invoke_first(c);
 }
 
 static void on_auth_reply(tg_ipc_client *cli, int success, int has_more, const uint8_t *reply, size_t len, void *arg)
@@ -540,6 +590,8 @@ int main(int argc, char **argv)
             o.then = argv[i + 1];
         else if (strcmp(argv[i], "--timeout-ms") == 0)
             o.timeout_ms = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--keep-session") == 0)
+            o.keep_session = atoi(argv[i + 1]);
         else {
             fprintf(stderr, "gw_testclient: unknown option %s\n", argv[i]);
             return 2;
