@@ -193,6 +193,13 @@ static int origin_ok(struct tg_gw *gw, const struct tg_gw_ws_config *cfg, const 
     return !strncasecmp(rq->origin, scheme, sl) && !strcasecmp(rq->origin + sl, rq->host);
 }
 
+/* Loopback peers are only trusted as local on a loopback bind: behind a reverse proxy on this host
+ * every remote client of a public bind would look local. */
+static int bind_is_loopback(const char *bind_host)
+{
+    return bind_host && (tg_ws_ip_is_loopback(bind_host) || !strcasecmp(bind_host, "localhost"));
+}
+
 void tg_ws_decide_upgrade(struct tg_gw *gw, const struct tg_gw_ws_config *cfg, const struct tg_ws_request *rq,
                           struct tg_ws_decision *d)
 {
@@ -263,7 +270,7 @@ void tg_ws_decide_upgrade(struct tg_gw *gw, const struct tg_gw_ws_config *cfg, c
         tg_gw_identity_token(ci, principal, token_roles);
     } else if (cert) {
         tg_gw_identity_cert(ci, rq->cert_subject, cfg->cert_roles ? cfg->cert_roles : TG_GW_ROLE_RECORDER);
-    } else if (ci->loopback && rq->cred) {
+    } else if (ci->loopback && rq->cred && bind_is_loopback(cfg->bind_host)) {
         /* a local user: its uid decides (root and ours: local-roles; others: local-user-roles) */
         struct tg_gw_local_policy pol = {.owner_roles = cfg->local_roles,
                                          .user_roles = tg_gw_roles_cap(cfg->local_user_roles, cfg->local_roles)};
@@ -308,10 +315,6 @@ const char *tg_ws_bearer_token(const char *hdr, size_t *len)
     return t;
 }
 
-static int bind_is_loopback(const char *bind_host)
-{
-    return bind_host && (tg_ws_ip_is_loopback(bind_host) || !strcasecmp(bind_host, "localhost"));
-}
 
 int tg_ws_status_needs_auth(const struct tg_gw_ws_config *cfg)
 {

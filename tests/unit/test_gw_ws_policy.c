@@ -222,6 +222,13 @@ static void test_auth_and_roles(void **state)
     tg_ws_decide_upgrade(NULL, &k_cfg, &r, &d);
     assert_int_equal(d.status, 401);
     r = req("/traced", "127.0.0.1");
+    /* on a public bind a loopback peer may be a reverse proxy's: it is not local */
+    struct tg_gw_ws_config pub_cfg = k_cfg;
+    pub_cfg.bind_host = "0.0.0.0";
+    r.host = "gw.example:8037";
+    tg_ws_decide_upgrade(NULL, &pub_cfg, &r, &d);
+    assert_int_equal(d.status, 401);
+    r = req("/traced", "127.0.0.1");
 
     r.protocols = "tracegate, tracegate.token.good-token";
     tg_ws_decide_upgrade(NULL, &k_cfg, &r, &d);
