@@ -9,7 +9,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 PKGS=(
   build-essential autoconf automake libtool pkg-config
-  libevent-dev libssl-dev libwebsockets-dev libprotobuf-c-dev protobuf-c-compiler
+  libevent-dev libssl-dev libwebsockets-dev libprotobuf-c-dev protobuf-c-compiler libnghttp2-dev
   libcmocka-dev clang
   openssl socat stunnel4 websockify python3 procps iproute2 jq
 )

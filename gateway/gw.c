@@ -51,6 +51,15 @@ void tg_gw_client_gone(struct tg_gw *gw, const struct tg_gw_client_info *info, s
 }
 
 size_t tg_gw_session_count(const struct tg_gw *gw) { return gw->n_sessions; }
+
+void tg_gw_set_router(struct tg_gw *gw, tg_gw_router_fn fn, void *ctx, const char *node_name)
+{
+    gw->router = fn;
+    gw->router_ctx = ctx;
+    snprintf(gw->node_name, sizeof gw->node_name, "%s", node_name ? node_name : "");
+}
+
+const char *tg_gw_node_name(const struct tg_gw *gw) { return gw->node_name; }
 size_t tg_gw_listener_count(const struct tg_gw *gw) { return gw->n_listeners; }
 struct tg_gw_listener *tg_gw_listener_at(const struct tg_gw *gw, size_t i)
 {

@@ -22,7 +22,15 @@ struct event_base;
 struct tg_gw;
 struct tg_gw_config;
 
-enum tg_gw_transport { TG_GW_T_UNIX = 0, TG_GW_T_TCP, TG_GW_T_TLS, TG_GW_T_WS, TG_GW_T_WSS, TG_GW_T_COUNT };
+enum tg_gw_transport {
+    TG_GW_T_UNIX = 0,
+    TG_GW_T_TCP,
+    TG_GW_T_TLS,
+    TG_GW_T_WS,
+    TG_GW_T_WSS,
+    TG_GW_T_LINK, /* a channel of a gateway link (docs/link-protocol.md) */
+    TG_GW_T_COUNT
+};
 enum tg_gw_port { TG_GW_PORT_CONSUMER = 0, TG_GW_PORT_PRODUCER = 1 };
 
 /* Role bits. A connection holds a set of roles. */
@@ -32,6 +40,7 @@ enum tg_gw_role {
     TG_GW_ROLE_RECORDER = 1 << 1, /* every ConsumerPort method */
     TG_GW_ROLE_PRODUCER = 1 << 2, /* the ProducerPort */
     TG_GW_ROLE_ADMIN = 1 << 3,    /* everything */
+    TG_GW_ROLE_LINK = 1 << 4,     /* may establish a gateway link (what its channels may do is link-roles) */
 };
 
 /* How the client proved who it is. */
@@ -60,6 +69,15 @@ void tg_gw_accept(struct tg_gw *gw, tg_conn *down, const struct tg_gw_client_inf
  * frame, output watermarks, hard limit) so every transport gets the same
  * limits. */
 void tg_gw_client_conn_opts(struct tg_gw *gw, struct tg_conn_opts *opts);
+
+/* Routing to other nodes (gateway links): a connected socket to node
+ * `node`'s consumer or producer port for client `who`, or -1 with a message.
+ * Set by the fleet; clients whose info.node names another node use it. */
+typedef int (*tg_gw_router_fn)(void *ctx, const char *node, int producer, const struct tg_gw_client_info *who,
+                               char *err, size_t errlen);
+void tg_gw_set_router(struct tg_gw *gw, tg_gw_router_fn fn, void *ctx, const char *node_name);
+/* This node's name ("" without links). */
+const char *tg_gw_node_name(const struct tg_gw *gw);
 
 /* Role helpers. */
 const char *tg_gw_role_name(unsigned role_bit);

@@ -15,6 +15,7 @@ static const struct {
     {TG_GW_ROLE_RECORDER, "recorder"},
     {TG_GW_ROLE_PRODUCER, "producer"},
     {TG_GW_ROLE_ADMIN, "admin"},
+    {TG_GW_ROLE_LINK, "link"},
 };
 
 /* Consumer methods that only read state: what an observer may call. */
@@ -125,6 +126,6 @@ int tg_gw_acl_may_bind(unsigned roles, const char *service)
 
 const char *tg_gw_transport_name(enum tg_gw_transport t)
 {
-    static const char *const names[TG_GW_T_COUNT] = {"unix", "tcp", "tls", "ws", "wss"};
+    static const char *const names[TG_GW_T_COUNT] = {"unix", "tcp", "tls", "ws", "wss", "link"};
     return (int)t >= 0 && t < TG_GW_T_COUNT ? names[t] : "unknown";
 }

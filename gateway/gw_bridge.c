@@ -349,6 +349,38 @@ static void send_bind_reply(struct tg_gw_session *s, uint64_t rid, int success, 
 
 /* ------------------------------------------------------------ upstream */
 
+/* The upstream is another node, reached through the fleet's links: the channel is a socketpair
+ * that carries bytes only (fds cannot cross machines). */
+static tg_conn *open_routed_up(struct tg_gw_session *s, const char *node)
+{
+    char err[256];
+    int fd = -1;
+    if (!s->gw->router)
+        snprintf(err, sizeof err, "no gateway links are configured (no route to node %s)", node);
+    else
+        fd = s->gw->router(s->gw->router_ctx, node, s->info.port == TG_GW_PORT_PRODUCER, &s->info, err, sizeof err);
+    if (fd < 0) {
+        tg_gw_metrics_upstream_error(s->gw->metrics, s->info.port);
+        tg_warn(LOG, "session %llu: %s", (unsigned long long)s->id, err);
+        tg_gw_session_close(s, "node unreachable", 1);
+        return NULL;
+    }
+    struct tg_conn_opts o;
+    tg_conn_opts_default(&o);
+    o.max_frame = TG_FRAME_MAX_DEFAULT;
+    o.out_high = s->gw->limits.out_high;
+    o.out_low = s->gw->limits.out_low;
+    o.no_fd_passing = 1;
+    s->up = tg_conn_new_fd(s->gw->base, fd, &o, &k_up_cbs, s);
+    if (!s->up) {
+        tg_gw_session_close(s, "out of memory", 0);
+        return NULL;
+    }
+    tg_info(LOG, "session %llu: routed to node %s", (unsigned long long)s->id, node);
+    apply_pause(s);
+    return s->up;
+}
+
 tg_conn *tg_gw_session_ensure_up(struct tg_gw_session *s)
 {
     if (s->up)
@@ -356,6 +388,9 @@ tg_conn *tg_gw_session_ensure_up(struct tg_gw_session *s)
     if (s->closing || s->up_opened)
         return NULL;
     s->up_opened = 1;
+    const char *node = s->info.node;
+    if (node[0] && strcmp(node, tg_gw_node_name(s->gw)) != 0)
+        return open_routed_up(s, node);
     struct tg_gw_upstream *u = tg_gw_upstream_for(s->gw, s->info.port);
     if (!u) {
         tg_warn(LOG, "session %llu: the %s port has no upstream in this configuration", (unsigned long long)s->id,
@@ -569,9 +604,9 @@ static void auth_authenticate(struct tg_gw_session *s, uint64_t rid, const uint8
             s->info.principal, rl);
 
     Tracegate__AuthenticateResponse resp = TRACEGATE__AUTHENTICATE_RESPONSE__INIT;
-    char *names[4];
+    char *names[8];
     size_t n = 0;
-    for (unsigned bit = 1; bit <= TG_GW_ROLE_ADMIN; bit <<= 1)
+    for (unsigned bit = 1; bit <= TG_GW_ROLE_LINK && n < 8; bit <<= 1)
         if (roles & bit)
             names[n++] = (char *)tg_gw_role_name(bit);
     resp.roles = names;

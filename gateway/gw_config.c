@@ -30,6 +30,10 @@ enum opt_id {
     O_MAX_CONNS, O_MAX_CONNS_PER_SOURCE, O_HANDSHAKE_TIMEOUT, O_IDLE_TIMEOUT, O_DRAIN_TIMEOUT,
     O_LOG_LEVEL, O_LOG_FORMAT, O_SYSLOG,
     O_RESUME_WINDOW, O_MAX_KEPT, /* session survival (gw_resume.c) */
+    /* gateway links (fleet.c) */
+    O_NODE_NAME, O_PEER, O_HUB, O_LISTEN_LINK, O_NODE, O_EXPORT_NODE, O_LINK_STDIO, O_LINK_TOKEN_FILE, O_PEER_CA,
+    O_PEER_CERT, O_PEER_KEY, O_LINK_ROLES, O_LINK_CERT_ROLES, O_LINK_RESUME_WINDOW, O_SSH_COMMAND, O_REMOTE_COMMAND,
+    O_TEST_CLOCK_OFFSET,
 };
 
 struct opt_def {
@@ -112,6 +116,30 @@ static const struct opt_def k_opts[] = {
      0, "keep a dropped consumer client's session this long for a resume, then Detach it with a logged "
         "key (default 60s, 0 = off)"},
 
+    /* gateway links (docs/link-protocol.md) */
+    {O_NODE_NAME, "node-name", "NAME", 0, "this node's name in a fleet (default: the host name)"},
+    {O_PEER, "peer", "URL",
+     0, "link to another node: tls://HOST:PORT, tcp://HOST:PORT (loopback) or ssh://[USER@]HOST[:PORT] (repeatable)"},
+    {O_HUB, "hub", "URL", 0, "dial out to a hub (a device behind NAT); the hub can then open channels to us (as --peer)"},
+    {O_LISTEN_LINK, "listen-link", "URL", 0, "accept links: tls://ADDR:PORT, or tcp://127.0.0.1:PORT (repeatable)"},
+    {O_NODE, "node", "NAME=ADDR",
+     0, "a traced-compatible consumer socket as node NAME (tcp://H:P, a path, @name; or consumer:A,producer:B)"},
+    {O_EXPORT_NODE, "export-node", "NAME:PORT=PATH",
+     0, "a local UNIX socket for node NAME's consumer or producer port, e.g. dev1:consumer=/tmp/dev1-consumer"},
+    {O_LINK_STDIO, "link-stdio", NULL, 0, "serve one link on stdin/stdout (what --peer ssh:// runs on the remote)"},
+    {O_LINK_TOKEN_FILE, "link-token-file", "FILE", 0, "bearer token presented when dialing peers (first line of FILE)"},
+    {O_PEER_CA, "peer-ca", "FILE", 0, "CA certificates verifying tls:// peers (default: the system store)"},
+    {O_PEER_CERT, "peer-cert", "FILE", 0, "client certificate presented to tls:// peers"},
+    {O_PEER_KEY, "peer-key", "FILE", 0, "its private key"},
+    {O_LINK_ROLES, "link-roles", "ROLES", 0, "roles of linked nodes' channels here (default observer,recorder,producer)"},
+    {O_LINK_CERT_ROLES, "link-cert-roles", "ROLES",
+     0, "roles a verified client certificate gets on --listen-link (default link: it may link)"},
+    {O_LINK_RESUME_WINDOW, "link-resume-window", "DURATION",
+     0, "keep a dropped link's channels this long for it to come back (default 60s)"},
+    {O_SSH_COMMAND, "ssh-command", "CMD", 0, "how ssh:// peers are reached (default \"ssh -T -o BatchMode=yes\")"},
+    {O_REMOTE_COMMAND, "remote-command", "CMD", 0, "the remote command for ssh:// peers (default tracegated)"},
+    {O_TEST_CLOCK_OFFSET, "test-clock-offset", "NS", 0, "(tests) add NS to the clock readings sent to linked nodes"},
+
     {O_LOG_LEVEL, "log-level", "LEVEL", 0, "debug, info, warn or error (default info)"},
     {O_LOG_FORMAT, "log-format", "FORMAT", 0, "text or json (default text)"},
     {O_SYSLOG, "syslog", NULL, 0, "log to syslog instead of stderr"},
@@ -153,6 +181,16 @@ void tg_gw_config_free(struct tg_gw_config *c)
     free(c->web_root);
     free_list(c->allow_origins, c->n_allow_origins);
     free_list(c->http_hosts, c->n_http_hosts);
+    free_list(c->peers, c->n_peers);
+    free_list(c->listen_links, c->n_listen_links);
+    free_list(c->raw_nodes, c->n_raw_nodes);
+    free(c->node_name);
+    free(c->link_token_file);
+    free(c->peer_ca);
+    free(c->peer_cert);
+    free(c->peer_key);
+    free(c->ssh_command);
+    free(c->remote_command);
     free(c->token_file);
     free(c->tls_cert);
     free(c->tls_key);
@@ -297,6 +335,70 @@ int tg_gw_config_set(struct tg_gw_config *c, const char *name, const char *value
             return tg_errf(err, errlen, "out of memory");
         return 0;
     case O_TOKEN_FILE: return set_str(&c->token_file, value, name, err, errlen);
+    case O_NODE_NAME: return set_str(&c->node_name, value, name, err, errlen);
+    case O_PEER:
+    case O_HUB:
+        if (push_str(&c->peers, &c->n_peers, value) != 0)
+            return tg_errf(err, errlen, "out of memory");
+        return 0;
+    case O_LISTEN_LINK:
+        if (push_str(&c->listen_links, &c->n_listen_links, value) != 0)
+            return tg_errf(err, errlen, "out of memory");
+        return 0;
+    case O_NODE:
+        if (push_str(&c->raw_nodes, &c->n_raw_nodes, value) != 0)
+            return tg_errf(err, errlen, "out of memory");
+        return 0;
+    case O_EXPORT_NODE: {
+        /* NAME:consumer=PATH -> a UNIX listener whose clients are routed to NAME */
+        char spec[700], nodename[64];
+        const char *colon = strchr(value, ':');
+        if (!colon || (size_t)(colon - value) >= sizeof nodename)
+            return tg_errf(err, errlen, "export-node: '%s' is not NAME:consumer=PATH or NAME:producer=PATH", value);
+        memcpy(nodename, value, (size_t)(colon - value));
+        nodename[colon - value] = '\0';
+        const char *eq = strchr(colon, '=');
+        if (!eq)
+            return tg_errf(err, errlen, "export-node: '%s' is not NAME:consumer=PATH or NAME:producer=PATH", value);
+        snprintf(spec, sizeof spec, "%.*s=unix:%s?node=%s", (int)(eq - colon - 1), colon + 1, eq + 1, nodename);
+        struct tg_gw_listen_spec ls;
+        if (tg_gw_listen_parse(spec, &ls, err, errlen) != 0)
+            return -1;
+        struct tg_gw_listen_spec *nl = realloc(c->listen, (c->n_listen + 1) * sizeof *nl);
+        if (!nl)
+            return tg_errf(err, errlen, "out of memory");
+        c->listen = nl;
+        c->listen[c->n_listen++] = ls;
+        return 0;
+    }
+    case O_LINK_TOKEN_FILE: return set_str(&c->link_token_file, value, name, err, errlen);
+    case O_PEER_CA: return set_str(&c->peer_ca, value, name, err, errlen);
+    case O_PEER_CERT: return set_str(&c->peer_cert, value, name, err, errlen);
+    case O_PEER_KEY: return set_str(&c->peer_key, value, name, err, errlen);
+    case O_SSH_COMMAND: return set_str(&c->ssh_command, value, name, err, errlen);
+    case O_REMOTE_COMMAND: return set_str(&c->remote_command, value, name, err, errlen);
+    case O_LINK_ROLES:
+    case O_LINK_CERT_ROLES: {
+        unsigned r = tg_gw_roles_parse(value);
+        if (!r)
+            return tg_errf(err, errlen, "%s: '%s' is not a role list", name, value);
+        *(o->id == O_LINK_ROLES ? &c->link_roles : &c->link_cert_roles) = r;
+        return 0;
+    }
+    case O_LINK_RESUME_WINDOW:
+        if (tg_gw_parse_duration_ms(value, &ms) != 0 || ms == 0)
+            return tg_errf(err, errlen, "%s: '%s' is not a duration above 0 (e.g. 60s)", name, value);
+        c->link_resume_window_ms = ms;
+        return 0;
+    case O_TEST_CLOCK_OFFSET: {
+        char *end;
+        errno = 0;
+        long long v = strtoll(value, &end, 10);
+        if (errno || *end)
+            return tg_errf(err, errlen, "%s: '%s' is not a number of nanoseconds", name, value);
+        c->test_clock_offset_ns = v;
+        return 0;
+    }
     case O_LOCAL_USER_ROLES: {
         unsigned r = strcmp(value, "none") == 0 ? 0 : tg_gw_roles_parse(value);
         if (!r && strcmp(value, "none") != 0)
@@ -318,6 +420,11 @@ int tg_gw_config_set(struct tg_gw_config *c, const char *name, const char *value
     case O_TLS_CERT: return set_str(&c->tls_cert, value, name, err, errlen);
     case O_TLS_KEY: return set_str(&c->tls_key, value, name, err, errlen);
     case O_TLS_CA: return set_str(&c->tls_ca, value, name, err, errlen);
+    case O_LINK_STDIO:
+        if (parse_bool(value, &b) != 0)
+            return tg_errf(err, errlen, "%s: '%s' is not a boolean (true/false)", name, value);
+        c->link_stdio = b;
+        return 0;
     case O_NO_HTTP:
     case O_HTTP_TLS:
     case O_INSECURE:
@@ -627,6 +734,10 @@ static int listen_option(struct tg_gw_listen_spec *o, const char *k, size_t kl, 
         if (parse_uint(val, 100000000ul, &u) != 0)
             return tg_errf(err, errlen, "listener max-connections= '%s' is not a count", val);
         o->max_conns = (unsigned)u;
+    } else if (KEY("node")) {
+        if (strlen(val) >= sizeof o->node || !*val)
+            return tg_errf(err, errlen, "listener node= '%s' is not a node name", val);
+        snprintf(o->node, sizeof o->node, "%s", val);
     } else if (KEY("uids")) {
         if (tg_gw_uids_parse(val, o->uids, TG_GW_MAX_UIDS, &o->n_uids, err, errlen) != 0)
             return -1;
@@ -639,7 +750,7 @@ static int listen_option(struct tg_gw_listen_spec *o, const char *k, size_t kl, 
     } else {
         char kk[64];
         snprintf(kk, sizeof kk, "%.*s", (int)(kl < 60 ? kl : 60), k);
-        return tg_errf(err, errlen, "unknown listener option '%s' (auth, roles, uids, max-connections, mode, cert, key, ca)",
+        return tg_errf(err, errlen, "unknown listener option '%s' (auth, roles, uids, node, max-connections, mode, cert, key, ca)",
                        kk);
     }
 #undef KEY

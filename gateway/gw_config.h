@@ -39,6 +39,7 @@ struct tg_gw_listen_spec {
     char address[512];             /* Perfetto-style address for tg_addr_parse */
     enum tg_gw_listen_auth auth;
     unsigned roles;                /* ?roles=: roles of clients admitted without a token (0 = local-roles) */
+    char node[64];                 /* ?node=: clients are routed to this node (export-node) */
     uid_t uids[TG_GW_MAX_UIDS];    /* ?uids=: the only local uids admitted without a token */
     size_t n_uids;                 /* 0 = every local uid (abstract sockets: root and our own uid) */
     unsigned max_conns;            /* ?max-connections= (0 = only the global limits) */
@@ -89,6 +90,16 @@ struct tg_gw_config {
     struct tg_gw_limits limits;
     uint32_t resume_window_ms; /* session survival (gw_resume.c): 0 = off */
     uint32_t max_kept_per_principal; /* 0 = gw_resume's default */
+
+    /* gateway links (fleet.h) */
+    char *node_name;
+    char **peers, **listen_links, **raw_nodes;
+    size_t n_peers, n_listen_links, n_raw_nodes;
+    int link_stdio;
+    char *link_token_file, *peer_ca, *peer_cert, *peer_key, *ssh_command, *remote_command;
+    unsigned link_roles, link_cert_roles;
+    uint32_t link_resume_window_ms;
+    int64_t test_clock_offset_ns;
 
     int log_level;  /* enum tg_log_level */
     int log_format; /* enum tg_log_format */

@@ -67,6 +67,10 @@ struct tg_gw {
     const struct tg_gw_local_service *local[TG_GW_MAX_LOCAL_SERVICES];
     size_t n_local;
 
+    tg_gw_router_fn router; /* gateway links: reach other nodes */
+    void *router_ctx;
+    char node_name[64];
+
     time_t started;
     pthread_mutex_t roles_mu;
     pthread_mutex_t status_mu;

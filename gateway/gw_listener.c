@@ -161,6 +161,7 @@ static void accept_one(struct tg_gw_listener *l, int fd)
     struct tg_gw_client_info info;
     memset(&info, 0, sizeof info);
     info.port = l->spec.port;
+    snprintf(info.node, sizeof info.node, "%s", l->spec.node);
     int is_unix = l->spec.kind == TG_GW_L_UNIX;
     info.transport = is_unix ? TG_GW_T_UNIX : l->spec.kind == TG_GW_L_TLS ? TG_GW_T_TLS : TG_GW_T_TCP;
     describe_peer(fd, is_unix, &info);

@@ -14,6 +14,9 @@
 #include "config.h"
 #include "gw_auth.h"
 #include "gw_config.h"
+#include <openssl/crypto.h>
+
+#include "fleet.h"
 #include "gw_core.h"
 #include "gw_listener.h"
 #include "gw_smb_filter.h"
@@ -34,6 +37,8 @@ struct daemon {
     struct tg_service *svc;
     struct tg_gw_ws *ws;
     struct tg_gw_resume *resume; /* session survival (gw_resume.c); NULL when off */
+    struct tg_fleet *fleet;      /* gateway links */
+    char link_token[TG_GW_TOKEN_MAX + 1];
     struct event *sigterm, *sigint, *sighup, *drain_timer, *exit_timer;
     int draining, exit_code;
     int auto_bridge; /* bridging to a service found on the default sockets */
@@ -210,7 +215,53 @@ static void on_terminate(evutil_socket_t sig, short what, void *arg)
         struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
         event_add(d->drain_timer, &tv);
     }
+    if (d->fleet)
+        tg_fleet_drain(d->fleet);
     tg_gw_drain(d->gw, on_drained, d);
+}
+
+/* The links of this node (docs/link-protocol.md). */
+static int start_fleet(struct daemon *d, char *err, size_t errlen)
+{
+    const struct tg_gw_config *c = &d->cfg;
+    if (c->link_token_file) {
+        FILE *f = fopen(c->link_token_file, "r");
+        if (!f || !fgets(d->link_token, sizeof d->link_token, f)) {
+            snprintf(err, errlen, "link-token-file %s: cannot read a token", c->link_token_file);
+            if (f)
+                fclose(f);
+            return -1;
+        }
+        fclose(f);
+        d->link_token[strcspn(d->link_token, "\r\n")] = '\0';
+    }
+    struct tg_fleet_config fc = {
+        .node_name = c->node_name,
+        .peers = c->peers,
+        .n_peers = c->n_peers,
+        .listen_links = c->listen_links,
+        .n_listen_links = c->n_listen_links,
+        .raw_nodes = c->raw_nodes,
+        .n_raw_nodes = c->n_raw_nodes,
+        .link_stdio = c->link_stdio,
+        .link_token = d->link_token[0] ? d->link_token : NULL,
+        .peer_ca = c->peer_ca,
+        .peer_cert = c->peer_cert,
+        .peer_key = c->peer_key,
+        .tls_cert = c->tls_cert,
+        .tls_key = c->tls_key,
+        .tls_ca = c->tls_ca,
+        .link_roles = c->link_roles,
+        .link_cert_roles = c->link_cert_roles ? c->link_cert_roles : TG_GW_ROLE_LINK,
+        .resume_window_ms = c->link_resume_window_ms,
+        .handshake_timeout_ms = c->limits.handshake_timeout_ms,
+        .test_clock_offset_ns = c->test_clock_offset_ns,
+        .ssh_command = c->ssh_command,
+        .remote_command = c->remote_command,
+        .insecure = c->insecure,
+    };
+    d->fleet = tg_fleet_new(d->base, d->gw, &fc, err, errlen);
+    return d->fleet ? 0 : -1;
 }
 
 static int str_differs(const char *a, const char *b)
@@ -395,6 +446,10 @@ int main(int argc, char **argv)
         tg_error(LOG, "cannot register the SMB bridge filter");
         goto out;
     }
+    if (start_fleet(&d, err, sizeof err) != 0) {
+        tg_error(LOG, "cannot start the links: %s", err);
+        goto out;
+    }
     if (tg_gw_start_listeners(d.gw, &d.cfg, err, sizeof err) != 0) {
         tg_error(LOG, "cannot start: %s", err);
         goto out;
@@ -421,7 +476,9 @@ int main(int argc, char **argv)
 out:
     if (d.ws)
         tg_gw_ws_stop(d.ws);
+    tg_fleet_free(d.fleet); /* its channels' gateway ends are sessions of the gateway */
     tg_gw_free(d.gw);
+    OPENSSL_cleanse(d.link_token, sizeof d.link_token);
     tg_gw_resume_free(d.resume); /* after tg_gw_free: sessions' filter state points into it */
     if (d.svc)
         tg_service_free(d.svc);

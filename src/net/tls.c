@@ -74,6 +74,7 @@ static int load_cert_key(SSL_CTX *ctx, const char *cert, const char *key, char *
 /* ---------------------------------------------------------------- server */
 
 struct tg_tls_server {
+    char *alpn;
     char *cert, *key, *ca;
     int require_client_cert;
     struct {
@@ -102,6 +103,27 @@ static int servername_cb(SSL *ssl, int *alert, void *arg)
     return SSL_TLSEXT_ERR_OK;
 }
 
+/* ALPN on a server that speaks exactly one protocol: pick it or fail the handshake. */
+static int alpn_select_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
+                          unsigned int inlen, void *arg)
+{
+    (void)ssl;
+    const char *want = arg;
+    size_t wl = strlen(want);
+    for (unsigned int i = 0; i < inlen;) {
+        unsigned int l = in[i];
+        if (i + 1 + l > inlen)
+            break;
+        if (l == wl && memcmp(in + i + 1, want, wl) == 0) {
+            *out = in + i + 1;
+            *outlen = (unsigned char)l;
+            return SSL_TLSEXT_ERR_OK;
+        }
+        i += 1 + l;
+    }
+    return SSL_TLSEXT_ERR_ALERT_FATAL;
+}
+
 static SSL_CTX *server_ctx(struct tg_tls_server *s, const char *cert, const char *key, char *err, size_t errlen)
 {
     SSL_CTX *ctx = base_ctx(TLS_server_method(), err, errlen);
@@ -111,6 +133,8 @@ static SSL_CTX *server_ctx(struct tg_tls_server *s, const char *cert, const char
         goto fail;
     static const unsigned char sid_ctx[] = "tracegate";
     SSL_CTX_set_session_id_context(ctx, sid_ctx, sizeof sid_ctx - 1);
+    if (s->alpn)
+        SSL_CTX_set_alpn_select_cb(ctx, alpn_select_cb, s->alpn);
     if (s->ca) {
         if (SSL_CTX_load_verify_locations(ctx, s->ca, NULL) != 1) {
             ssl_error(err, errlen, "cannot load the client CA");
@@ -166,6 +190,7 @@ void tg_tls_server_free(struct tg_tls_server *s)
         free(s->sni[i].key);
     }
     free(s->sni);
+    free(s->alpn);
     free(s->cert);
     free(s->key);
     free(s->ca);
@@ -179,6 +204,7 @@ struct tg_tls_server *tg_tls_server_new(const struct tg_tls_server_config *cfg, 
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
+    s->alpn = dup_or_null(cfg->alpn);
     s->cert = dup_or_null(cfg->cert_file);
     s->key = dup_or_null(cfg->key_file);
     s->ca = dup_or_null(cfg->ca_file);
@@ -340,8 +366,8 @@ int tg_tls_server_accept(struct tg_tls_server *s, struct event_base *base, int f
 
 /* ---------------------------------------------------------------- client */
 
-tg_conn *tg_tls_client_conn(struct event_base *base, int fd, const struct tg_tls_client_config *cfg,
-                            const struct tg_conn_opts *opts, char *err, size_t errlen)
+struct bufferevent *tg_tls_client_bev(struct event_base *base, int fd, const struct tg_tls_client_config *cfg, char *err,
+                                      size_t errlen)
 {
     SSL_CTX *ctx = base_ctx(TLS_client_method(), err, errlen);
     if (!ctx) {
@@ -364,6 +390,20 @@ tg_conn *tg_tls_client_conn(struct event_base *base, int fd, const struct tg_tls
     if (!ssl) {
         ssl_error(err, errlen, "cannot create a TLS session");
         goto fail;
+    }
+    if (cfg->alpn) {
+        unsigned char wire[64];
+        size_t al = strlen(cfg->alpn);
+        if (al == 0 || al >= sizeof wire) {
+            snprintf(err, errlen, "bad ALPN protocol");
+            goto fail;
+        }
+        wire[0] = (unsigned char)al;
+        memcpy(wire + 1, cfg->alpn, al);
+        if (SSL_set_alpn_protos(ssl, wire, (unsigned)(al + 1)) != 0) {
+            ssl_error(err, errlen, "cannot set ALPN");
+            goto fail;
+        }
     }
     if (cfg->server_name && cfg->server_name[0]) {
         struct in6_addr a6;
@@ -390,14 +430,67 @@ tg_conn *tg_tls_client_conn(struct event_base *base, int fd, const struct tg_tls
         return NULL;
     }
     bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
-    tg_conn *c = tg_conn_new_bev(base, bev, opts, NULL, NULL);
-    if (!c)
-        snprintf(err, errlen, "out of memory");
-    return c;
+    return bev;
 fail:
     if (ssl)
         SSL_free(ssl);
     SSL_CTX_free(ctx);
     close(fd);
     return NULL;
+}
+
+tg_conn *tg_tls_client_conn(struct event_base *base, int fd, const struct tg_tls_client_config *cfg,
+                            const struct tg_conn_opts *opts, char *err, size_t errlen)
+{
+    struct bufferevent *bev = tg_tls_client_bev(base, fd, cfg, err, errlen);
+    if (!bev)
+        return NULL;
+    tg_conn *c = tg_conn_new_bev(base, bev, opts, NULL, NULL);
+    if (!c)
+        snprintf(err, errlen, "out of memory");
+    return c;
+}
+
+struct bufferevent *tg_tls_server_accept_bev(struct tg_tls_server *s, struct event_base *base, int fd, char *err,
+                                             size_t errlen)
+{
+    SSL *ssl = SSL_new(s->ctx);
+    if (!ssl) {
+        ssl_error(err, errlen, "cannot create a TLS session");
+        close(fd);
+        return NULL;
+    }
+    struct bufferevent *bev = bufferevent_openssl_socket_new(base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
+                                                             BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+    if (!bev) {
+        SSL_free(ssl);
+        close(fd);
+        snprintf(err, errlen, "cannot create the TLS stream");
+        return NULL;
+    }
+    bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+    return bev;
+}
+
+void tg_tls_bev_peer(struct bufferevent *bev, struct tg_tls_peer *peer, char *alpn, size_t alpnlen)
+{
+    memset(peer, 0, sizeof *peer);
+    SSL *ssl = bufferevent_openssl_get_ssl(bev);
+    if (alpn && alpnlen)
+        alpn[0] = '\0';
+    if (!ssl)
+        return;
+    X509 *cert = SSL_get_peer_certificate(ssl);
+    if (cert) {
+        peer->cert_verified = SSL_get_verify_result(ssl) == X509_V_OK;
+        X509_NAME_oneline(X509_get_subject_name(cert), peer->subject, sizeof peer->subject);
+        X509_free(cert);
+    }
+    const unsigned char *p = NULL;
+    unsigned int pl = 0;
+    SSL_get0_alpn_selected(ssl, &p, &pl);
+    if (alpn && alpnlen && p && pl < alpnlen) {
+        memcpy(alpn, p, pl);
+        alpn[pl] = '\0';
+    }
 }

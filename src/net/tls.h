@@ -29,6 +29,8 @@ struct tg_tls_server_config {
     int require_client_cert;     /* refuse handshakes without a valid client certificate */
     const struct tg_tls_sni *sni; /* optional extra certificates */
     size_t n_sni;
+    const char *alpn;            /* if set, the only ALPN protocol accepted (e.g. "h2"); a client
+                                    that does not offer it fails the handshake */
 };
 
 struct tg_tls_server;
@@ -60,7 +62,21 @@ struct tg_tls_client_config {
     const char *cert_file, *key_file;
     const char *server_name; /* SNI and verification name */
     int insecure;            /* skip verification (tests only) */
+    const char *alpn;        /* ALPN protocol to offer (e.g. "h2"); NULL = none */
 };
+
+/* Raw TLS streams for protocols that are not IPC frames (gateway links):
+ * a client bufferevent (connecting) or a server one (accepting) over fd
+ * (taken over), with BEV_OPT_CLOSE_ON_FREE. The caller sets callbacks and
+ * waits for BEV_EVENT_CONNECTED. NULL with err on setup errors. */
+struct bufferevent;
+struct bufferevent *tg_tls_client_bev(struct event_base *base, int fd, const struct tg_tls_client_config *cfg, char *err,
+                                      size_t errlen);
+struct bufferevent *tg_tls_server_accept_bev(struct tg_tls_server *s, struct event_base *base, int fd, char *err,
+                                             size_t errlen);
+/* After BEV_EVENT_CONNECTED: the peer's certificate and the ALPN protocol
+ * agreed ("" if none; alpn has room for 32 bytes). */
+void tg_tls_bev_peer(struct bufferevent *bev, struct tg_tls_peer *peer, char *alpn, size_t alpnlen);
 
 /* Wraps a connecting/connected socket (takes ownership of fd) as a TLS client
  * tg_conn. Frames may be queued at once; handshake or verification failures

@@ -1,0 +1,886 @@
+/* fleet.c: this node's links: its name, the peers it dials (reconnecting with backoff), the link
+ * listeners and the --link-stdio end, raw Perfetto endpoints named as nodes, link authentication,
+ * inbound channels handed to the gateway, routing for the bridge, and the node list
+ * (see fleet.h, docs/link-protocol.md). */
+#include "fleet.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/dns.h>
+#include <netinet/in.h>
+#include <strings.h>
+#include <event2/event.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gw_core.h"
+#include "link_int.h"
+#include "link_wire.h"
+#include "net/tls.h"
+#include "tracegate/addr.h"
+#include "tracegate/clock.h"
+#include "tracegate/ipc_host.h"
+#include "tracegate/log.h"
+#include "tracegate/peer_cred.h"
+
+#define LOG "link"
+#define MAX_LISTEN 8
+
+enum peer_kind { PEER_TLS, PEER_TCP, PEER_SSH };
+
+struct tg_fleet_peer {
+    enum peer_kind kind;
+    char url[512];
+    char host[256];
+    int port;
+    char user[64];
+    struct tg_link *link;
+};
+
+struct raw_node {
+    char name[64];
+    char consumer[512], producer[512]; /* Perfetto-style addresses ("" = not served) */
+};
+
+struct link_listener {
+    struct tg_fleet *f;
+    int fd;
+    struct event *ev;
+    struct tg_tls_server *tls;
+    char bound[300];
+    int loopback;
+};
+
+struct tg_fleet {
+    struct event_base *base;
+    struct evdns_base *dns;
+    struct tg_gw *gw;
+    struct tg_fleet_config cfg;
+    char name[64];
+    struct tg_fleet_peer *peers;
+    size_t n_peers;
+    struct raw_node *raw;
+    size_t n_raw;
+    struct link_listener listeners[MAX_LISTEN];
+    size_t n_listeners;
+    struct tg_link *links;
+    struct link_conn *stdio_conn;
+    pthread_mutex_t status_mu;
+    char *status_json;
+    uint64_t started_unix;
+};
+
+struct event_base *tg_fleet_base(struct tg_fleet *f) { return f->base; }
+struct tg_gw *tg_fleet_gw(struct tg_fleet *f) { return f->gw; }
+const char *tg_fleet_node_name(const struct tg_fleet *f) { return f->name; }
+const struct tg_fleet_config *tg_fleet_config_of(const struct tg_fleet *f) { return &f->cfg; }
+
+/* ------------------------------------------------------------ the node list */
+
+static const char *state_name(const struct tg_link *l)
+{
+    switch (l->state) {
+    case LINK_UP: return "up";
+    case LINK_DOWN: return "down";
+    case LINK_CLOSED: return "closed";
+    default: return "connecting";
+    }
+}
+
+static void rebuild_status(struct tg_fleet *f)
+{
+    struct tg_fleet_node nodes[64];
+    size_t n = tg_fleet_nodes(f, nodes, 64);
+    if (n > 64)
+        n = 64;
+    size_t cap = 256 + n * 512;
+    char *j = malloc(cap);
+    if (!j)
+        return;
+    size_t o = (size_t)snprintf(j, cap, "[");
+    for (size_t i = 0; i < n; i++) {
+        const struct tg_fleet_node *x = &nodes[i];
+        o += (size_t)snprintf(j + o, cap - o,
+                              "%s{\"name\":\"%s\",\"state\":\"%s\",\"via\":\"%s\",\"machine_id\":%u,\"rtt_us\":%llu,"
+                              "\"clock_offset_ns\":%s%lld,\"bytes_in\":%llu,\"bytes_out\":%llu,\"channels\":%zu,"
+                              "\"since\":%llu}",
+                              i ? "," : "", x->name, x->state, x->via, x->machine_id, (unsigned long long)x->rtt_us,
+                              x->have_offset ? "" : "null,\"_\":", (long long)x->clock_offset_ns,
+                              (unsigned long long)x->bytes_in, (unsigned long long)x->bytes_out, x->channels,
+                              (unsigned long long)x->since_unix_s);
+    }
+    snprintf(j + o, cap - o, "]");
+    pthread_mutex_lock(&f->status_mu);
+    free(f->status_json);
+    f->status_json = j;
+    pthread_mutex_unlock(&f->status_mu);
+}
+
+char *tg_fleet_status_json(struct tg_fleet *f)
+{
+    pthread_mutex_lock(&f->status_mu);
+    char *r = strdup(f->status_json ? f->status_json : "[]");
+    pthread_mutex_unlock(&f->status_mu);
+    return r;
+}
+
+static uint64_t unix_from_mono(uint64_t mono_us)
+{
+    uint64_t now_mono = tg_mono_us();
+    time_t now = time(NULL);
+    return mono_us && now_mono >= mono_us ? (uint64_t)now - (now_mono - mono_us) / 1000000u : 0;
+}
+
+size_t tg_fleet_nodes(struct tg_fleet *f, struct tg_fleet_node *out, size_t max)
+{
+    size_t n = 0;
+#define ADD() (n < max ? memset(&out[n], 0, sizeof out[n]), &out[n] : NULL)
+    struct tg_fleet_node *x = ADD();
+    if (x) {
+        snprintf(x->name, sizeof x->name, "%s", f->name);
+        snprintf(x->state, sizeof x->state, "self");
+        x->since_unix_s = f->started_unix;
+        snprintf(x->version, sizeof x->version, "%s", "");
+    }
+    n++;
+    for (size_t i = 0; i < f->n_raw; i++, n++) {
+        if ((x = ADD()) == NULL)
+            continue;
+        snprintf(x->name, sizeof x->name, "%s", f->raw[i].name);
+        snprintf(x->state, sizeof x->state, "raw");
+        snprintf(x->address, sizeof x->address, "%.127s", f->raw[i].consumer);
+        x->machine_id = tg_fleet_machine_id(f, f->raw[i].name);
+    }
+    for (struct tg_link *l = f->links; l; l = l->next) {
+        if (!l->peer_name[0])
+            continue;
+        if ((x = ADD()) != NULL) {
+            snprintf(x->name, sizeof x->name, "%s", l->peer_name);
+            snprintf(x->state, sizeof x->state, "%s", state_name(l));
+            x->machine_id = l->machine_id;
+            x->rtt_us = l->rtt_us;
+            x->have_offset = tg_link_clock_offset(l, &x->clock_offset_ns);
+            x->bytes_in = l->bytes_in;
+            x->bytes_out = l->bytes_out;
+            x->channels = l->n_channels;
+            x->since_unix_s = unix_from_mono(l->state == LINK_UP ? l->up_since_us : l->down_since_us);
+            snprintf(x->address, sizeof x->address, "%s", l->conn ? l->conn->tinfo.peer : "");
+            if (l->have_desc)
+                snprintf(x->version, sizeof x->version, "%s", l->peer_desc.version);
+        }
+        n++;
+        if (l->state != LINK_UP)
+            continue;
+        for (size_t r = 0; r < l->n_reach; r++, n++) {
+            if ((x = ADD()) == NULL)
+                continue;
+            snprintf(x->name, sizeof x->name, "%s", l->reach[r]);
+            snprintf(x->state, sizeof x->state, "up");
+            snprintf(x->via, sizeof x->via, "%s", l->peer_name);
+            x->machine_id = tg_fleet_machine_id(f, l->reach[r]);
+        }
+    }
+#undef ADD
+    return n;
+}
+
+size_t tg_fleet_clock_rounds(struct tg_fleet *f, const char *name, uint64_t (*peer)[4], uint64_t (*mine)[4],
+                             size_t max)
+{
+    struct tg_link *l = tg_fleet_link_by_name(f, name, NULL);
+    if (!l)
+        return 0;
+    size_t n = 0;
+    for (size_t i = 0; i < l->n_rounds && n < max; i++) {
+        size_t k = (l->next_round + LINK_CLOCK_ROUNDS - l->n_rounds + i) % LINK_CLOCK_ROUNDS;
+        memcpy(peer[n], l->rounds[k].peer, sizeof peer[n]);
+        memcpy(mine[n], l->rounds[k].mine, sizeof mine[n]);
+        n++;
+    }
+    return n;
+}
+
+uint32_t tg_fleet_machine_id(struct tg_fleet *f, const char *name)
+{
+    if (!name[0] || !strcmp(name, f->name))
+        return 0;
+    char hint[80];
+    snprintf(hint, sizeof hint, "tracegate-node:%s", name); /* from the authenticated name, never a claim */
+    return tg_ipc_machine_id_from_hint(hint, strlen(hint));
+}
+
+void tg_fleet_link_state_changed(struct tg_fleet *f, struct tg_link *l)
+{
+    (void)l;
+    for (struct tg_link *x = f->links; x; x = x->next)
+        if (x->state == LINK_UP)
+            tg_link_send_nodes(x);
+    rebuild_status(f);
+}
+
+/* ------------------------------------------------------------ links registry */
+
+void tg_fleet_add_link(struct tg_fleet *f, struct tg_link *l)
+{
+    l->next = f->links;
+    if (l->next)
+        l->next->prev = l;
+    l->prev = NULL;
+    f->links = l;
+}
+
+void tg_fleet_remove_link(struct tg_fleet *f, struct tg_link *l)
+{
+    if (l->prev)
+        l->prev->next = l->next;
+    else if (f->links == l)
+        f->links = l->next;
+    if (l->next)
+        l->next->prev = l->prev;
+    l->next = l->prev = NULL;
+    rebuild_status(f);
+}
+
+struct tg_link *tg_fleet_link_by_name(struct tg_fleet *f, const char *name, const struct tg_link *except)
+{
+    for (struct tg_link *l = f->links; l; l = l->next)
+        if (l != except && l->peer_name[0] && !strcmp(l->peer_name, name) &&
+            (l->state == LINK_UP || l->state == LINK_DOWN))
+            return l;
+    return NULL;
+}
+
+struct tg_link *tg_fleet_link_by_id(struct tg_fleet *f, const uint8_t id[16])
+{
+    for (struct tg_link *l = f->links; l; l = l->next)
+        if (l->has_id && !memcmp(l->id, id, 16))
+            return l;
+    return NULL;
+}
+
+static struct raw_node *raw_by_name(struct tg_fleet *f, const char *name)
+{
+    for (size_t i = 0; i < f->n_raw; i++)
+        if (!strcmp(f->raw[i].name, name))
+            return &f->raw[i];
+    return NULL;
+}
+
+/* The link that leads to `name`: a direct one, else one whose peer reaches it. */
+static struct tg_link *route(struct tg_fleet *f, const char *name)
+{
+    struct tg_link *l = tg_fleet_link_by_name(f, name, NULL);
+    if (l)
+        return l;
+    for (l = f->links; l; l = l->next)
+        if (l->state == LINK_UP)
+            for (size_t i = 0; i < l->n_reach; i++)
+                if (!strcmp(l->reach[i], name))
+                    return l;
+    return NULL;
+}
+
+int tg_fleet_can_route(struct tg_fleet *f, const char *name)
+{
+    return !strcmp(name, f->name) || raw_by_name(f, name) || route(f, name);
+}
+
+/* ------------------------------------------------------------ routing (the bridge's upstreams) */
+
+int tg_fleet_connect(void *fleet, const char *node, int producer, const struct tg_gw_client_info *who, char *err,
+                     size_t errlen)
+{
+    struct tg_fleet *f = fleet;
+    struct raw_node *raw = raw_by_name(f, node);
+    if (raw) {
+        const char *a = producer ? raw->producer : raw->consumer;
+        struct tg_addr addr;
+        if (!a[0] || tg_addr_parse(a, &addr, err, errlen) != 0) {
+            if (!a[0])
+                snprintf(err, errlen, "node %s has no %s socket", node, producer ? "producer" : "consumer");
+            return -1;
+        }
+        int fd = tg_addr_connect(&addr);
+        if (fd < 0)
+            snprintf(err, errlen, "node %s: cannot connect to %s: %s", node, a, strerror(errno));
+        return fd;
+    }
+    struct tg_link *l = route(f, node);
+    if (!l) {
+        snprintf(err, errlen, "no node %s (not linked)", node);
+        return -1;
+    }
+    if (l->n_channels >= 256) {
+        snprintf(err, errlen, "the link to %s has too many channels", l->peer_name);
+        return -1;
+    }
+    int fd = -1;
+    struct link_channel *ch = tg_link_channel_new(l, 0, node, producer, who ? who->principal : "", 0, &fd);
+    if (!ch) {
+        snprintf(err, errlen, "cannot create a channel to %s", node);
+        return -1;
+    }
+    int r = l->dialer ? tg_link_submit_channel(l, ch) : tg_link_send_open(l, ch);
+    if (r != 0) {
+        tg_link_channel_free(ch);
+        close(fd);
+        snprintf(err, errlen, "cannot open a channel to %s", node);
+        return -1;
+    }
+    tg_info(LOG, "link %s: channel %llx to %s/%s for %s", l->peer_name, (unsigned long long)ch->id, node,
+            producer ? "producer" : "consumer", ch->principal[0] ? ch->principal : "-");
+    return fd;
+}
+
+/* ------------------------------------------------------------ inbound channels */
+
+int tg_fleet_accept_channel(struct tg_fleet *f, struct tg_link *l, struct link_channel *ch, int fd)
+{
+    struct tg_gw_client_info info;
+    memset(&info, 0, sizeof info);
+    info.transport = TG_GW_T_LINK;
+    info.port = ch->producer ? TG_GW_PORT_PRODUCER : TG_GW_PORT_CONSUMER;
+    snprintf(info.peer, sizeof info.peer, "link(%s#%llx)", l->peer_name, (unsigned long long)ch->id);
+    snprintf(info.source, sizeof info.source, "link:%.50s", l->peer_name);
+    info.loopback = 1; /* per-source limits apply to the link's transport, not its channels */
+    info.auth = TG_GW_AUTH_TOKEN;
+    info.roles = l->roles;
+    info.pid = -1;
+    /* the peer speaks for its own users only, under its own name */
+    snprintf(info.principal, sizeof info.principal, "node:%.60s/%.90s", l->peer_name,
+             ch->principal[0] ? ch->principal : "-");
+    if (strcmp(ch->node, f->name) != 0)
+        snprintf(info.node, sizeof info.node, "%s", ch->node);
+    struct tg_conn_opts o;
+    tg_gw_client_conn_opts(f->gw, &o);
+    o.no_fd_passing = 1;
+    tg_conn *c = tg_conn_new_fd(f->base, fd, &o, NULL, NULL);
+    if (!c)
+        return 503;
+    tg_gw_accept(f->gw, c, &info);
+    return 0;
+}
+
+/* ------------------------------------------------------------ authentication of links */
+
+unsigned tg_fleet_auth_link(struct tg_fleet *f, struct link_conn *c, const char *authorization, char *principal,
+                            size_t plen, int *status)
+{
+    unsigned grant = f->cfg.link_roles;
+    *status = 401;
+    if (c->tinfo.stdio) {
+        snprintf(principal, plen, "ssh:uid:%u", (unsigned)getuid());
+        return grant;
+    }
+    if (c->auth_principal[0] && (c->auth_roles & (TG_GW_ROLE_LINK | TG_GW_ROLE_ADMIN))) {
+        snprintf(principal, plen, "%s", c->auth_principal);
+        return grant;
+    }
+    if (authorization && !strncasecmp(authorization, "Bearer ", 7)) {
+        char name[96];
+        unsigned roles = tg_gw_auth_token_roles(f->gw, authorization + 7, name, sizeof name);
+        if (!roles) {
+            tg_gw_count_auth_failure(f->gw, TG_GW_T_LINK, "bad_token");
+            tg_warn(LOG, "link from %s: bad token", c->tinfo.peer);
+            return 0;
+        }
+        if (!(roles & (TG_GW_ROLE_LINK | TG_GW_ROLE_ADMIN))) {
+            *status = 403;
+            tg_warn(LOG, "link from %s: token %s lacks the link role", c->tinfo.peer, name);
+            return 0;
+        }
+        snprintf(principal, plen, "token:%s", name);
+        return grant;
+    }
+    if (c->auth_principal[0]) { /* a known local uid or certificate without the link role */
+        *status = 403;
+        tg_warn(LOG, "link from %s (%s): not allowed to link", c->tinfo.peer, c->auth_principal);
+        return 0;
+    }
+    tg_gw_count_auth_failure(f->gw, TG_GW_T_LINK, "no_credentials");
+    tg_warn(LOG, "link from %s: no credentials", c->tinfo.peer);
+    return 0;
+}
+
+/* ------------------------------------------------------------ dialing */
+
+static void dial_failed(struct tg_link *l, const char *why)
+{
+    snprintf(l->last_error, sizeof l->last_error, "%.159s", why);
+    tg_warn(LOG, "link to %s: %s", l->peer->url, why);
+}
+
+void tg_link_start_dial(struct tg_link *l)
+{
+    struct tg_fleet *f = l->fleet;
+    struct tg_fleet_peer *p = l->peer;
+    if (l->state == LINK_UP || l->state == LINK_CLOSED || l->conn)
+        return;
+    struct link_conn *c = tg_link_conn_new(f, l, 1);
+    if (!c) {
+        dial_failed(l, "out of memory");
+        return;
+    }
+    char err[256];
+    int hs = (int)(f->cfg.handshake_timeout_ms ? f->cfg.handshake_timeout_ms : 10000);
+    if (p->kind == PEER_SSH) {
+        char cmd[512], target[400], port[16];
+        snprintf(cmd, sizeof cmd, "%s", f->cfg.ssh_command ? f->cfg.ssh_command : "ssh -T -o BatchMode=yes");
+        char *argv[40];
+        int n = 0;
+        for (char *tok = strtok(cmd, " "); tok && n < 30; tok = strtok(NULL, " "))
+            argv[n++] = tok;
+        if (p->port) {
+            snprintf(port, sizeof port, "%d", p->port);
+            argv[n++] = "-p";
+            argv[n++] = port;
+        }
+        snprintf(target, sizeof target, "%s%s%s", p->user, p->user[0] ? "@" : "", p->host);
+        argv[n++] = target;
+        char rcmd[512];
+        snprintf(rcmd, sizeof rcmd, "%s --link-stdio", f->cfg.remote_command ? f->cfg.remote_command : "tracegated");
+        argv[n++] = rcmd;
+        argv[n] = NULL;
+        c->tr = tg_link_tr_spawn(f->base, argv, &tg_link_conn_tr_cbs, c, err, sizeof err);
+    } else {
+        struct tg_tls_client_config tc;
+        memset(&tc, 0, sizeof tc);
+        tc.ca_file = f->cfg.peer_ca;
+        tc.cert_file = f->cfg.peer_cert;
+        tc.key_file = f->cfg.peer_key;
+        tc.server_name = p->host;
+        tc.alpn = "h2";
+        c->tr = tg_link_tr_dial(f->base, f->dns, p->host, p->port, p->kind == PEER_TLS ? &tc : NULL, hs,
+                                &tg_link_conn_tr_cbs, c, err, sizeof err);
+    }
+    if (!c->tr) {
+        tg_link_conn_free(c);
+        dial_failed(l, err);
+        tg_link_schedule_redial(l);
+        return;
+    }
+    l->conn = NULL;
+    l->dialing = c;
+    if (l->state != LINK_DOWN)
+        l->state = LINK_CONNECTING;
+}
+
+static int parse_peer(const char *url, struct tg_fleet_peer *p, int insecure, char *err, size_t errlen)
+{
+    memset(p, 0, sizeof *p);
+    snprintf(p->url, sizeof p->url, "%s", url);
+    const char *rest;
+    if (!strncmp(url, "tls://", 6)) {
+        p->kind = PEER_TLS;
+        rest = url + 6;
+    } else if (!strncmp(url, "tcp://", 6)) {
+        p->kind = PEER_TCP;
+        rest = url + 6;
+    } else if (!strncmp(url, "ssh://", 6)) {
+        p->kind = PEER_SSH;
+        rest = url + 6;
+    } else {
+        snprintf(err, errlen, "peer '%s': use tls://HOST:PORT, tcp://HOST:PORT or ssh://[USER@]HOST[:PORT]", url);
+        return -1;
+    }
+    const char *at = p->kind == PEER_SSH ? strchr(rest, '@') : NULL;
+    if (at) {
+        if ((size_t)(at - rest) >= sizeof p->user) {
+            snprintf(err, errlen, "peer '%s': user name too long", url);
+            return -1;
+        }
+        memcpy(p->user, rest, (size_t)(at - rest));
+        rest = at + 1;
+    }
+    const char *colon = strrchr(rest, ':');
+    const char *host = rest;
+    size_t hl = colon ? (size_t)(colon - rest) : strlen(rest);
+    if (host[0] == '[' && hl >= 2 && host[hl - 1] == ']') {
+        host++;
+        hl -= 2;
+    }
+    if (hl == 0 || hl >= sizeof p->host || strpbrk(rest, " /?#")) {
+        snprintf(err, errlen, "peer '%s': bad host", url);
+        return -1;
+    }
+    memcpy(p->host, host, hl);
+    p->host[hl] = '\0';
+    if (colon) {
+        char *end;
+        long port = strtol(colon + 1, &end, 10);
+        if (*end || port <= 0 || port > 65535) {
+            snprintf(err, errlen, "peer '%s': bad port", url);
+            return -1;
+        }
+        p->port = (int)port;
+    } else if (p->kind != PEER_SSH) {
+        snprintf(err, errlen, "peer '%s': a port is required", url);
+        return -1;
+    }
+    if (p->kind == PEER_TCP && !insecure) {
+        struct tg_addr a;
+        char addr[300], e2[128];
+        snprintf(addr, sizeof addr, "%s:%d", p->host, p->port);
+        if (tg_addr_parse(addr, &a, e2, sizeof e2) != 0 || !tg_addr_is_loopback(&a)) {
+            snprintf(err, errlen, "peer '%s': plaintext links only to loopback addresses (or use --insecure)", url);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ listeners */
+
+static void format_ip(const struct sockaddr_storage *ss, char *ip, size_t len, unsigned *port)
+{
+    *port = 0;
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
+        inet_ntop(AF_INET, &in->sin_addr, ip, (socklen_t)len);
+        *port = ntohs(in->sin_port);
+    } else if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
+        inet_ntop(AF_INET6, &in6->sin6_addr, ip, (socklen_t)len);
+        *port = ntohs(in6->sin6_port);
+    } else {
+        snprintf(ip, len, "?");
+    }
+}
+
+static int ip_is_loopback(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
+    if (ss->ss_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+    }
+    return 0;
+}
+
+void tg_fleet_conn_gone(struct tg_fleet *f, struct link_conn *c)
+{
+    if (c->admitted) {
+        c->admitted = 0;
+        tg_gw_client_gone(f->gw, &c->ainfo, NULL, 1);
+    }
+    if (f->stdio_conn == c) {
+        f->stdio_conn = NULL;
+        tg_warn(LOG, "the link on stdio ended (the ssh session is over): exiting");
+        event_base_loopbreak(f->base);
+    }
+}
+
+static void listener_accept_cb(evutil_socket_t lfd, short what, void *arg)
+{
+    (void)what;
+    struct link_listener *ll = arg;
+    struct tg_fleet *f = ll->f;
+    for (int i = 0; i < 32; i++) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0)
+            return;
+        struct link_conn *c = tg_link_conn_new(f, NULL, 0);
+        if (!c) {
+            close(fd);
+            continue;
+        }
+        /* limits before anything is spent on it */
+        struct tg_gw_client_info *ai = &c->ainfo;
+        ai->transport = TG_GW_T_LINK;
+        struct tg_peer_cred cred;
+        {
+            struct sockaddr_storage ss;
+            socklen_t sl = sizeof ss;
+            char ip[64] = "?";
+            unsigned port = 0;
+            if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) {
+                ai->loopback = ip_is_loopback(&ss);
+                format_ip(&ss, ip, sizeof ip, &port);
+            }
+            snprintf(ai->source, sizeof ai->source, "%s", ip);
+            snprintf(ai->peer, sizeof ai->peer, "link %s:%u", ip, port);
+        }
+        const char *label, *why;
+        if (tg_gw_admit(f->gw, ai, &label, &why) != 0) {
+            tg_gw_count_rejected(f->gw, label);
+            tg_warn(LOG, "%s: refused a link connection from %s: %s", ll->bound, ai->source, why);
+            close(fd);
+            tg_link_conn_free(c);
+            continue;
+        }
+        c->admitted = 1;
+        if (ai->loopback && tg_peer_cred_of(fd, &cred) == 0 && (cred.uid == 0 || cred.uid == geteuid())) {
+            snprintf(c->auth_principal, sizeof c->auth_principal, "uid:%u", (unsigned)cred.uid);
+            c->auth_roles = TG_GW_ROLE_LINK;
+        }
+        char err[256];
+        int hs = (int)(f->cfg.handshake_timeout_ms ? f->cfg.handshake_timeout_ms : 10000);
+        c->tr = tg_link_tr_accept(f->base, fd, ll->tls, hs, &tg_link_conn_tr_cbs, c, err, sizeof err);
+        if (!c->tr) {
+            tg_warn(LOG, "%s: %s", ll->bound, err);
+            tg_link_conn_free(c);
+        }
+    }
+}
+
+static int add_listener(struct tg_fleet *f, const char *url, char *err, size_t errlen)
+{
+    if (f->n_listeners >= MAX_LISTEN) {
+        snprintf(err, errlen, "at most %d link listeners", MAX_LISTEN);
+        return -1;
+    }
+    int tls = !strncmp(url, "tls://", 6);
+    if (!tls && strncmp(url, "tcp://", 6) != 0) {
+        snprintf(err, errlen, "listen-link '%s': use tls://ADDR:PORT or tcp://ADDR:PORT", url);
+        return -1;
+    }
+    struct tg_addr a;
+    if (tg_addr_parse(url + 6, &a, err, errlen) != 0)
+        return -1;
+    struct link_listener *ll = &f->listeners[f->n_listeners];
+    memset(ll, 0, sizeof *ll);
+    ll->f = f;
+    ll->fd = -1;
+    ll->loopback = tg_addr_is_loopback(&a);
+    if (!tls && !ll->loopback && !f->cfg.insecure) {
+        snprintf(err, errlen, "listen-link '%s': a plaintext link listener must be on loopback (or --insecure)", url);
+        return -1;
+    }
+    if (tls) {
+        struct tg_tls_server_config tc;
+        memset(&tc, 0, sizeof tc);
+        tc.cert_file = f->cfg.tls_cert;
+        tc.key_file = f->cfg.tls_key;
+        tc.ca_file = f->cfg.tls_ca;
+        tc.alpn = "h2";
+        char e2[300];
+        ll->tls = tg_tls_server_new(&tc, e2, sizeof e2);
+        if (!ll->tls) {
+            snprintf(err, errlen, "listen-link '%s': %s", url, e2);
+            return -1;
+        }
+    }
+    ll->fd = tg_addr_listen(&a, 128, 0);
+    if (ll->fd < 0) {
+        snprintf(err, errlen, "listen-link '%s': %s", url, strerror(errno));
+        if (ll->tls)
+            tg_tls_server_free(ll->tls);
+        return -1;
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    char ip[64] = "?";
+    unsigned port = 0;
+    if (getsockname(ll->fd, (struct sockaddr *)&ss, &sl) == 0)
+        format_ip(&ss, ip, sizeof ip, &port);
+    snprintf(ll->bound, sizeof ll->bound, "%s://%s:%u", tls ? "tls" : "tcp", ip, port);
+    ll->ev = event_new(f->base, ll->fd, EV_READ | EV_PERSIST, listener_accept_cb, ll);
+    if (!ll->ev) {
+        close(ll->fd);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    event_add(ll->ev, NULL);
+    f->n_listeners++;
+    tg_info(LOG, "listening for links: %s%s", ll->bound, tls && f->cfg.tls_ca ? " (client certificates)" : "");
+    return 0;
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+static int parse_raw(const char *spec, struct raw_node *r, char *err, size_t errlen)
+{
+    /* NAME=ADDR (consumer socket), or NAME=consumer:ADDR,producer:ADDR */
+    memset(r, 0, sizeof *r);
+    const char *eq = strchr(spec, '=');
+    if (!eq || (size_t)(eq - spec) >= sizeof r->name) {
+        snprintf(err, errlen, "node '%s': expected NAME=ADDR", spec);
+        return -1;
+    }
+    memcpy(r->name, spec, (size_t)(eq - spec));
+    if (!tg_link_node_name_ok(r->name)) {
+        snprintf(err, errlen, "node '%s': bad node name", spec);
+        return -1;
+    }
+    const char *v = eq + 1;
+    if (!strncmp(v, "consumer:", 9) || !strncmp(v, "producer:", 9)) {
+        char tmp[1100];
+        snprintf(tmp, sizeof tmp, "%s", v);
+        for (char *tok = strtok(tmp, ","); tok; tok = strtok(NULL, ",")) {
+            if (!strncmp(tok, "consumer:", 9))
+                snprintf(r->consumer, sizeof r->consumer, "%s", tok + 9);
+            else if (!strncmp(tok, "producer:", 9))
+                snprintf(r->producer, sizeof r->producer, "%s", tok + 9);
+            else {
+                snprintf(err, errlen, "node '%s': expected consumer:ADDR and/or producer:ADDR", spec);
+                return -1;
+            }
+        }
+    } else {
+        const char *a = !strncmp(v, "tcp://", 6) ? v + 6 : !strncmp(v, "unix:", 5) ? v + 5 : v;
+        snprintf(r->consumer, sizeof r->consumer, "%s", a);
+    }
+    struct tg_addr a;
+    if ((r->consumer[0] && tg_addr_parse(r->consumer, &a, err, errlen) != 0) ||
+        (r->producer[0] && tg_addr_parse(r->producer, &a, err, errlen) != 0))
+        return -1;
+    return 0;
+}
+
+struct tg_fleet *tg_fleet_new(struct event_base *base, struct tg_gw *gw, const struct tg_fleet_config *cfg, char *err,
+                              size_t errlen)
+{
+    struct tg_fleet *f = calloc(1, sizeof *f);
+    if (!f) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    f->base = base;
+    f->gw = gw;
+    f->cfg = *cfg;
+    f->started_unix = (uint64_t)time(NULL);
+    pthread_mutex_init(&f->status_mu, NULL);
+    if (!f->cfg.link_roles)
+        f->cfg.link_roles = TG_GW_ROLE_OBSERVER | TG_GW_ROLE_RECORDER | TG_GW_ROLE_PRODUCER;
+    if (!f->cfg.resume_window_ms)
+        f->cfg.resume_window_ms = 60000;
+    if (cfg->node_name && cfg->node_name[0]) {
+        snprintf(f->name, sizeof f->name, "%s", cfg->node_name);
+    } else {
+        char h[256] = "";
+        gethostname(h, sizeof h - 1);
+        char *dot = strchr(h, '.');
+        if (dot)
+            *dot = '\0';
+        snprintf(f->name, sizeof f->name, "%s", h[0] ? h : "node");
+    }
+    if (!tg_link_node_name_ok(f->name)) {
+        snprintf(err, errlen, "node name '%s' is not valid ([A-Za-z0-9._-], at most 63)", f->name);
+        tg_fleet_free(f);
+        return NULL;
+    }
+    f->dns = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS);
+    if (!f->dns) {
+        /* no resolv.conf: numeric addresses still work */
+        f->dns = evdns_base_new(base, 0);
+    }
+    if (cfg->n_raw_nodes) {
+        f->raw = calloc(cfg->n_raw_nodes, sizeof *f->raw);
+        if (!f->raw) {
+            snprintf(err, errlen, "out of memory");
+            tg_fleet_free(f);
+            return NULL;
+        }
+        for (size_t i = 0; i < cfg->n_raw_nodes; i++, f->n_raw++)
+            if (parse_raw(cfg->raw_nodes[i], &f->raw[i], err, errlen) != 0) {
+                tg_fleet_free(f);
+                return NULL;
+            }
+    }
+    for (size_t i = 0; i < cfg->n_listen_links; i++)
+        if (add_listener(f, cfg->listen_links[i], err, errlen) != 0) {
+            tg_fleet_free(f);
+            return NULL;
+        }
+    if (cfg->n_peers) {
+        f->peers = calloc(cfg->n_peers, sizeof *f->peers);
+        if (!f->peers) {
+            snprintf(err, errlen, "out of memory");
+            tg_fleet_free(f);
+            return NULL;
+        }
+        for (size_t i = 0; i < cfg->n_peers; i++) {
+            if (parse_peer(cfg->peers[i], &f->peers[i], cfg->insecure, err, errlen) != 0) {
+                tg_fleet_free(f);
+                return NULL;
+            }
+            f->n_peers++;
+        }
+    }
+    tg_gw_set_router(gw, tg_fleet_connect, f, f->name);
+    for (size_t i = 0; i < f->n_peers; i++) {
+        struct tg_link *l = tg_link_new_dialer(f, &f->peers[i]);
+        if (!l) {
+            snprintf(err, errlen, "out of memory");
+            tg_fleet_free(f);
+            return NULL;
+        }
+        f->peers[i].link = l;
+        tg_fleet_add_link(f, l);
+        tg_link_start_dial(l);
+    }
+    if (cfg->link_stdio) {
+        struct link_conn *c = tg_link_conn_new(f, NULL, 0);
+        char e2[256];
+        if (c)
+            c->tr = tg_link_tr_stdio(base, &tg_link_conn_tr_cbs, c, e2, sizeof e2);
+        if (!c || !c->tr) {
+            snprintf(err, errlen, "link-stdio: %s", c ? e2 : "out of memory");
+            tg_link_conn_free(c);
+            tg_fleet_free(f);
+            return NULL;
+        }
+        f->stdio_conn = c;
+    }
+    tg_info(LOG, "node %s: %zu peer(s), %zu link listener(s), %zu raw node(s)%s", f->name, f->n_peers,
+            f->n_listeners, f->n_raw, cfg->link_stdio ? ", a link on stdio" : "");
+    rebuild_status(f);
+    return f;
+}
+
+void tg_fleet_drain(struct tg_fleet *f)
+{
+    for (size_t i = 0; i < f->n_listeners; i++)
+        if (f->listeners[i].ev)
+            event_del(f->listeners[i].ev);
+    for (struct tg_link *l = f->links, *next; l; l = next) {
+        next = l->next;
+        if (l->dialer) {
+            l->state = LINK_CLOSED;
+            event_del(l->redial_ev);
+        }
+        if (l->conn)
+            tg_link_close(l, "the node is shutting down");
+    }
+}
+
+void tg_fleet_free(struct tg_fleet *f)
+{
+    if (!f)
+        return;
+    if (f->gw)
+        tg_gw_set_router(f->gw, NULL, NULL, tg_gw_node_name(f->gw));
+    while (f->links) {
+        struct tg_link *l = f->links;
+        f->links = l->next;
+        if (l->dialing) {
+            l->dialing->link = NULL;
+            tg_link_conn_free(l->dialing);
+            l->dialing = NULL;
+        }
+        tg_link_free(l);
+    }
+    for (size_t i = 0; i < f->n_listeners; i++) {
+        if (f->listeners[i].ev)
+            event_free(f->listeners[i].ev);
+        if (f->listeners[i].fd >= 0)
+            close(f->listeners[i].fd);
+        if (f->listeners[i].tls)
+            tg_tls_server_free(f->listeners[i].tls);
+    }
+    if (f->stdio_conn && !f->stdio_conn->link)
+        tg_link_conn_free(f->stdio_conn);
+    if (f->dns)
+        evdns_base_free(f->dns, 0);
+    free(f->peers);
+    free(f->raw);
+    free(f->status_json);
+    pthread_mutex_destroy(&f->status_mu);
+    free(f);
+}

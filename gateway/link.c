@@ -1,0 +1,1336 @@
+/* link.c: one gateway link: the HTTP/2 connection (nghttp2 on the event loop), the control
+ * stream (hello, reverse opens, clock sync, node lists), channel streams' requests and responses,
+ * PING keepalive, and resumption (docs/link-protocol.md). */
+#include "link_int.h"
+
+#include "config.h"
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <inttypes.h>
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "link_wire.h"
+#include "net/tls.h"
+#include "tracegate/clock.h"
+#include "tracegate/log.h"
+#include "tracegate_link.pb-c.h"
+
+#define LOG "link"
+#define OUT_HIGH (1u << 20) /* transport output above which we stop producing HTTP/2 frames */
+
+static void conn_lost(struct link_conn *c, const char *why);
+static void ctx_free(struct link_conn *c, struct stream_ctx *x);
+static void link_down(struct tg_link *l, const char *why);
+static void send_hello(struct link_conn *c);
+static void send_clock(struct tg_link *l);
+
+static uint64_t now_us(void) { return tg_mono_us(); }
+
+static void hex(const uint8_t *b, size_t n, char *out)
+{
+    static const char d[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = d[b[i] >> 4];
+        out[2 * i + 1] = d[b[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+static int unhex(const char *s, uint8_t *b, size_t n)
+{
+    if (strlen(s) != 2 * n)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        unsigned v;
+        if (sscanf(s + 2 * i, "%2x", &v) != 1)
+            return -1;
+        b[i] = (uint8_t)v;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ output */
+
+void tg_link_conn_flush(struct link_conn *c)
+{
+    if (!c || !c->h2 || c->dead)
+        return;
+    struct evbuffer *out = tg_link_tr_output(c->tr);
+    while (evbuffer_get_length(out) < OUT_HIGH) {
+        const uint8_t *data;
+        ssize_t n = nghttp2_session_mem_send(c->h2, &data);
+        if (n < 0) {
+            conn_lost(c, nghttp2_strerror((int)n));
+            return;
+        }
+        if (n == 0)
+            break;
+        evbuffer_add(out, data, (size_t)n);
+        if (c->link)
+            c->link->bytes_out += (uint64_t)n;
+    }
+    if (!nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2) && evbuffer_get_length(out) == 0)
+        conn_lost(c, "the HTTP/2 session ended");
+}
+
+/* ------------------------------------------------------------ control messages */
+
+static int send_control(struct link_conn *c, const Tracegate__Link__Control *m)
+{
+    if (!c || c->ctl_sid < 0 || !c->ctl_tx)
+        return -1;
+    size_t n = tracegate__link__control__get_packed_size(m);
+    uint8_t hdr[10];
+    size_t hl = tg_link_rec_header(hdr, TG_LINK_REC_IPC, n) - 1; /* the varint only */
+    uint8_t *buf = malloc(n ? n : 1);
+    if (!buf)
+        return -1;
+    tracegate__link__control__pack(m, buf);
+    evbuffer_add(c->ctl_tx, hdr + 1, hl);
+    evbuffer_add(c->ctl_tx, buf, n);
+    free(buf);
+    nghttp2_session_resume_data(c->h2, c->ctl_sid);
+    return 0;
+}
+
+static ssize_t ctl_read_cb(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,
+                           nghttp2_data_source *src, void *user)
+{
+    (void)s;
+    (void)sid;
+    (void)src;
+    struct link_conn *c = user;
+    size_t have = c->ctl_tx ? evbuffer_get_length(c->ctl_tx) : 0;
+    if (have == 0)
+        return NGHTTP2_ERR_DEFERRED;
+    (void)flags;
+    size_t n = have < len ? have : len;
+    evbuffer_remove(c->ctl_tx, buf, n);
+    return (ssize_t)n;
+}
+
+static void read_my_clocks(const struct tg_fleet_config *cfg, uint64_t v[4])
+{
+    static const clockid_t ids[4] = {CLOCK_BOOTTIME, CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_MONOTONIC_RAW};
+    for (int i = 0; i < 4; i++) {
+        struct timespec ts;
+        clock_gettime(ids[i], &ts);
+        v[i] = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + (uint64_t)(cfg ? cfg->test_clock_offset_ns : 0);
+    }
+}
+
+static const uint32_t k_clock_ids[4] = {TG_NODE_CLOCK_BOOTTIME, TG_NODE_CLOCK_REALTIME, TG_NODE_CLOCK_MONOTONIC,
+                                        TG_NODE_CLOCK_MONOTONIC_RAW};
+
+static void send_clock(struct tg_link *l)
+{
+    if (!l->conn || l->state != LINK_UP)
+        return;
+    uint64_t v[4];
+    read_my_clocks(tg_fleet_config_of(l->fleet), v);
+    Tracegate__Link__Clock clk[4], *pc[4];
+    for (int i = 0; i < 4; i++) {
+        tracegate__link__clock__init(&clk[i]);
+        clk[i].has_clock_id = clk[i].has_ns = 1;
+        clk[i].clock_id = k_clock_ids[i];
+        clk[i].ns = v[i];
+        pc[i] = &clk[i];
+    }
+    Tracegate__Link__ClockSync cs = TRACEGATE__LINK__CLOCK_SYNC__INIT;
+    cs.has_phase = 1;
+    cs.phase = l->clock_phase ? TRACEGATE__LINK__CLOCK_SYNC__PHASE__UPDATE : TRACEGATE__LINK__CLOCK_SYNC__PHASE__PING;
+    cs.n_clocks = 4;
+    cs.clocks = pc;
+    Tracegate__Link__Control m = TRACEGATE__LINK__CONTROL__INIT;
+    m.msg_case = TRACEGATE__LINK__CONTROL__MSG_CLOCK_SYNC;
+    m.clock_sync = &cs;
+    send_control(l->conn, &m);
+    l->clock_phase = !l->clock_phase;
+    tg_link_conn_flush(l->conn);
+}
+
+static void on_clock_sync(struct tg_link *l, const Tracegate__Link__ClockSync *cs)
+{
+    uint64_t mine[4];
+    read_my_clocks(NULL, mine); /* our own clocks as they are: the offset knob shifts only what we send */
+    struct clock_round *r = &l->rounds[l->next_round];
+    memset(r, 0, sizeof *r);
+    memcpy(r->mine, mine, sizeof mine);
+    for (size_t i = 0; i < cs->n_clocks; i++)
+        for (int k = 0; k < 4; k++)
+            if (cs->clocks[i]->clock_id == k_clock_ids[k])
+                r->peer[k] = cs->clocks[i]->ns;
+    r->phase = cs->has_phase ? (uint32_t)cs->phase : 0;
+    l->next_round = (l->next_round + 1) % LINK_CLOCK_ROUNDS;
+    if (l->n_rounds < LINK_CLOCK_ROUNDS)
+        l->n_rounds++;
+}
+
+int tg_link_clock_offset(const struct tg_link *l, int64_t *offset_ns)
+{
+    /* trace processor's estimate: consecutive (PING, UPDATE) records form a round; per round
+     * two offsets (t1c+t2c)/2 - t1h and t2c - (t1h+t2h)/2, averaged over the rounds */
+    double sum = 0;
+    int n = 0;
+    for (size_t i = 0; i + 1 < l->n_rounds; i++) {
+        size_t a = (l->next_round + LINK_CLOCK_ROUNDS - l->n_rounds + i) % LINK_CLOCK_ROUNDS;
+        size_t b = (a + 1) % LINK_CLOCK_ROUNDS;
+        const struct clock_round *p = &l->rounds[a], *u = &l->rounds[b];
+        if (p->phase != 0 || u->phase != 1 || !p->peer[0] || !u->peer[0])
+            continue;
+        double t1c = (double)p->peer[0], t2c = (double)u->peer[0], t1h = (double)p->mine[0], t2h = (double)u->mine[0];
+        sum += (t1c + t2c) / 2 - t1h;
+        sum += t2c - (t1h + t2h) / 2;
+        n += 2;
+    }
+    if (!n)
+        return 0;
+    *offset_ns = (int64_t)(sum / n);
+    return 1;
+}
+
+static void clock_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct tg_link *l = arg;
+    send_clock(l);
+    const struct tg_fleet_config *cfg = tg_fleet_config_of(l->fleet);
+    /* a PING and its UPDATE close together, then the next round after the interval */
+    uint32_t ms = l->clock_phase ? 200 : (cfg->clock_interval_ms ? cfg->clock_interval_ms : 30000);
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    evtimer_add(l->clock_ev, &tv);
+}
+
+static void send_hello(struct link_conn *c)
+{
+    struct tg_node_desc d;
+    memset(&d, 0, sizeof d);
+    snprintf(d.name, sizeof d.name, "%s", tg_fleet_node_name(c->fleet));
+    d.machine_id = tg_fleet_machine_id(c->fleet, "");
+    snprintf(d.version, sizeof d.version, "%s", PACKAGE_VERSION);
+    static const char *const caps[] = {"resume", "reverse-open", "clock-sync", "nodes"};
+    char err[128];
+    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++)
+        tg_node_desc_add_cap(&d, caps[i], err, sizeof err);
+    tg_node_desc_read_clocks(&d);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (tg_node_desc_encode(&d, &buf, &len, err, sizeof err) != 0) {
+        tg_warn(LOG, "cannot encode the node descriptor: %s", err);
+        return;
+    }
+    Tracegate__Link__Hello h = TRACEGATE__LINK__HELLO__INIT;
+    h.has_node_desc = 1;
+    h.node_desc.data = buf;
+    h.node_desc.len = len;
+    Tracegate__Link__Control m = TRACEGATE__LINK__CONTROL__INIT;
+    m.msg_case = TRACEGATE__LINK__CONTROL__MSG_HELLO;
+    m.hello = &h;
+    send_control(c, &m);
+    free(buf);
+}
+
+void tg_link_send_nodes(struct tg_link *l)
+{
+    if (!l->conn || l->state != LINK_UP)
+        return;
+    struct tg_fleet_node nodes[32];
+    size_t n = tg_fleet_nodes(l->fleet, nodes, 32);
+    if (n > 32)
+        n = 32;
+    Tracegate__Link__NodeInfo ni[32], *pni[32];
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        /* what we reach directly (or are), not the receiver itself, not through others */
+        if (nodes[i].via[0] || !strcmp(nodes[i].name, l->peer_name) || !strcmp(nodes[i].state, "down"))
+            continue;
+        tracegate__link__node_info__init(&ni[k]);
+        ni[k].name = nodes[i].name;
+        ni[k].has_hops = 1;
+        ni[k].hops = strcmp(nodes[i].state, "self") == 0 ? 0 : 1;
+        pni[k] = &ni[k];
+        k++;
+    }
+    Tracegate__Link__Nodes ns = TRACEGATE__LINK__NODES__INIT;
+    ns.n_nodes = k;
+    ns.nodes = pni;
+    Tracegate__Link__Control m = TRACEGATE__LINK__CONTROL__INIT;
+    m.msg_case = TRACEGATE__LINK__CONTROL__MSG_NODES;
+    m.nodes = &ns;
+    send_control(l->conn, &m);
+    tg_link_conn_flush(l->conn);
+}
+
+static void on_open(struct tg_link *l, const Tracegate__Link__Open *o)
+{
+    /* the acceptor asks us (the dialer) to open a channel it needs */
+    char node[64];
+    int producer;
+    uint64_t id = o->has_channel_id ? o->channel_id : 0;
+    const char *path = o->path ? o->path : "";
+    int status = 0;
+    const char *reason = "";
+    if (!id || (id & 1) || tg_link_channel_find(l, id)) {
+        status = 400;
+        reason = "bad channel id";
+    } else if (tg_link_parse_path(path, strlen(path), node, sizeof node, &producer) != 0) {
+        status = 400;
+        reason = "bad path";
+    } else if (!tg_fleet_can_route(l->fleet, node)) {
+        status = 404;
+        reason = "no such node here";
+    }
+    if (!status) {
+        int fd = -1;
+        struct link_channel *ch = tg_link_channel_new(l, id, node, producer, o->principal ? o->principal : "", 1, &fd);
+        if (!ch) {
+            status = 503;
+            reason = "cannot create the channel";
+        } else if ((status = tg_fleet_accept_channel(l->fleet, l, ch, fd)) != 0) {
+            reason = "refused";
+            tg_link_channel_free(ch);
+        } else if (tg_link_submit_channel(l, ch) != 0) {
+            tg_link_channel_abort(ch, "cannot open the stream");
+            return;
+        }
+    }
+    if (status) {
+        tg_warn(LOG, "link %s: refused %s's request for a channel to %s: %s", l->peer_name, l->peer_name, path, reason);
+        Tracegate__Link__OpenFailed of = TRACEGATE__LINK__OPEN_FAILED__INIT;
+        of.has_channel_id = of.has_status = 1;
+        of.channel_id = id;
+        of.status = (uint32_t)status;
+        of.reason = (char *)reason;
+        Tracegate__Link__Control m = TRACEGATE__LINK__CONTROL__INIT;
+        m.msg_case = TRACEGATE__LINK__CONTROL__MSG_OPEN_FAILED;
+        m.open_failed = &of;
+        send_control(l->conn, &m);
+    }
+}
+
+static int on_control_message(struct link_conn *c, const uint8_t *msg, size_t len)
+{
+    struct tg_link *l = c->link;
+    Tracegate__Link__Control *m = tracegate__link__control__unpack(NULL, len, msg);
+    if (!m)
+        return -1;
+    char err[160];
+    switch (m->msg_case) {
+    case TRACEGATE__LINK__CONTROL__MSG_HELLO:
+        if (!m->hello->has_node_desc ||
+            tg_node_desc_decode(m->hello->node_desc.data, m->hello->node_desc.len, &l->peer_desc, err, sizeof err) != 0) {
+            tg_warn(LOG, "link %s: bad hello: %s", l->peer_name, m->hello->has_node_desc ? err : "no descriptor");
+            tracegate__link__control__free_unpacked(m, NULL);
+            return -1;
+        }
+        if (strcmp(l->peer_desc.name, l->peer_name) != 0) {
+            tg_warn(LOG, "link %s: its hello names it \"%s\"", l->peer_name, l->peer_desc.name);
+            tracegate__link__control__free_unpacked(m, NULL);
+            return -1;
+        }
+        l->have_desc = 1;
+        tg_info(LOG, "link %s: node version %s, %zu capabilities", l->peer_name, l->peer_desc.version,
+                l->peer_desc.ncaps);
+        break;
+    case TRACEGATE__LINK__CONTROL__MSG_OPEN:
+        if (c->dialer)
+            on_open(l, m->open);
+        break;
+    case TRACEGATE__LINK__CONTROL__MSG_OPEN_FAILED: {
+        struct link_channel *ch = m->open_failed->has_channel_id ? tg_link_channel_find(l, m->open_failed->channel_id)
+                                                                   : NULL;
+        if (ch && !c->dialer)
+            tg_link_channel_abort(ch, m->open_failed->reason ? m->open_failed->reason : "refused by the peer");
+        break;
+    }
+    case TRACEGATE__LINK__CONTROL__MSG_CLOCK_SYNC: on_clock_sync(l, m->clock_sync); break;
+    case TRACEGATE__LINK__CONTROL__MSG_NODES:
+        l->n_reach = 0;
+        for (size_t i = 0; i < m->nodes->n_nodes && l->n_reach < 32; i++) {
+            const char *nm = m->nodes->nodes[i]->name;
+            if (nm && tg_link_node_name_ok(nm) && strcmp(nm, l->peer_name) != 0 &&
+                strcmp(nm, tg_fleet_node_name(l->fleet)) != 0)
+                snprintf(l->reach[l->n_reach++], sizeof l->reach[0], "%s", nm);
+        }
+        break;
+    case TRACEGATE__LINK__CONTROL__MSG_GOODBYE:
+        tg_info(LOG, "link %s: the peer closed the link: %s", l->peer_name,
+                m->goodbye->reason ? m->goodbye->reason : "goodbye");
+        tracegate__link__control__free_unpacked(m, NULL);
+        tg_link_close(l, "closed by the peer");
+        return 1;
+    default: break; /* a newer message: ignored */
+    }
+    tracegate__link__control__free_unpacked(m, NULL);
+    return 0;
+}
+
+static void on_control_data(struct link_conn *c, const uint8_t *data, size_t len)
+{
+    evbuffer_add(c->ctl_rx, data, len);
+    for (;;) {
+        size_t have = evbuffer_get_length(c->ctl_rx);
+        if (!have || !c->link)
+            return;
+        size_t peek = have < 16 ? have : 16;
+        const uint8_t *p = evbuffer_pullup(c->ctl_rx, (ev_ssize_t)peek);
+        const uint8_t *msg;
+        size_t mlen;
+        long n = tg_link_ctl_parse(p, peek, &msg, &mlen);
+        if (n == 0 && peek < have) {
+            /* the length is complete; is the message? */
+            n = tg_link_ctl_parse(evbuffer_pullup(c->ctl_rx, -1), have, &msg, &mlen);
+        } else if (n > 0) {
+            n = tg_link_ctl_parse(evbuffer_pullup(c->ctl_rx, n), (size_t)n, &msg, &mlen);
+        }
+        if (n < 0) {
+            conn_lost(c, "malformed control message");
+            return;
+        }
+        if (n == 0)
+            return;
+        int r = on_control_message(c, msg, mlen);
+        if (r < 0) {
+            conn_lost(c, "bad control message");
+            return;
+        }
+        if (r > 0)
+            return; /* the link is gone */
+        evbuffer_drain(c->ctl_rx, (size_t)n);
+    }
+}
+
+/* ------------------------------------------------------------ links: state */
+
+static void ping_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct tg_link *l = arg;
+    const struct tg_fleet_config *cfg = tg_fleet_config_of(l->fleet);
+    uint32_t iv = cfg->ping_interval_ms ? cfg->ping_interval_ms : 5000;
+    if (!l->conn || !l->conn->h2)
+        return;
+    if (l->ping_outstanding && now_us() - l->ping_sent_us > 3ull * iv * 1000u) {
+        conn_lost(l->conn, "no PING answer");
+        return;
+    }
+    if (!l->ping_outstanding) {
+        l->ping_sent_us = now_us();
+        l->ping_outstanding = 1;
+        nghttp2_submit_ping(l->conn->h2, NGHTTP2_FLAG_NONE, NULL);
+        tg_link_conn_flush(l->conn);
+    }
+    struct timeval tv = {iv / 1000, (iv % 1000) * 1000};
+    evtimer_add(l->ping_ev, &tv);
+}
+
+static void link_up(struct tg_link *l, struct link_conn *c, int resumed)
+{
+    if (l->dialing == c)
+        l->dialing = NULL;
+    l->conn = c;
+    c->link = l;
+    l->state = LINK_UP;
+    l->up_since_us = now_us();
+    l->backoff_ms = 0;
+    l->ping_outstanding = 0;
+    l->clock_phase = 0;
+    if (resumed)
+        l->resumes++;
+    tg_info(LOG, "link %s %s (%s, %s, link %s)", l->peer_name, resumed ? "resumed" : "up", c->tinfo.peer,
+            l->principal, l->id_hex);
+    struct timeval now = {0, 0};
+    evtimer_add(l->ping_ev, &now);
+    event_active(l->clock_ev, EV_TIMEOUT, 0);
+    if (l->window_ev)
+        event_del(l->window_ev);
+    send_hello(c);
+    /* channels waiting for this connection */
+    for (struct link_channel *ch = l->channels, *next; ch; ch = next) {
+        next = ch->next;
+        if (ch->finished || ch->sid >= 0)
+            continue;
+        if (c->dialer)
+            tg_link_submit_channel(l, ch);
+        else if (!ch->inbound && !ch->ever_bound)
+            tg_link_send_open(l, ch); /* a reverse open the dialer never saw */
+    }
+    tg_fleet_link_state_changed(l->fleet, l);
+    tg_link_conn_flush(c);
+}
+
+static void window_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct tg_link *l = arg;
+    if (l->state != LINK_DOWN)
+        return;
+    tg_warn(LOG, "link %s: not back within the resume window; its channels close", l->peer_name);
+    while (l->channels)
+        tg_link_channel_abort(l->channels, "the link did not come back within the resume window");
+    l->has_id = 0;
+    if (!l->dialer) {
+        tg_fleet_remove_link(l->fleet, l);
+        tg_link_free(l);
+    }
+}
+
+static void redial_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    tg_link_start_dial(arg);
+}
+
+void tg_link_schedule_redial(struct tg_link *l)
+{
+    if (!l->dialer || l->state == LINK_CLOSED)
+        return;
+    l->backoff_ms = l->backoff_ms ? l->backoff_ms * 2 : 100;
+    if (l->backoff_ms > 10000)
+        l->backoff_ms = 10000;
+    uint32_t r;
+    RAND_bytes((unsigned char *)&r, sizeof r);
+    /* ±25% jitter */
+    uint32_t ms = l->backoff_ms * 3 / 4 + r % (l->backoff_ms / 2 + 1);
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    evtimer_add(l->redial_ev, &tv);
+}
+
+static void link_down(struct tg_link *l, const char *why)
+{
+    if (l->state == LINK_CLOSED)
+        return;
+    int was_up = l->state == LINK_UP;
+    l->conn = NULL;
+    for (struct link_channel *ch = l->channels; ch; ch = ch->next)
+        tg_link_channel_unbind(ch);
+    event_del(l->ping_ev);
+    event_del(l->clock_ev);
+    snprintf(l->last_error, sizeof l->last_error, "%s", why);
+    if (was_up) {
+        l->state = LINK_DOWN;
+        l->down_since_us = now_us();
+        const struct tg_fleet_config *cfg = tg_fleet_config_of(l->fleet);
+        uint32_t w = cfg->resume_window_ms;
+        tg_warn(LOG, "link %s down (%s); keeping %zu channel(s) for %u ms", l->peer_name, why, l->n_channels, w);
+        struct timeval tv = {w / 1000, (w % 1000) * 1000};
+        evtimer_add(l->window_ev, &tv);
+        tg_fleet_link_state_changed(l->fleet, l);
+    } else if (l->state == LINK_CONNECTING) {
+        tg_info(LOG, "link %s: %s", l->peer_name[0] ? l->peer_name : "(dialing)", why);
+    }
+    tg_link_schedule_redial(l);
+}
+
+/* ------------------------------------------------------------ connections */
+
+static void conn_free_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    tg_link_conn_free(arg);
+}
+
+static void conn_lost(struct link_conn *c, const char *why)
+{
+    if (c->dead)
+        return;
+    c->dead = 1;
+    struct tg_link *l = c->link;
+    if (l && l->conn == c) {
+        link_down(l, why);
+    } else if (l && l->dialing == c) {
+        l->dialing = NULL;
+        snprintf(l->last_error, sizeof l->last_error, "%s", why);
+        tg_info(LOG, "link to %s: %s", l->peer_name[0] ? l->peer_name : c->tinfo.peer, why);
+        tg_link_schedule_redial(l);
+    } else if (!l) {
+        tg_info(LOG, "link connection from %s closed: %s", c->tinfo.peer, why);
+    }
+    /* free from the loop: we may be inside nghttp2 or a transport callback */
+    if (c->hello_ev)
+        event_del(c->hello_ev);
+    c->free_ev = evtimer_new(tg_fleet_base(c->fleet), conn_free_cb, c);
+    if (c->free_ev)
+        event_active(c->free_ev, EV_TIMEOUT, 0);
+}
+
+void tg_link_conn_free(struct link_conn *c)
+{
+    if (!c)
+        return;
+    if (c->link && c->link->conn == c)
+        c->link->conn = NULL;
+    if (c->link && c->link->dialing == c)
+        c->link->dialing = NULL;
+    tg_fleet_conn_gone(c->fleet, c);
+    if (c->h2)
+        nghttp2_session_del(c->h2);
+    if (c->tr)
+        tg_link_tr_free(c->tr);
+    if (c->ctl_tx)
+        evbuffer_free(c->ctl_tx);
+    if (c->ctl_rx)
+        evbuffer_free(c->ctl_rx);
+    if (c->hello_ev)
+        event_free(c->hello_ev);
+    if (c->free_ev)
+        event_free(c->free_ev);
+    while (c->streams)
+        ctx_free(c, c->streams);
+    free(c);
+}
+
+/* nghttp2 callbacks (user_data = the conn) */
+
+static struct stream_ctx *ctx_new(struct link_conn *c, int kind)
+{
+    struct stream_ctx *x = calloc(1, sizeof *x);
+    if (!x)
+        return NULL;
+    x->kind = kind;
+    x->next = c->streams;
+    if (x->next)
+        x->next->prev = x;
+    c->streams = x;
+    return x;
+}
+
+static void ctx_free(struct link_conn *c, struct stream_ctx *x)
+{
+    if (x->prev)
+        x->prev->next = x->next;
+    else
+        c->streams = x->next;
+    if (x->next)
+        x->next->prev = x->prev;
+    if (x->ch && x->ch->ctx == x)
+        x->ch->ctx = NULL;
+    free(x);
+}
+
+static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *user)
+{
+    struct link_conn *c = user;
+    if (f->hd.type != NGHTTP2_HEADERS || c->dialer || f->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    struct stream_ctx *x = ctx_new(c, STREAM_UNKNOWN);
+    if (!x)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    nghttp2_session_set_stream_user_data(s, f->hd.stream_id, x);
+    return 0;
+}
+
+static void copy_hdr(struct stream_ctx *x, char *dst, size_t cap, const uint8_t *v, size_t vl)
+{
+    if (dst[0] || vl >= cap) {
+        x->bad = 1; /* repeated or too long */
+        return;
+    }
+    memcpy(dst, v, vl);
+    dst[vl] = '\0';
+}
+
+static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name, size_t nl, const uint8_t *v,
+                     size_t vl, uint8_t flags, void *user)
+{
+    (void)flags;
+    (void)user;
+    struct stream_ctx *x = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
+    if (!x)
+        return 0;
+#define IS(n) (nl == sizeof(n) - 1 && memcmp(name, n, nl) == 0)
+    if (IS(":method"))
+        copy_hdr(x, x->method, sizeof x->method, v, vl);
+    else if (IS(":protocol"))
+        copy_hdr(x, x->protocol, sizeof x->protocol, v, vl);
+    else if (IS(":path"))
+        copy_hdr(x, x->path, sizeof x->path, v, vl);
+    else if (IS(":status")) {
+        char st[8] = "";
+        copy_hdr(x, st, sizeof st, v, vl);
+        x->status = atoi(st);
+    } else if (IS("tracegate-channel"))
+        copy_hdr(x, x->channel, sizeof x->channel, v, vl);
+    else if (IS("tracegate-received"))
+        copy_hdr(x, x->received, sizeof x->received, v, vl);
+    else if (IS("tracegate-link-id"))
+        copy_hdr(x, x->link_id, sizeof x->link_id, v, vl);
+    else if (IS("tracegate-link-resumed"))
+        copy_hdr(x, x->resumed, sizeof x->resumed, v, vl);
+    else if (IS("tracegate-node"))
+        copy_hdr(x, x->node, sizeof x->node, v, vl);
+    else if (IS("tracegate-principal"))
+        copy_hdr(x, x->principal, sizeof x->principal, v, vl);
+    else if (IS("tracegate-error"))
+        copy_hdr(x, x->error, sizeof x->error, v, vl);
+    else if (IS("tracegate-hops"))
+        copy_hdr(x, x->hops, sizeof x->hops, v, vl);
+    else if (IS("authorization"))
+        copy_hdr(x, x->authorization, sizeof x->authorization, v, vl);
+#undef IS
+    return 0;
+}
+
+static void respond(struct link_conn *c, int32_t sid, int status, const char *error, nghttp2_nv *extra, size_t n_extra,
+                    const nghttp2_data_provider *prd)
+{
+    char st[8];
+    snprintf(st, sizeof st, "%d", status);
+    nghttp2_nv nv[8];
+    size_t n = 0;
+#define NV(k, v) nv[n++] = (nghttp2_nv){(uint8_t *)(k), (uint8_t *)(v), sizeof(k) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE}
+    NV(":status", st);
+    if (error)
+        NV("tracegate-error", error);
+#undef NV
+    for (size_t i = 0; i < n_extra && n < 8; i++)
+        nv[n++] = extra[i];
+    nghttp2_submit_response(c->h2, sid, nv, n, prd);
+}
+
+static void refuse(struct link_conn *c, int32_t sid, int status, const char *why)
+{
+    tg_info(LOG, "link %s: refused a stream (%d): %s", c->link ? c->link->peer_name : c->tinfo.peer, status, why);
+    respond(c, sid, status, why, NULL, 0, NULL);
+}
+
+static void accept_control(struct link_conn *c, int32_t sid, struct stream_ctx *x)
+{
+    struct tg_fleet *f = c->fleet;
+    if (c->link || c->ctl_sid >= 0) {
+        refuse(c, sid, 400, "a second control stream");
+        return;
+    }
+    if (!tg_link_node_name_ok(x->node)) {
+        refuse(c, sid, 400, "missing or bad tracegate-node");
+        return;
+    }
+    if (!strcmp(x->node, tg_fleet_node_name(f))) {
+        refuse(c, sid, 409, "that is this node's own name");
+        return;
+    }
+    char principal[160];
+    int status = 401;
+    unsigned roles = tg_fleet_auth_link(f, c, x->authorization, principal, sizeof principal, &status);
+    if (!roles) {
+        refuse(c, sid, status, status == 401 ? "authentication required" : "this principal may not link");
+        return;
+    }
+    struct tg_link *l = NULL;
+    int resumed = 0;
+    uint8_t id[16];
+    if (x->link_id[0] && unhex(x->link_id, id, sizeof id) == 0) {
+        l = tg_fleet_link_by_id(f, id);
+        if (l && (strcmp(l->peer_name, x->node) != 0 || strcmp(l->principal, principal) != 0 || l->dialer))
+            l = NULL; /* not the same peer: a new link */
+        if (l)
+            resumed = 1;
+    }
+    struct tg_link *dup = tg_fleet_link_by_name(f, x->node, l);
+    if (dup) {
+        refuse(c, sid, 409, "a node with this name is already linked");
+        tg_warn(LOG, "refused a second link named \"%s\" from %s (%s): the name is taken", x->node, c->tinfo.peer,
+                principal);
+        return;
+    }
+    if (!l) {
+        l = calloc(1, sizeof *l);
+        if (!l) {
+            refuse(c, sid, 503, "out of memory");
+            return;
+        }
+        l->fleet = f;
+        l->dialer = 0;
+        l->next_cid = 2;
+        RAND_bytes(l->id, sizeof l->id);
+        hex(l->id, sizeof l->id, l->id_hex);
+        l->has_id = 1;
+        snprintf(l->peer_name, sizeof l->peer_name, "%s", x->node);
+        snprintf(l->principal, sizeof l->principal, "%s", principal);
+        l->ping_ev = evtimer_new(tg_fleet_base(f), ping_cb, l);
+        l->window_ev = evtimer_new(tg_fleet_base(f), window_cb, l);
+        l->clock_ev = evtimer_new(tg_fleet_base(f), clock_cb, l);
+        l->machine_id = tg_fleet_machine_id(f, x->node);
+        if (!l->ping_ev || !l->window_ev || !l->clock_ev) {
+            tg_link_free(l);
+            refuse(c, sid, 503, "out of memory");
+            return;
+        }
+        tg_fleet_add_link(f, l);
+    } else if (l->conn && l->conn != c) {
+        /* the old connection still looks alive (a path that died silently): take over */
+        struct link_conn *old = l->conn;
+        l->conn = NULL;
+        old->link = NULL;
+        conn_lost(old, "replaced by a resumed connection");
+    }
+    l->roles = roles;
+    c->ctl_sid = sid;
+    x->kind = STREAM_CONTROL;
+    if (c->hello_ev)
+        event_del(c->hello_ev);
+    nghttp2_nv extra[3];
+    size_t ne = 0;
+    const char *me = tg_fleet_node_name(f);
+    extra[ne++] = (nghttp2_nv){(uint8_t *)"tracegate-node", (uint8_t *)me, 14, strlen(me), NGHTTP2_NV_FLAG_NONE};
+    extra[ne++] = (nghttp2_nv){(uint8_t *)"tracegate-link-id", (uint8_t *)l->id_hex, 17, strlen(l->id_hex),
+                               NGHTTP2_NV_FLAG_NONE};
+    if (resumed)
+        extra[ne++] = (nghttp2_nv){(uint8_t *)"tracegate-link-resumed", (uint8_t *)"1", 22, 1, NGHTTP2_NV_FLAG_NONE};
+    nghttp2_data_provider prd = {.source.ptr = x, .read_callback = ctl_read_cb};
+    respond(c, sid, 200, NULL, extra, ne, &prd);
+    c->ctl_open = 1;
+    link_up(l, c, resumed);
+}
+
+static void accept_channel(struct link_conn *c, int32_t sid, struct stream_ctx *x)
+{
+    struct tg_link *l = c->link;
+    if (!l || l->state != LINK_UP || l->conn != c) {
+        refuse(c, sid, 421, "no control stream yet");
+        return;
+    }
+    char node[64];
+    int producer;
+    char *end;
+    uint64_t id = strtoull(x->channel, &end, 16);
+    if (!x->channel[0] || *end || !id) {
+        refuse(c, sid, 400, "missing or bad tracegate-channel");
+        return;
+    }
+    if (tg_link_parse_path(x->path, strlen(x->path), node, sizeof node, &producer) != 0) {
+        refuse(c, sid, 400, "bad :path (want /node/NAME/consumer or /node/NAME/producer)");
+        return;
+    }
+    struct link_channel *ch = tg_link_channel_find(l, id);
+    uint64_t peer_received = 0;
+    if (x->received[0]) {
+        peer_received = strtoull(x->received, &end, 10);
+        if (*end) {
+            refuse(c, sid, 400, "bad tracegate-received");
+            return;
+        }
+    }
+    if (ch) {
+        if (ch->sid >= 0 || ch->finished || ch->producer != producer || strcmp(ch->node, node) != 0) {
+            refuse(c, sid, 400, "the channel is already open");
+            return;
+        }
+    } else if (x->received[0]) {
+        refuse(c, sid, 404, "no such channel to resume (it ended)");
+        return;
+    } else if (!(id & 1)) {
+        refuse(c, sid, 400, "no open request for this channel id");
+        return;
+    } else {
+        if (l->n_channels >= 256) {
+            refuse(c, sid, 503, "too many channels on this link");
+            return;
+        }
+        if (!tg_fleet_can_route(c->fleet, node)) {
+            refuse(c, sid, 404, "no such node");
+            return;
+        }
+        int fd = -1;
+        ch = tg_link_channel_new(l, id, node, producer, x->principal, 1, &fd);
+        if (!ch) {
+            refuse(c, sid, 503, "cannot create the channel");
+            return;
+        }
+        int st = tg_fleet_accept_channel(c->fleet, l, ch, fd);
+        if (st) {
+            tg_link_channel_free(ch);
+            refuse(c, sid, st, "refused by the gateway");
+            return;
+        }
+    }
+    x->kind = STREAM_CHANNEL;
+    x->ch = ch;
+    ch->ctx = x;
+    char rcv[24];
+    snprintf(rcv, sizeof rcv, "%" PRIu64, ch->rx_count);
+    nghttp2_nv extra[1] = {{(uint8_t *)"tracegate-received", (uint8_t *)rcv, 18, strlen(rcv), NGHTTP2_NV_FLAG_NONE}};
+    nghttp2_data_provider prd = {.source.ptr = x, .read_callback = tg_link_channel_read_cb};
+    ch->response_ok = 1;
+    tg_link_channel_bind(ch, sid, peer_received);
+    respond(c, sid, 200, NULL, extra, 1, &prd);
+}
+
+static void on_request(struct link_conn *c, int32_t sid, struct stream_ctx *x)
+{
+    if (x->bad || strcmp(x->method, "CONNECT") != 0) {
+        refuse(c, sid, 400, "only extended CONNECT");
+        return;
+    }
+    if (!strcmp(x->protocol, "tracegate-link") && !strcmp(x->path, "/link"))
+        accept_control(c, sid, x);
+    else if (!strcmp(x->protocol, "perfetto-ipc"))
+        accept_channel(c, sid, x);
+    else
+        refuse(c, sid, 400, "unknown :protocol");
+}
+
+static void on_control_response(struct link_conn *c, struct stream_ctx *x)
+{
+    struct tg_link *l = c->link;
+    if (x->status != 200) {
+        tg_warn(LOG, "link %s: the peer refused the link (%d): %s", l->peer_name[0] ? l->peer_name : c->tinfo.peer,
+                x->status, x->error[0] ? x->error : "no reason given");
+        snprintf(l->last_error, sizeof l->last_error, "refused (%d): %s", x->status, x->error);
+        conn_lost(c, "refused by the peer");
+        return;
+    }
+    uint8_t id[16];
+    if (!tg_link_node_name_ok(x->node) || unhex(x->link_id, id, sizeof id) != 0) {
+        conn_lost(c, "the peer's answer lacks its node name or link id");
+        return;
+    }
+    if (!strcmp(x->node, tg_fleet_node_name(c->fleet))) {
+        tg_warn(LOG, "link to %s: the peer has this node's own name \"%s\": not linking", c->tinfo.peer, x->node);
+        conn_lost(c, "the peer has our node name");
+        return;
+    }
+    if (l->peer_name[0] && strcmp(l->peer_name, x->node) != 0) {
+        tg_warn(LOG, "link to %s: the peer is now \"%s\", was \"%s\"", c->tinfo.peer, x->node, l->peer_name);
+        while (l->channels)
+            tg_link_channel_abort(l->channels, "the peer changed its node name");
+        l->has_id = 0;
+    }
+    struct tg_link *dup = tg_fleet_link_by_name(c->fleet, x->node, l);
+    if (dup) {
+        tg_warn(LOG, "link to %s: node \"%s\" is already linked; not linking twice", c->tinfo.peer, x->node);
+        conn_lost(c, "duplicate node name");
+        return;
+    }
+    int resumed = x->resumed[0] == '1' && l->has_id && memcmp(id, l->id, sizeof id) == 0;
+    if (!resumed && l->has_id) {
+        tg_warn(LOG, "link %s: the peer no longer knows link %s; its channels close", x->node, l->id_hex);
+        while (l->channels)
+            tg_link_channel_abort(l->channels, "the peer lost the link");
+    }
+    memcpy(l->id, id, sizeof id);
+    hex(l->id, sizeof l->id, l->id_hex);
+    l->has_id = 1;
+    snprintf(l->peer_name, sizeof l->peer_name, "%s", x->node);
+    l->machine_id = tg_fleet_machine_id(c->fleet, x->node);
+    c->ctl_open = 1;
+    link_up(l, c, resumed);
+}
+
+static void on_channel_response(struct link_conn *c, struct stream_ctx *x)
+{
+    struct link_channel *ch = x->ch;
+    if (!ch)
+        return;
+    if (x->status != 200) {
+        char why[200];
+        snprintf(why, sizeof why, "the peer refused the channel (%d): %s", x->status, x->error[0] ? x->error : "");
+        tg_link_channel_abort(ch, why);
+        return;
+    }
+    char *end;
+    uint64_t received = x->received[0] ? strtoull(x->received, &end, 10) : 0;
+    ch->response_ok = 1;
+    tg_link_channel_bind(ch, ch->sid, received);
+    tg_link_conn_flush(c);
+}
+
+static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *user)
+{
+    struct link_conn *c = user;
+    struct stream_ctx *x = f->hd.stream_id ? nghttp2_session_get_stream_user_data(s, f->hd.stream_id) : NULL;
+    switch (f->hd.type) {
+    case NGHTTP2_SETTINGS:
+        if (c->dialer && !(f->hd.flags & NGHTTP2_FLAG_ACK) && !c->connect_ok &&
+            nghttp2_session_get_remote_settings(s, NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL) == 1) {
+            c->connect_ok = 1;
+            tg_link_send_control_request(c);
+        }
+        break;
+    case NGHTTP2_PING:
+        if ((f->hd.flags & NGHTTP2_FLAG_ACK) && c->link && c->link->conn == c && c->link->ping_outstanding) {
+            c->link->rtt_us = now_us() - c->link->ping_sent_us;
+            c->link->ping_outstanding = 0;
+        }
+        break;
+    case NGHTTP2_HEADERS:
+        if (!x || !(f->hd.flags & NGHTTP2_FLAG_END_HEADERS))
+            break;
+        if (!c->dialer && f->headers.cat == NGHTTP2_HCAT_REQUEST)
+            on_request(c, f->hd.stream_id, x);
+        else if (c->dialer && f->headers.cat == NGHTTP2_HCAT_RESPONSE) {
+            if (x->kind == STREAM_CONTROL)
+                on_control_response(c, x);
+            else if (x->kind == STREAM_CHANNEL)
+                on_channel_response(c, x);
+        }
+        if (x->ch && (f->hd.flags & NGHTTP2_FLAG_END_STREAM))
+            tg_link_channel_on_peer_eof(x->ch);
+        break;
+    case NGHTTP2_DATA:
+        if (x && x->ch && (f->hd.flags & NGHTTP2_FLAG_END_STREAM))
+            tg_link_channel_on_peer_eof(x->ch);
+        break;
+    default: break;
+    }
+    return 0;
+}
+
+static int on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t sid, const uint8_t *data, size_t len, void *user)
+{
+    (void)flags;
+    struct link_conn *c = user;
+    struct stream_ctx *x = nghttp2_session_get_stream_user_data(s, sid);
+    if (c->link)
+        c->link->bytes_in += len;
+    if (x && x->kind == STREAM_CONTROL) {
+        nghttp2_session_consume(s, sid, len);
+        on_control_data(c, data, len);
+        return 0;
+    }
+    if (x && x->kind == STREAM_CHANNEL && x->ch) {
+        if (tg_link_channel_on_data(x->ch, data, len) != 0) {
+            struct link_channel *ch = x->ch;
+            nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, sid, NGHTTP2_PROTOCOL_ERROR);
+            tg_link_channel_abort(ch, "protocol error in the channel's records");
+        }
+        return 0;
+    }
+    nghttp2_session_consume(s, sid, len); /* a stream we do not keep: drop its bytes */
+    return 0;
+}
+
+static int on_stream_close(nghttp2_session *s, int32_t sid, uint32_t error_code, void *user)
+{
+    struct link_conn *c = user;
+    struct stream_ctx *x = nghttp2_session_get_stream_user_data(s, sid);
+    if (!x)
+        return 0;
+    nghttp2_session_set_stream_user_data(s, sid, NULL);
+    if (x->kind == STREAM_CONTROL && !c->dead) {
+        ctx_free(c, x);
+        conn_lost(c, "the control stream closed");
+        return 0;
+    }
+    struct link_channel *ch = x->ch;
+    ctx_free(c, x);
+    if (ch)
+        tg_link_channel_on_close(ch, error_code);
+    return 0;
+}
+
+static nghttp2_session *new_session(struct link_conn *c)
+{
+    nghttp2_session_callbacks *cb;
+    if (nghttp2_session_callbacks_new(&cb) != 0)
+        return NULL;
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    nghttp2_option *opt;
+    nghttp2_option_new(&opt);
+    nghttp2_option_set_no_auto_window_update(opt, 1);
+    nghttp2_option_set_max_send_header_block_length(opt, 16384);
+    nghttp2_session *s = NULL;
+    int rv = c->dialer ? nghttp2_session_client_new2(&s, cb, c, opt) : nghttp2_session_server_new2(&s, cb, c, opt);
+    nghttp2_option_del(opt);
+    nghttp2_session_callbacks_del(cb);
+    if (rv != 0)
+        return NULL;
+    nghttp2_settings_entry iv[4];
+    size_t n = 0;
+    iv[n++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, LINK_STREAM_WINDOW};
+    iv[n++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 258};
+    iv[n++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 16384};
+    if (!c->dialer)
+        iv[n++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1};
+    nghttp2_submit_settings(s, NGHTTP2_FLAG_NONE, iv, n);
+    nghttp2_session_set_local_window_size(s, NGHTTP2_FLAG_NONE, 0, LINK_CONN_WINDOW);
+    return s;
+}
+
+/* ------------------------------------------------------------ transport callbacks */
+
+static void hello_deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct link_conn *c = arg;
+    if (!c->link)
+        conn_lost(c, "no control stream within the handshake timeout");
+}
+
+static void tr_up(void *arg, const struct tg_link_tr_info *info)
+{
+    struct link_conn *c = arg;
+    c->tinfo = *info;
+    c->h2 = new_session(c);
+    if (!c->h2) {
+        conn_lost(c, "cannot create the HTTP/2 session");
+        return;
+    }
+    c->up = 1;
+    if (!c->dialer) {
+        const struct tg_fleet_config *cfg = tg_fleet_config_of(c->fleet);
+        uint32_t ms = cfg->handshake_timeout_ms ? cfg->handshake_timeout_ms : 10000;
+        c->hello_ev = evtimer_new(tg_fleet_base(c->fleet), hello_deadline_cb, c);
+        struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+        if (c->hello_ev)
+            evtimer_add(c->hello_ev, &tv);
+    }
+    tg_link_conn_flush(c);
+}
+
+static void tr_read(void *arg, struct evbuffer *in)
+{
+    struct link_conn *c = arg;
+    while (!c->dead && c->h2 && evbuffer_get_length(in)) {
+        struct evbuffer_iovec v;
+        if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+            break;
+        ssize_t n = nghttp2_session_mem_recv(c->h2, v.iov_base, v.iov_len);
+        if (n < 0) {
+            conn_lost(c, nghttp2_strerror((int)n));
+            return;
+        }
+        evbuffer_drain(in, (size_t)n);
+    }
+    tg_link_conn_flush(c);
+}
+
+static void tr_drain(void *arg) { tg_link_conn_flush(arg); }
+
+static void tr_error(void *arg, const char *why) { conn_lost(arg, why); }
+
+const struct tg_link_tr_cbs tg_link_conn_tr_cbs = {tr_up, tr_read, tr_drain, tr_error};
+
+struct link_conn *tg_link_conn_new(struct tg_fleet *f, struct tg_link *link, int dialer)
+{
+    struct link_conn *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->fleet = f;
+    c->link = link;
+    c->dialer = dialer;
+    c->ctl_sid = -1;
+    c->ctl_tx = evbuffer_new();
+    c->ctl_rx = evbuffer_new();
+    if (!c->ctl_tx || !c->ctl_rx) {
+        tg_link_conn_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* Dialer: the control request, once the acceptor allowed extended CONNECT. */
+void tg_link_send_control_request(struct link_conn *c)
+{
+    struct tg_link *l = c->link;
+    const struct tg_fleet_config *cfg = tg_fleet_config_of(c->fleet);
+    const char *me = tg_fleet_node_name(c->fleet);
+    char auth[600] = "";
+    if (cfg->link_token && !c->tinfo.stdio)
+        snprintf(auth, sizeof auth, "Bearer %s", cfg->link_token);
+    const char *scheme = c->tinfo.tls ? "https" : "http";
+    const char *authority = c->tinfo.peer;
+    nghttp2_nv nv[9];
+    size_t n = 0;
+#define NV(k, v) nv[n++] = (nghttp2_nv){(uint8_t *)(k), (uint8_t *)(v), sizeof(k) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE}
+#define NVS(k, v) nv[n++] = (nghttp2_nv){(uint8_t *)(k), (uint8_t *)(v), sizeof(k) - 1, strlen(v), NGHTTP2_NV_FLAG_NO_INDEX}
+    NV(":method", "CONNECT");
+    NV(":protocol", "tracegate-link");
+    NV(":scheme", scheme);
+    NV(":path", "/link");
+    NV(":authority", authority);
+    NV("tracegate-node", me);
+    if (l->has_id)
+        NV("tracegate-link-id", l->id_hex);
+    if (auth[0])
+        NVS("authorization", auth);
+#undef NV
+#undef NVS
+    struct stream_ctx *x = ctx_new(c, STREAM_CONTROL);
+    if (!x) {
+        conn_lost(c, "out of memory");
+        return;
+    }
+    nghttp2_data_provider prd = {.source.ptr = x, .read_callback = ctl_read_cb};
+    int32_t sid = nghttp2_submit_request(c->h2, NULL, nv, n, &prd, x);
+    OPENSSL_cleanse(auth, sizeof auth);
+    if (sid < 0) {
+        ctx_free(c, x);
+        conn_lost(c, "cannot open the control stream");
+        return;
+    }
+    c->ctl_sid = sid;
+    tg_link_conn_flush(c);
+}
+
+/* ------------------------------------------------------------ channels: opening */
+
+int tg_link_submit_channel(struct tg_link *l, struct link_channel *ch)
+{
+    struct link_conn *c = l->conn;
+    if (!c || !c->dialer || l->state != LINK_UP)
+        return 0; /* opened when the link is up */
+    char path[96], id[24], rcv[24];
+    snprintf(path, sizeof path, "/node/%s/%s", ch->node, ch->producer ? "producer" : "consumer");
+    snprintf(id, sizeof id, "%" PRIx64, ch->id);
+    snprintf(rcv, sizeof rcv, "%" PRIu64, ch->rx_count);
+    const char *scheme = c->tinfo.tls ? "https" : "http";
+    nghttp2_nv nv[9];
+    size_t n = 0;
+#define NV(k, v) nv[n++] = (nghttp2_nv){(uint8_t *)(k), (uint8_t *)(v), sizeof(k) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE}
+    NV(":method", "CONNECT");
+    NV(":protocol", "perfetto-ipc");
+    NV(":scheme", scheme);
+    NV(":path", path);
+    NV(":authority", c->tinfo.peer);
+    NV("tracegate-channel", id);
+    if (ch->principal[0])
+        NV("tracegate-principal", ch->principal);
+    if (ch->ever_bound)
+        NV("tracegate-received", rcv);
+#undef NV
+    struct stream_ctx *x = ctx_new(c, STREAM_CHANNEL);
+    if (!x)
+        return -1;
+    x->ch = ch;
+    nghttp2_data_provider prd = {.source.ptr = x, .read_callback = tg_link_channel_read_cb};
+    int32_t sid = nghttp2_submit_request(c->h2, NULL, nv, n, &prd, x);
+    if (sid < 0) {
+        ctx_free(c, x);
+        return -1;
+    }
+    ch->ctx = x;
+    ch->sid = sid;
+    ch->response_ok = 0; /* data waits for the 200 */
+    tg_link_conn_flush(c);
+    return 0;
+}
+
+static void open_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct link_channel *ch = arg;
+    if (ch->sid < 0 && !ch->ever_bound)
+        tg_link_channel_abort(ch, "the peer did not open the channel in time");
+}
+
+int tg_link_send_open(struct tg_link *l, struct link_channel *ch)
+{
+    if (!ch->open_ev) {
+        ch->open_ev = evtimer_new(tg_fleet_base(l->fleet), open_timeout_cb, ch);
+        struct timeval tv = {10, 0};
+        if (ch->open_ev)
+            evtimer_add(ch->open_ev, &tv);
+    }
+    if (!l->conn || l->state != LINK_UP)
+        return 0;
+    char path[96];
+    snprintf(path, sizeof path, "/node/%s/%s", ch->node, ch->producer ? "producer" : "consumer");
+    Tracegate__Link__Open o = TRACEGATE__LINK__OPEN__INIT;
+    o.has_channel_id = 1;
+    o.channel_id = ch->id;
+    o.path = path;
+    o.principal = ch->principal;
+    Tracegate__Link__Control m = TRACEGATE__LINK__CONTROL__INIT;
+    m.msg_case = TRACEGATE__LINK__CONTROL__MSG_OPEN;
+    m.open = &o;
+    int r = send_control(l->conn, &m);
+    tg_link_conn_flush(l->conn);
+    return r;
+}
+
+/* ------------------------------------------------------------ links: lifecycle */
+
+struct tg_link *tg_link_new_dialer(struct tg_fleet *f, struct tg_fleet_peer *peer)
+{
+    struct tg_link *l = calloc(1, sizeof *l);
+    if (!l)
+        return NULL;
+    l->fleet = f;
+    l->dialer = 1;
+    l->peer = peer;
+    l->next_cid = 1;
+    l->roles = tg_fleet_config_of(f)->link_roles;
+    struct event_base *b = tg_fleet_base(f);
+    l->ping_ev = evtimer_new(b, ping_cb, l);
+    l->window_ev = evtimer_new(b, window_cb, l);
+    l->redial_ev = evtimer_new(b, redial_cb, l);
+    l->clock_ev = evtimer_new(b, clock_cb, l);
+    if (!l->ping_ev || !l->window_ev || !l->redial_ev || !l->clock_ev) {
+        tg_link_free(l);
+        return NULL;
+    }
+    return l;
+}
+
+void tg_link_free(struct tg_link *l)
+{
+    if (!l)
+        return;
+    while (l->channels)
+        tg_link_channel_free(l->channels);
+    if (l->conn) {
+        l->conn->link = NULL;
+        tg_link_conn_free(l->conn);
+    }
+    if (l->ping_ev)
+        event_free(l->ping_ev);
+    if (l->window_ev)
+        event_free(l->window_ev);
+    if (l->redial_ev)
+        event_free(l->redial_ev);
+    if (l->clock_ev)
+        event_free(l->clock_ev);
+    free(l);
+}
+
+void tg_link_close(struct tg_link *l, const char *why)
+{
+    if (l->conn && l->state == LINK_UP) {
+        Tracegate__Link__Goodbye g = TRACEGATE__LINK__GOODBYE__INIT;
+        g.reason = (char *)why;
+        Tracegate__Link__Control m = TRACEGATE__LINK__CONTROL__INIT;
+        m.msg_case = TRACEGATE__LINK__CONTROL__MSG_GOODBYE;
+        m.goodbye = &g;
+        send_control(l->conn, &m);
+        nghttp2_submit_goaway(l->conn->h2, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(l->conn->h2),
+                              NGHTTP2_NO_ERROR, NULL, 0);
+        tg_link_conn_flush(l->conn);
+    }
+    while (l->channels)
+        tg_link_channel_abort(l->channels, why);
+    if (!l->dialer) {
+        if (l->conn) {
+            struct link_conn *c = l->conn;
+            l->conn = NULL;
+            c->link = NULL;
+            conn_lost(c, why);
+        }
+        tg_fleet_remove_link(l->fleet, l);
+        tg_link_free(l);
+        return;
+    }
+    /* a dialer keeps dialing its peer; the link id is gone */
+    l->has_id = 0;
+    if (l->conn) {
+        struct link_conn *c = l->conn;
+        conn_lost(c, why);
+    }
+}

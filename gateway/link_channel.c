@@ -1,0 +1,446 @@
+/* link_channel.c: one IPC connection carried by a gateway link: a socketpair toward the gateway
+ * on this node, an HTTP/2 stream toward the peer, and between them the record layer
+ * (docs/link-protocol.md §4): whole IPC frames as numbered records kept until the peer ACKs
+ * them, resent after a resume; received bytes consumed from HTTP/2's window only once they were
+ * handed to the local socket. */
+#include "link_int.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "link_wire.h"
+#include "tracegate/frame.h"
+#include "tracegate/log.h"
+
+#define LOG "link"
+#define LOCAL_OUT_LOW (256u * 1024u) /* consume stream bytes once the local output is under this */
+
+static nghttp2_session *h2_of(struct link_channel *ch)
+{
+    struct link_conn *c = ch->link->conn;
+    return c && c->h2 && !c->dead ? c->h2 : NULL;
+}
+
+static void kick(struct link_channel *ch)
+{
+    nghttp2_session *s = h2_of(ch);
+    if (s && ch->sid >= 0) {
+        nghttp2_session_resume_data(s, ch->sid);
+        tg_link_conn_flush(ch->link->conn);
+    }
+}
+
+static void local_read(struct link_channel *ch);
+
+/* ---- acknowledgements ---- */
+
+static void apply_ack(struct link_channel *ch, uint64_t received)
+{
+    while (ch->tx_acked < received && ch->rec_count) {
+        uint32_t len = ch->rec_len[ch->rec_head];
+        evbuffer_drain(ch->unacked, len);
+        ch->tx_off = ch->tx_off >= len ? ch->tx_off - len : 0;
+        ch->rec_head = (ch->rec_head + 1) % ch->rec_cap;
+        ch->rec_count--;
+        ch->tx_acked++;
+    }
+    if (ch->local && !(bufferevent_get_enabled(ch->local) & EV_READ) && !ch->local_eof &&
+        evbuffer_get_length(ch->unacked) < LINK_CHANNEL_BUFFER) {
+        bufferevent_enable(ch->local, EV_READ);
+        local_read(ch); /* frames that waited in the input */
+    }
+}
+
+static void queue_ack(struct link_channel *ch)
+{
+    if (ch->rx_count == ch->rx_acked_sent || ch->eof_sent)
+        return;
+    uint8_t rec[16];
+    uint8_t pl[10];
+    size_t n = tg_link_ack_payload(pl, ch->rx_count);
+    size_t h = tg_link_rec_header(rec, TG_LINK_REC_ACK, n);
+    memcpy(rec + h, pl, n);
+    evbuffer_drain(ch->ack_out, evbuffer_get_length(ch->ack_out)); /* the newest count says it all */
+    evbuffer_add(ch->ack_out, rec, h + n);
+    ch->rx_acked_sent = ch->rx_count;
+    ch->rx_since_ack_bytes = ch->rx_since_ack_recs = 0;
+    kick(ch);
+}
+
+static void ack_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    queue_ack(arg);
+}
+
+/* ---- the local socket ---- */
+
+static int ring_push(struct link_channel *ch, uint32_t len)
+{
+    if (ch->rec_count == ch->rec_cap) {
+        size_t cap = ch->rec_cap ? ch->rec_cap * 2 : 64;
+        uint32_t *n = malloc(cap * sizeof *n);
+        if (!n)
+            return -1;
+        for (size_t i = 0; i < ch->rec_count; i++)
+            n[i] = ch->rec_len[(ch->rec_head + i) % ch->rec_cap];
+        free(ch->rec_len);
+        ch->rec_len = n;
+        ch->rec_cap = cap;
+        ch->rec_head = 0;
+    }
+    ch->rec_len[(ch->rec_head + ch->rec_count) % ch->rec_cap] = len;
+    ch->rec_count++;
+    return 0;
+}
+
+static void local_read(struct link_channel *ch)
+{
+    struct evbuffer *in = bufferevent_get_input(ch->local);
+    int added = 0;
+    while (evbuffer_get_length(ch->unacked) < LINK_CHANNEL_BUFFER) {
+        size_t have = evbuffer_get_length(in);
+        if (have < 4)
+            break;
+        uint8_t h[4];
+        evbuffer_copyout(in, h, 4);
+        uint32_t n = (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 24;
+        if (n > TG_FRAME_MAX_DEFAULT) {
+            tg_link_channel_abort(ch, "the local peer sent a frame over 128 KiB");
+            return;
+        }
+        if (have < 4 + (size_t)n)
+            break;
+        uint8_t hdr[TG_LINK_REC_HDR_MAX];
+        size_t hl = tg_link_rec_header(hdr, TG_LINK_REC_IPC, 4 + (size_t)n);
+        if (ring_push(ch, (uint32_t)(hl + 4 + n)) != 0) {
+            tg_link_channel_abort(ch, "out of memory");
+            return;
+        }
+        evbuffer_add(ch->unacked, hdr, hl);
+        evbuffer_remove_buffer(in, ch->unacked, 4 + (size_t)n); /* moves the chains, no copy */
+        ch->tx_count++;
+        added = 1;
+    }
+    if (evbuffer_get_length(ch->unacked) >= LINK_CHANNEL_BUFFER)
+        bufferevent_disable(ch->local, EV_READ); /* the peer is behind: this channel waits, no other */
+    if (added)
+        kick(ch);
+}
+
+static void local_read_cb(struct bufferevent *bev, void *arg)
+{
+    (void)bev;
+    local_read(arg);
+}
+
+static void consume(struct link_channel *ch)
+{
+    nghttp2_session *s = h2_of(ch);
+    if (s && ch->sid >= 0 && ch->unconsumed) {
+        nghttp2_session_consume(s, ch->sid, ch->unconsumed);
+        ch->unconsumed = 0;
+        tg_link_conn_flush(ch->link->conn);
+    }
+}
+
+static void local_write_cb(struct bufferevent *bev, void *arg)
+{
+    struct link_channel *ch = arg;
+    consume(ch); /* the local peer took its bytes: open the window again */
+    if (ch->peer_eof && evbuffer_get_length(bufferevent_get_output(bev)) == 0) {
+        int fd = bufferevent_getfd(bev);
+        if (fd >= 0)
+            shutdown(fd, SHUT_WR);
+    }
+}
+
+static void local_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+    struct link_channel *ch = arg;
+    (void)bev;
+    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+        if (!ch->local_eof) {
+            local_read(ch); /* whole frames that came before the end still go */
+            ch->local_eof = 1;
+        }
+        bufferevent_disable(ch->local, EV_READ);
+        if (!ch->ever_bound && ch->link->state != LINK_UP) {
+            tg_link_channel_abort(ch, "the local peer closed before the channel opened");
+            return;
+        }
+        kick(ch); /* END_STREAM once everything is sent */
+    }
+}
+
+/* ---- lifecycle ---- */
+
+struct link_channel *tg_link_channel_new(struct tg_link *l, uint64_t id, const char *node, int producer,
+                                         const char *principal, int inbound, int *other_fd)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0)
+        return NULL;
+    struct link_channel *ch = calloc(1, sizeof *ch);
+    if (!ch) {
+        close(sv[0]);
+        close(sv[1]);
+        return NULL;
+    }
+    struct event_base *base = tg_fleet_base(l->fleet);
+    ch->link = l;
+    ch->sid = -1;
+    ch->inbound = inbound;
+    ch->producer = producer;
+    snprintf(ch->node, sizeof ch->node, "%s", node);
+    snprintf(ch->principal, sizeof ch->principal, "%s", principal ? principal : "");
+    if (!id) {
+        id = l->next_cid;
+        l->next_cid += 2;
+    }
+    ch->id = id;
+    ch->local = bufferevent_socket_new(base, sv[0], BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+    ch->unacked = evbuffer_new();
+    ch->ack_out = evbuffer_new();
+    ch->rx = evbuffer_new();
+    ch->ack_ev = evtimer_new(base, ack_cb, ch);
+    if (!ch->local || !ch->unacked || !ch->ack_out || !ch->rx || !ch->ack_ev) {
+        if (!ch->local)
+            close(sv[0]);
+        close(sv[1]);
+        ch->link = NULL;
+        tg_link_channel_free(ch);
+        return NULL;
+    }
+    bufferevent_setcb(ch->local, local_read_cb, local_write_cb, local_event_cb, ch);
+    bufferevent_setwatermark(ch->local, EV_WRITE, LOCAL_OUT_LOW, 0);
+    bufferevent_enable(ch->local, EV_READ | EV_WRITE);
+    ch->next = l->channels;
+    if (ch->next)
+        ch->next->prev = ch;
+    l->channels = ch;
+    l->n_channels++;
+    *other_fd = sv[1];
+    return ch;
+}
+
+void tg_link_channel_free(struct link_channel *ch)
+{
+    if (!ch)
+        return;
+    struct tg_link *l = ch->link;
+    if (l) {
+        if (ch->prev)
+            ch->prev->next = ch->next;
+        else if (l->channels == ch)
+            l->channels = ch->next;
+        if (ch->next)
+            ch->next->prev = ch->prev;
+        if (l->n_channels)
+            l->n_channels--;
+    }
+    if (ch->ctx)
+        ch->ctx->ch = NULL;
+    if (ch->local)
+        bufferevent_free(ch->local);
+    if (ch->unacked)
+        evbuffer_free(ch->unacked);
+    if (ch->ack_out)
+        evbuffer_free(ch->ack_out);
+    if (ch->rx)
+        evbuffer_free(ch->rx);
+    if (ch->ack_ev)
+        event_free(ch->ack_ev);
+    if (ch->open_ev)
+        event_free(ch->open_ev);
+    free(ch->rec_len);
+    free(ch);
+}
+
+void tg_link_channel_abort(struct link_channel *ch, const char *reason)
+{
+    struct tg_link *l = ch->link;
+    tg_info(LOG, "link %s: channel %llx to %s/%s closed: %s", l->peer_name, (unsigned long long)ch->id, ch->node,
+            ch->producer ? "producer" : "consumer", reason);
+    nghttp2_session *s = h2_of(ch);
+    if (s && ch->sid >= 0) {
+        nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, ch->sid, NGHTTP2_CANCEL);
+        tg_link_conn_flush(l->conn);
+    }
+    tg_link_channel_free(ch);
+}
+
+struct link_channel *tg_link_channel_find(struct tg_link *l, uint64_t id)
+{
+    for (struct link_channel *ch = l->channels; ch; ch = ch->next)
+        if (ch->id == id)
+            return ch;
+    return NULL;
+}
+
+void tg_link_channel_bind(struct link_channel *ch, int32_t sid, uint64_t peer_received)
+{
+    ch->sid = sid;
+    if (peer_received > ch->tx_count) {
+        tg_link_channel_abort(ch, "the peer claims records that were never sent");
+        return;
+    }
+    apply_ack(ch, peer_received);
+    if (ch->response_ok) {
+        /* a fresh stream: everything not acknowledged goes again, in order */
+        ch->tx_off = 0;
+        ch->eof_sent = 0;
+        ch->ever_bound = 1;
+        if (ch->open_ev)
+            event_del(ch->open_ev);
+    }
+    kick(ch);
+}
+
+void tg_link_channel_unbind(struct link_channel *ch)
+{
+    if (ch->ctx)
+        ch->ctx->ch = NULL;
+    ch->ctx = NULL;
+    ch->sid = -1;
+    ch->response_ok = 0;
+    ch->unconsumed = 0;
+    ch->eof_sent = 0;
+    evbuffer_drain(ch->rx, evbuffer_get_length(ch->rx)); /* a partial record comes again, whole */
+    evbuffer_drain(ch->ack_out, evbuffer_get_length(ch->ack_out));
+    ch->rx_acked_sent = ch->rx_count; /* the next request/response says what we have */
+    event_del(ch->ack_ev);
+}
+
+/* ---- from the peer ---- */
+
+int tg_link_channel_on_data(struct link_channel *ch, const uint8_t *data, size_t len)
+{
+    evbuffer_add(ch->rx, data, len);
+    nghttp2_session *s = h2_of(ch);
+    struct evbuffer *out = bufferevent_get_output(ch->local);
+    size_t immediate = 0;
+    for (;;) {
+        size_t have = evbuffer_get_length(ch->rx);
+        if (!have)
+            break;
+        uint8_t hb[TG_LINK_REC_HDR_MAX];
+        size_t hn = have < sizeof hb ? have : sizeof hb;
+        evbuffer_copyout(ch->rx, hb, hn);
+        uint8_t type;
+        size_t plen;
+        long hl = tg_link_rec_header_parse(hb, hn, &type, &plen);
+        if (hl < 0)
+            return -1;
+        if (hl == 0 || have < (size_t)hl + plen)
+            break;
+        evbuffer_drain(ch->rx, (size_t)hl);
+        if (type == TG_LINK_REC_IPC) {
+            if (plen < 4)
+                return -1;
+            evbuffer_remove_buffer(ch->rx, out, plen);
+            ch->rx_count++;
+            ch->rx_since_ack_recs++;
+            ch->rx_since_ack_bytes += plen;
+            ch->unconsumed += (size_t)hl + plen;
+        } else if (type == TG_LINK_REC_ACK) {
+            uint8_t pl[10];
+            uint64_t v;
+            if (plen > sizeof pl)
+                return -1;
+            evbuffer_remove(ch->rx, pl, plen);
+            if (tg_link_ack_parse(pl, plen, &v) != 0 || v > ch->tx_count)
+                return -1;
+            apply_ack(ch, v);
+            immediate += (size_t)hl + plen;
+        } else {
+            evbuffer_drain(ch->rx, plen); /* ATTACH: OnePath context, carried but not used yet */
+            immediate += (size_t)hl + plen;
+        }
+    }
+    /* bytes still in ch->rx (a partial record) are consumed with the record */
+    if (s && ch->sid >= 0 && immediate)
+        nghttp2_session_consume(s, ch->sid, immediate);
+    if (evbuffer_get_length(out) < LOCAL_OUT_LOW)
+        consume(ch);
+    if (ch->rx_since_ack_recs >= LINK_ACK_RECORDS || ch->rx_since_ack_bytes >= LINK_ACK_BYTES)
+        queue_ack(ch);
+    else if (ch->rx_since_ack_recs) {
+        struct timeval tv = {0, 20000};
+        evtimer_add(ch->ack_ev, &tv);
+    }
+    return 0;
+}
+
+void tg_link_channel_on_peer_eof(struct link_channel *ch)
+{
+    ch->peer_eof = 1;
+    if (evbuffer_get_length(bufferevent_get_output(ch->local)) == 0) {
+        int fd = bufferevent_getfd(ch->local);
+        if (fd >= 0)
+            shutdown(fd, SHUT_WR);
+    }
+}
+
+ssize_t tg_link_channel_read_cb(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,
+                                nghttp2_data_source *src, void *user)
+{
+    (void)s;
+    (void)sid;
+    (void)user;
+    struct stream_ctx *x = src->ptr;
+    struct link_channel *ch = x ? x->ch : NULL;
+    if (!ch) {
+        *flags |= NGHTTP2_DATA_FLAG_EOF; /* the channel is gone: end the stream */
+        return 0;
+    }
+    if (!ch->response_ok)
+        return NGHTTP2_ERR_DEFERRED;
+    size_t n = 0;
+    size_t a = evbuffer_get_length(ch->ack_out);
+    if (a && a <= len) {
+        evbuffer_remove(ch->ack_out, buf, a);
+        n += a;
+    }
+    size_t total = evbuffer_get_length(ch->unacked);
+    if (n < len && ch->tx_off < total) {
+        struct evbuffer_ptr p;
+        evbuffer_ptr_set(ch->unacked, &p, ch->tx_off, EVBUFFER_PTR_SET);
+        size_t want = len - n < total - ch->tx_off ? len - n : total - ch->tx_off;
+        ev_ssize_t got = evbuffer_copyout_from(ch->unacked, &p, buf + n, want);
+        if (got > 0) {
+            ch->tx_off += (size_t)got;
+            n += (size_t)got;
+        }
+    }
+    if (n)
+        return (ssize_t)n;
+    if (ch->local_eof && ch->tx_off >= total && !ch->eof_sent) {
+        ch->eof_sent = 1;
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+        return 0;
+    }
+    return NGHTTP2_ERR_DEFERRED;
+}
+
+void tg_link_channel_on_close(struct link_channel *ch, uint32_t error_code)
+{
+    ch->ctx = NULL;
+    ch->sid = -1;
+    if (error_code == NGHTTP2_NO_ERROR && ch->eof_sent && ch->peer_eof) {
+        ch->finished = 1;
+        tg_link_channel_free(ch); /* both sides ended: the IPC connection is over */
+        return;
+    }
+    char why[96];
+    snprintf(why, sizeof why, "the stream was reset (%s)", nghttp2_http2_strerror(error_code));
+    tg_link_channel_abort(ch, why);
+}

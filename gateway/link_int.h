@@ -1,0 +1,209 @@
+/* link_int.h: the internals shared by the gateway link files: links (link.c: the HTTP/2
+ * connection, control stream, hello, resumption, clocks), channels (link_channel.c: the record
+ * layer between a socketpair and an HTTP/2 stream) and the fleet (fleet.c: node names,
+ * listeners, peers, routing). docs/link-protocol.md is the contract these implement.
+ *
+ * Ownership: the fleet owns its links; a link owns its channels and its current connection
+ * (transport + nghttp2 session). A connection can move to another link object when it resumes
+ * that link. Channels outlive connections (they wait, bounded, for a resume).
+ *
+ * Threading: everything runs on the gateway's event loop thread. */
+#ifndef TRACEGATE_GATEWAY_LINK_INT_H
+#define TRACEGATE_GATEWAY_LINK_INT_H
+
+#include <nghttp2/nghttp2.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fleet.h"
+#include "gw.h"
+#include "link_transport.h"
+#include "tracegate/kcdata_node.h"
+
+struct event;
+struct evbuffer;
+struct bufferevent;
+struct link_channel;
+struct tg_link;
+
+#define LINK_CLOCK_ROUNDS 8
+#define LINK_CHANNEL_BUFFER (8u << 20)  /* unacknowledged bytes per channel direction */
+#define LINK_STREAM_WINDOW (1u << 20)   /* HTTP/2 per-stream receive window */
+#define LINK_CONN_WINDOW (16u << 20)    /* HTTP/2 connection receive window */
+#define LINK_ACK_RECORDS 32
+#define LINK_ACK_BYTES (64u * 1024u)
+
+/* One transport + HTTP/2 session. */
+struct link_conn {
+    struct tg_fleet *fleet;
+    struct tg_link *link;      /* NULL until the control stream said which link it is */
+    struct tg_link_tr *tr;
+    nghttp2_session *h2;
+    int dialer;
+    int up;                    /* transport up, h2 session created */
+    int connect_ok;            /* dialer: the acceptor allows extended CONNECT */
+    int32_t ctl_sid;           /* control stream (-1 until opened/accepted) */
+    struct evbuffer *ctl_tx, *ctl_rx;
+    int ctl_open;              /* the control request was answered 200 (dialer) / accepted (acceptor) */
+    int dead;
+    int in_callback;           /* nghttp2 is calling us: defer frees */
+    struct event *hello_ev;    /* acceptor: absolute deadline for the control stream */
+    struct event *free_ev;
+    struct stream_ctx *streams;
+    int admitted;              /* acceptor: holds a gateway connection slot (ainfo) */
+    struct tg_gw_client_info ainfo;
+    struct tg_link_tr_info tinfo;
+    char auth_principal[160];  /* acceptor: what the transport proved (cert), before the hello */
+    unsigned auth_roles;
+};
+
+enum link_state { LINK_CONNECTING = 0, LINK_UP, LINK_DOWN, LINK_CLOSED };
+
+struct clock_round {
+    uint64_t peer[4], mine[4]; /* BOOTTIME, REALTIME, MONOTONIC, MONOTONIC_RAW */
+    uint32_t phase;
+};
+
+struct tg_link {
+    struct tg_fleet *fleet;
+    struct tg_link *next, *prev;
+    struct link_conn *conn;    /* NULL while down */
+    struct link_conn *dialing; /* dialer: the connection being made */
+    int dialer;
+    enum link_state state;
+    struct tg_fleet_peer *peer; /* dialer: how to dial again (owned by the fleet) */
+    char peer_name[64];
+    char principal[160];       /* the link's principal on this node */
+    unsigned roles;            /* roles the peer's channels get on this node */
+    uint8_t id[16];
+    char id_hex[33];
+    int has_id;
+    struct tg_node_desc peer_desc;
+    int have_desc;
+    uint32_t machine_id;       /* from the authenticated node name */
+    struct link_channel *channels;
+    size_t n_channels;
+    uint64_t next_cid;         /* dialer: odd ids; acceptor: even ids */
+    struct event *ping_ev, *window_ev, *redial_ev, *clock_ev;
+    uint64_t ping_sent_us, rtt_us;
+    int ping_outstanding;
+    uint64_t up_since_us, down_since_us;
+    unsigned backoff_ms;
+    struct clock_round rounds[LINK_CLOCK_ROUNDS];
+    size_t n_rounds, next_round;
+    uint64_t bytes_in, bytes_out;
+    unsigned resumes;
+    int clock_phase;           /* next ClockSync phase we send */
+    char reach[32][64];        /* nodes the peer reaches directly (its Nodes message) */
+    size_t n_reach;
+    char last_error[160];
+};
+
+/* Per HTTP/2 stream: what its headers said and what it carries. */
+struct stream_ctx {
+    struct stream_ctx *next, *prev; /* the conn's streams (freed with it: nghttp2 does not call back) */
+    int kind; /* STREAM_UNKNOWN, STREAM_CONTROL, STREAM_CHANNEL */
+    struct link_channel *ch;
+    int status;
+    int bad;   /* a header was too long or repeated */
+    char method[16], protocol[32], path[128], channel[24], received[24], link_id[40], resumed[4], node[64];
+    char principal[160], authorization[600], error[128], hops[8];
+};
+enum { STREAM_UNKNOWN = 0, STREAM_CONTROL = 1, STREAM_CHANNEL = 2 };
+
+/* ---- link.c ---- */
+/* A new connection: dialed for `link` (dialer) or accepted (acceptor, link NULL until hello). */
+struct link_conn *tg_link_conn_new(struct tg_fleet *f, struct tg_link *link, int dialer);
+/* Transport callbacks' argument is the conn; these are its callbacks. */
+extern const struct tg_link_tr_cbs tg_link_conn_tr_cbs;
+void tg_link_conn_free(struct link_conn *c);
+/* Pushes pending HTTP/2 output to the transport. */
+void tg_link_conn_flush(struct link_conn *c);
+/* Dialer: sends the control request once the acceptor allowed extended CONNECT. */
+void tg_link_send_control_request(struct link_conn *c);
+/* Sends the list of nodes this node reaches (Nodes) to the link's peer. */
+void tg_link_send_nodes(struct tg_link *l);
+struct tg_link *tg_link_new_dialer(struct tg_fleet *f, struct tg_fleet_peer *peer);
+void tg_link_start_dial(struct tg_link *l);   /* fleet.c */
+void tg_link_schedule_redial(struct tg_link *l);
+void tg_link_free(struct tg_link *l);
+/* Closes the link for good (Goodbye, channels closed). */
+void tg_link_close(struct tg_link *l, const char *why);
+/* Sends an Open request (acceptor) for channel ch. */
+int tg_link_send_open(struct tg_link *l, struct link_channel *ch);
+/* Submits the channel's HTTP/2 request (dialer). */
+int tg_link_submit_channel(struct tg_link *l, struct link_channel *ch);
+/* Clock offset estimate (peer minus us, BOOTTIME, ns) from the recorded rounds; 0 if none. */
+int tg_link_clock_offset(const struct tg_link *l, int64_t *offset_ns);
+
+/* ---- link_channel.c ---- */
+struct link_channel {
+    struct tg_link *link;
+    struct link_channel *next, *prev;
+    uint64_t id;
+    int producer;
+    char node[64];            /* the target node named in the path */
+    char principal[160];      /* who is behind it on the opening node */
+    int inbound;              /* the local side is a gateway client (we accepted the channel) */
+    int32_t sid;              /* HTTP/2 stream, -1 when unbound */
+    int ever_bound, response_ok, finished;
+    struct bufferevent *local;
+    /* to the peer */
+    struct evbuffer *unacked; /* encoded records not acknowledged yet */
+    size_t tx_off;            /* bytes of unacked handed to nghttp2 on the current stream */
+    uint32_t *rec_len;        /* ring: encoded length of each unacked IPC record (attachment included) */
+    size_t rec_head, rec_count, rec_cap;
+    uint64_t tx_acked, tx_count;
+    struct evbuffer *ack_out;
+    int local_eof, eof_sent;
+    /* from the peer */
+    struct evbuffer *rx;
+    uint64_t rx_count, rx_acked_sent;
+    size_t rx_since_ack_bytes, rx_since_ack_recs, unconsumed;
+    int peer_eof;
+    struct event *ack_ev, *open_ev;
+    struct stream_ctx *ctx;   /* of the bound stream (its ch points back), NULL when unbound */
+};
+
+/* Creates a channel with a socketpair; *other_fd receives the end for the gateway. */
+struct link_channel *tg_link_channel_new(struct tg_link *l, uint64_t id, const char *node, int producer,
+                                         const char *principal, int inbound, int *other_fd);
+void tg_link_channel_free(struct link_channel *ch);
+/* Closes the channel now (local peer sees EOF); reason logged. */
+void tg_link_channel_abort(struct link_channel *ch, const char *reason);
+struct link_channel *tg_link_channel_find(struct tg_link *l, uint64_t id);
+/* Binds to an HTTP/2 stream; peer_received = what the peer said it got (resume), or 0. */
+void tg_link_channel_bind(struct link_channel *ch, int32_t sid, uint64_t peer_received);
+/* The connection is gone: forget the stream, keep the data. */
+void tg_link_channel_unbind(struct link_channel *ch);
+/* Bytes of the stream arrived. Returns 0, or -1 on a protocol error (the caller resets). */
+int tg_link_channel_on_data(struct link_channel *ch, const uint8_t *data, size_t len);
+void tg_link_channel_on_peer_eof(struct link_channel *ch);
+/* nghttp2 data provider read callback for channel streams. */
+ssize_t tg_link_channel_read_cb(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,
+                                nghttp2_data_source *src, void *user);
+/* The stream closed (error_code 0 = cleanly). */
+void tg_link_channel_on_close(struct link_channel *ch, uint32_t error_code);
+
+/* ---- fleet.c ---- */
+struct tg_gw *tg_fleet_gw(struct tg_fleet *f);
+struct event_base *tg_fleet_base(struct tg_fleet *f);
+const char *tg_fleet_node_name(const struct tg_fleet *f);
+/* The link to node `name` (UP or DOWN within its window), or NULL. */
+struct tg_link *tg_fleet_link_by_name(struct tg_fleet *f, const char *name, const struct tg_link *except);
+struct tg_link *tg_fleet_link_by_id(struct tg_fleet *f, const uint8_t id[16]);
+void tg_fleet_add_link(struct tg_fleet *f, struct tg_link *l);
+void tg_fleet_remove_link(struct tg_fleet *f, struct tg_link *l);
+/* An inbound channel: hands the gateway end to tg_gw_accept. Returns 0, or an HTTP status. */
+int tg_fleet_accept_channel(struct tg_fleet *f, struct tg_link *l, struct link_channel *ch, int fd);
+/* Whether a channel to node `name` can be served by this node (itself or a reachable node). */
+int tg_fleet_can_route(struct tg_fleet *f, const char *name);
+/* Authenticates a control request (acceptor). Returns roles (0: refused, *status set). */
+unsigned tg_fleet_auth_link(struct tg_fleet *f, struct link_conn *c, const char *authorization, char *principal,
+                            size_t plen, int *status);
+const struct tg_fleet_config *tg_fleet_config_of(const struct tg_fleet *f);
+void tg_fleet_link_state_changed(struct tg_fleet *f, struct tg_link *l);
+/* A connection is being freed: gives back its gateway slot; the end of --link-stdio ends us. */
+void tg_fleet_conn_gone(struct tg_fleet *f, struct link_conn *c);
+
+#endif

@@ -1,0 +1,137 @@
+/* link_wire.c: channel records and control message framing of gateway links (see link_wire.h). */
+#include "link_wire.h"
+
+#include <string.h>
+
+#include "tracegate/pbwire.h"
+
+size_t tg_link_rec_header(uint8_t *out, enum tg_link_rec_type type, size_t len)
+{
+    out[0] = (uint8_t)type;
+    return 1 + tg_pb_put_varint(out + 1, len);
+}
+
+/* A varint of at most 5 bytes (lengths below 2^32). Returns bytes used, 0 = need more, -1 bad. */
+static int varint5(const uint8_t *p, size_t len, uint64_t *v)
+{
+    uint64_t x = 0;
+    for (size_t i = 0; i < 5; i++) {
+        if (i >= len)
+            return 0;
+        x |= (uint64_t)(p[i] & 0x7f) << (7 * i);
+        if (!(p[i] & 0x80)) {
+            *v = x;
+            return (int)i + 1;
+        }
+    }
+    return -1;
+}
+
+long tg_link_rec_parse(const uint8_t *buf, size_t len, uint8_t *type, const uint8_t **payload, size_t *plen)
+{
+    if (len < 1)
+        return 0;
+    uint8_t t = buf[0];
+    if (t != TG_LINK_REC_IPC && t != TG_LINK_REC_ACK && t != TG_LINK_REC_ATTACH)
+        return -1;
+    uint64_t n;
+    int vl = varint5(buf + 1, len - 1, &n);
+    if (vl <= 0)
+        return vl;
+    if (n > TG_LINK_REC_MAX)
+        return -1;
+    size_t total = 1 + (size_t)vl + (size_t)n;
+    if (len < total)
+        return 0;
+    if (t == TG_LINK_REC_ACK) {
+        uint64_t r;
+        if (tg_link_ack_parse(buf + 1 + vl, (size_t)n, &r) != 0)
+            return -1;
+    }
+    *type = t;
+    *payload = buf + 1 + vl;
+    *plen = (size_t)n;
+    return (long)total;
+}
+
+long tg_link_rec_header_parse(const uint8_t *buf, size_t len, uint8_t *type, size_t *plen)
+{
+    if (len < 1)
+        return 0;
+    uint8_t t = buf[0];
+    if (t != TG_LINK_REC_IPC && t != TG_LINK_REC_ACK && t != TG_LINK_REC_ATTACH)
+        return -1;
+    uint64_t n;
+    int vl = varint5(buf + 1, len - 1, &n);
+    if (vl <= 0)
+        return vl;
+    if (n > TG_LINK_REC_MAX)
+        return -1;
+    *type = t;
+    *plen = (size_t)n;
+    return 1 + vl;
+}
+
+size_t tg_link_ack_payload(uint8_t *out, uint64_t received) { return tg_pb_put_varint(out, received); }
+
+int tg_link_ack_parse(const uint8_t *payload, size_t plen, uint64_t *received)
+{
+    if (plen == 0 || plen > 10)
+        return -1;
+    size_t n = tg_pb_read_varint(payload, payload + plen, received);
+    return n == plen ? 0 : -1;
+}
+
+long tg_link_ctl_parse(const uint8_t *buf, size_t len, const uint8_t **msg, size_t *mlen)
+{
+    uint64_t n;
+    int vl = varint5(buf, len, &n);
+    if (vl <= 0)
+        return vl;
+    if (n > TG_LINK_CTL_MAX)
+        return -1;
+    size_t total = (size_t)vl + (size_t)n;
+    if (len < total)
+        return 0;
+    *msg = buf + vl;
+    *mlen = (size_t)n;
+    return (long)total;
+}
+
+int tg_link_node_name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n > 63 || name[0] == '@' || !strcmp(name, ".") || !strcmp(name, ".."))
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+              c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+int tg_link_parse_path(const char *path, size_t len, char *name, size_t namelen, int *producer)
+{
+    static const char pre[] = "/node/";
+    if (len <= sizeof pre - 1 || memcmp(path, pre, sizeof pre - 1) != 0)
+        return -1;
+    const char *p = path + sizeof pre - 1;
+    const char *end = path + len;
+    const char *slash = memchr(p, '/', (size_t)(end - p));
+    if (!slash || (size_t)(slash - p) >= namelen || (size_t)(slash - p) > 63)
+        return -1;
+    memcpy(name, p, (size_t)(slash - p));
+    name[slash - p] = '\0';
+    if (!tg_link_node_name_ok(name))
+        return -1;
+    size_t rest = (size_t)(end - slash - 1);
+    if (rest == 8 && memcmp(slash + 1, "consumer", 8) == 0)
+        *producer = 0;
+    else if (rest == 8 && memcmp(slash + 1, "producer", 8) == 0)
+        *producer = 1;
+    else
+        return -1;
+    return 0;
+}
