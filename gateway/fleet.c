@@ -285,6 +285,8 @@ static struct tg_link *route(struct tg_fleet *f, const char *name)
     return NULL;
 }
 
+int tg_fleet_nodes_has(struct tg_fleet *f, const char *name) { return tg_fleet_can_route(f, name); }
+
 int tg_fleet_can_route(struct tg_fleet *f, const char *name)
 {
     return !strcmp(name, f->name) || raw_by_name(f, name) || route(f, name);

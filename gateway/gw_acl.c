@@ -103,6 +103,8 @@ int tg_gw_acl_allows(unsigned roles, const char *service, const char *method)
         return (roles & TG_GW_ROLE_PRODUCER) != 0;
     if (strcmp(service, TG_GW_SVC_SESSION) == 0)
         return (roles & TG_GW_ROLE_RECORDER) != 0;
+    if (strcmp(service, TG_GW_SVC_FLEET) == 0) /* choosing a node grants nothing: the ACL still applies there */
+        return (roles & (TG_GW_ROLE_OBSERVER | TG_GW_ROLE_RECORDER | TG_GW_ROLE_PRODUCER)) != 0;
     /* RelayPort and anything unknown: admin only (fail closed). */
     return 0;
 }
@@ -121,6 +123,8 @@ int tg_gw_acl_may_bind(unsigned roles, const char *service)
         return (roles & TG_GW_ROLE_PRODUCER) != 0;
     if (strcmp(service, TG_GW_SVC_SESSION) == 0)
         return (roles & TG_GW_ROLE_RECORDER) != 0;
+    if (strcmp(service, TG_GW_SVC_FLEET) == 0)
+        return (roles & (TG_GW_ROLE_OBSERVER | TG_GW_ROLE_RECORDER | TG_GW_ROLE_PRODUCER)) != 0;
     return 0;
 }
 

@@ -1369,6 +1369,14 @@ struct tg_gw_session *tg_gw_session_next(const struct tg_gw_session *s) { return
 struct tg_gw *tg_gw_session_gw(const struct tg_gw_session *s) { return s->gw; }
 const struct tg_gw_client_info *tg_gw_session_info(const struct tg_gw_session *s) { return &s->info; }
 unsigned tg_gw_session_roles(const struct tg_gw_session *s) { return s->info.roles; }
+
+int tg_gw_session_set_node(struct tg_gw_session *s, const char *node)
+{
+    if (s->up_opened || strlen(node) >= sizeof s->info.node)
+        return -1;
+    snprintf(s->info.node, sizeof s->info.node, "%s", node);
+    return 0;
+}
 tg_conn *tg_gw_session_down(const struct tg_gw_session *s) { return s->down; }
 tg_conn *tg_gw_session_up(const struct tg_gw_session *s) { return s->up; }
 int tg_gw_session_detached(const struct tg_gw_session *s) { return s->detached; }

@@ -54,6 +54,7 @@ struct tg_gw_session;
 /* Names of the gateway-local services (src/protos/tracegate_gateway.proto). */
 #define TG_GW_SVC_AUTH "TracegateAuth"
 #define TG_GW_SVC_SESSION "TracegateSession"
+#define TG_GW_SVC_FLEET "TracegateFleet"
 /* Service ids the gateway hands out for local services (upstream ids are small). */
 #define TG_GW_LOCAL_SERVICE_ID_BASE 0x40000000u
 /* Request ids with the top bit set belong to the gateway's own calls; a
@@ -136,6 +137,9 @@ uint32_t tg_gw_session_service_id(const struct tg_gw_session *s, const char *ser
 uint32_t tg_gw_session_method_id(const struct tg_gw_session *s, const char *service, const char *method);
 /* Detached (kept) sessions of a principal. */
 size_t tg_gw_kept_sessions_of(const struct tg_gw *gw, const char *principal);
+/* Routes this connection to node `node` ("" = this node). Only before its
+ * upstream was opened; returns 0 or -1. */
+int tg_gw_session_set_node(struct tg_gw_session *s, const char *node);
 /* Outstanding relayed calls (replies still expected). */
 size_t tg_gw_session_pending_calls(const struct tg_gw_session *s);
 

@@ -128,7 +128,7 @@ static void read_my_clocks(const struct tg_fleet_config *cfg, uint64_t v[4])
 static const uint32_t k_clock_ids[4] = {TG_NODE_CLOCK_BOOTTIME, TG_NODE_CLOCK_REALTIME, TG_NODE_CLOCK_MONOTONIC,
                                         TG_NODE_CLOCK_MONOTONIC_RAW};
 
-static void send_clock(struct tg_link *l)
+static void send_clock_phase(struct tg_link *l, int phase)
 {
     if (!l->conn || l->state != LINK_UP)
         return;
@@ -144,19 +144,33 @@ static void send_clock(struct tg_link *l)
     }
     Tracegate__Link__ClockSync cs = TRACEGATE__LINK__CLOCK_SYNC__INIT;
     cs.has_phase = 1;
-    cs.phase = l->clock_phase ? TRACEGATE__LINK__CLOCK_SYNC__PHASE__UPDATE : TRACEGATE__LINK__CLOCK_SYNC__PHASE__PING;
-    cs.n_clocks = 4;
+    cs.phase = (Tracegate__Link__ClockSync__Phase)phase;
+    cs.n_clocks = phase == TRACEGATE__LINK__CLOCK_SYNC__PHASE__REPLY ? 0 : 4;
     cs.clocks = pc;
     Tracegate__Link__Control m = TRACEGATE__LINK__CONTROL__INIT;
     m.msg_case = TRACEGATE__LINK__CONTROL__MSG_CLOCK_SYNC;
     m.clock_sync = &cs;
     send_control(l->conn, &m);
-    l->clock_phase = !l->clock_phase;
     tg_link_conn_flush(l->conn);
+}
+
+static void send_clock(struct tg_link *l)
+{
+    l->clock_phase = 1; /* waiting for the REPLY to send UPDATE */
+    send_clock_phase(l, TRACEGATE__LINK__CLOCK_SYNC__PHASE__PING);
 }
 
 static void on_clock_sync(struct tg_link *l, const Tracegate__Link__ClockSync *cs)
 {
+    if (cs->has_phase && cs->phase == TRACEGATE__LINK__CLOCK_SYNC__PHASE__REPLY) {
+        if (l->clock_phase) {
+            l->clock_phase = 0;
+            send_clock_phase(l, TRACEGATE__LINK__CLOCK_SYNC__PHASE__UPDATE);
+        }
+        return;
+    }
+    if (!cs->has_phase || cs->phase == TRACEGATE__LINK__CLOCK_SYNC__PHASE__PING)
+        send_clock_phase(l, TRACEGATE__LINK__CLOCK_SYNC__PHASE__REPLY);
     uint64_t mine[4];
     read_my_clocks(NULL, mine); /* our own clocks as they are: the offset knob shifts only what we send */
     struct clock_round *r = &l->rounds[l->next_round];
@@ -202,8 +216,8 @@ static void clock_cb(evutil_socket_t fd, short what, void *arg)
     struct tg_link *l = arg;
     send_clock(l);
     const struct tg_fleet_config *cfg = tg_fleet_config_of(l->fleet);
-    /* a PING and its UPDATE close together, then the next round after the interval */
-    uint32_t ms = l->clock_phase ? 200 : (cfg->clock_interval_ms ? cfg->clock_interval_ms : 30000);
+    /* the first rounds come quickly (a trace may start now), then one per interval */
+    uint32_t ms = l->n_rounds < 4 ? 1000 : (cfg->clock_interval_ms ? cfg->clock_interval_ms : 30000);
     struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
     evtimer_add(l->clock_ev, &tv);
 }

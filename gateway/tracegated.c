@@ -17,6 +17,7 @@
 #include <openssl/crypto.h>
 
 #include "fleet.h"
+#include "fleet_service.h"
 #include "gw_core.h"
 #include "gw_listener.h"
 #include "gw_smb_filter.h"
@@ -261,7 +262,13 @@ static int start_fleet(struct daemon *d, char *err, size_t errlen)
         .insecure = c->insecure,
     };
     d->fleet = tg_fleet_new(d->base, d->gw, &fc, err, errlen);
-    return d->fleet ? 0 : -1;
+    if (!d->fleet)
+        return -1;
+    if (tg_fleet_service_register(d->gw, d->fleet) != 0) {
+        snprintf(err, errlen, "cannot register TracegateFleet");
+        return -1;
+    }
+    return 0;
 }
 
 static int str_differs(const char *a, const char *b)

@@ -28,6 +28,8 @@ static const struct command k_commands[] = {
                               "                         collect a session started with record --detach KEY", 1},
     {"clone", tc_cmd_clone, "clone [URL] SESSION [-o FILE]\n"
                             "                         snapshot a running session (id or unique name) into a file", 1},
+    {"nodes", tc_cmd_nodes, "nodes [URL]            the nodes a tracegate gateway reaches: state, machine id, RTT,\n"
+                            "                         clock offset, bytes, channels, since", 1},
     {"dump", tc_cmd_dump, "dump FILE [--raw]      print the packets of a .pftrace file", 0},
     {"kcdata", tc_cmd_kcdata, "kcdata FILE [--json]   print a KCDATA buffer (node descriptor, stats snapshot, ...)", 0},
 };
@@ -52,6 +54,8 @@ static void usage(FILE *out)
                  "  --token-in-url    ws://, wss://: send a token that does not fit a subprotocol as ?token=\n"
                  "                    (proxies and access logs may record it; `tracegated --gen-token` makes\n"
                  "                    tokens that fit)\n"
+                 "  --node NAME       the command is for node NAME, reached through the gateway's links\n"
+                 "                    (any command that talks to a service; see `tracectl nodes`)\n"
                  "  --timeout MS      connect/bind timeout (default 10000)\n"
                  "  -v, --verbose     debug logging\n"
                  "  -h, --help        this help\n"
@@ -69,7 +73,7 @@ int main(int argc, char **argv)
         {"cacert", required_argument, NULL, 'A'}, {"cert", required_argument, NULL, 'C'},
         {"key", required_argument, NULL, 'K'},    {"token", required_argument, NULL, 'T'},
         {"timeout", required_argument, NULL, 't'}, {"verbose", no_argument, NULL, 'v'},
-        {"token-in-url", no_argument, NULL, 'U'},
+        {"token-in-url", no_argument, NULL, 'U'}, {"node", required_argument, NULL, 'N'},
         {"help", no_argument, NULL, 'h'},         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
@@ -86,6 +90,7 @@ int main(int argc, char **argv)
         case 'K': opts.creds.key = optarg; break;
         case 'T': opts.creds.token = optarg; break;
         case 'U': opts.creds.token_in_url = 1; break;
+        case 'N': opts.node = optarg; break;
         case 't': opts.timeout_ms = atoi(optarg); break;
         case 'v': tg_log_set_level(TG_LOG_DEBUG); break;
         case 'h': usage(stdout); return 0;

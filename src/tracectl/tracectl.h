@@ -13,6 +13,7 @@ int tc_cmd_query(const struct tc_opts *opts, int argc, char **argv);
 int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv);
 int tc_cmd_attach(const struct tc_opts *opts, int argc, char **argv);
 int tc_cmd_clone(const struct tc_opts *opts, int argc, char **argv);
+int tc_cmd_nodes(const struct tc_opts *opts, int argc, char **argv);
 int tc_cmd_dump(const struct tc_opts *opts, int argc, char **argv);
 int tc_cmd_kcdata(const struct tc_opts *opts, int argc, char **argv); /* tracectl_kcdata.c */
 

@@ -142,6 +142,35 @@ static int in_band_auth(struct tc_rpc *rpc, const struct tg_endpoint *ep, char *
     return 0;
 }
 
+/* --node NAME: the gateway routes this connection to node NAME (before any Perfetto call). */
+static int route_to_node(struct tc_rpc *rpc, const char *node, char *why, size_t whylen)
+{
+    int timeout = rpc->opts.timeout_ms > 0 ? rpc->opts.timeout_ms : 10000;
+    struct auth_wait w = {0, 0, NULL};
+    if (tg_ipc_client_bind(rpc->cli, "TracegateFleet", on_auth_bound, &w) != 0) {
+        snprintf(why, whylen, "cannot send BindService");
+        return -1;
+    }
+    pump_raw(rpc, &w.done, timeout);
+    if (!w.done || !w.proxy) {
+        snprintf(why, whylen, "--node needs a tracegate gateway (%s has no TracegateFleet)", rpc->opts.endpoint);
+        return -1;
+    }
+    Tracegate__RouteRequest req = TRACEGATE__ROUTE_REQUEST__INIT;
+    req.node = (char *)node;
+    w.done = 0;
+    if (tg_ipc_client_invoke(rpc->cli, w.proxy, "Route", &req.base, -1, on_auth_reply, &w) == 0) {
+        snprintf(why, whylen, "cannot send Route");
+        return -1;
+    }
+    pump_raw(rpc, &w.done, timeout);
+    if (!w.done || !w.ok) {
+        snprintf(why, whylen, "the gateway has no route to node %s (see `tracectl nodes`)", node);
+        return -1;
+    }
+    return 0;
+}
+
 int tc_rpc_open(struct tc_rpc *rpc, const struct tc_opts *opts, const char *service)
 {
     memset(rpc, 0, sizeof *rpc);
@@ -160,6 +189,8 @@ int tc_rpc_open(struct tc_rpc *rpc, const struct tc_opts *opts, const char *serv
     if (!rpc->cli)
         return -1;
     if (in_band_auth(rpc, &ep, rpc->error, sizeof rpc->error) != 0)
+        return -1;
+    if (opts->node && opts->node[0] && route_to_node(rpc, opts->node, rpc->error, sizeof rpc->error) != 0)
         return -1;
     if (tg_ipc_client_bind(rpc->cli, service, on_bound, rpc) != 0) {
         snprintf(rpc->error, sizeof rpc->error, "cannot send BindService");

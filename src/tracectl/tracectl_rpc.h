@@ -18,6 +18,7 @@ struct tc_opts {
     const char *endpoint;
     struct tg_endpoint_creds creds;
     int timeout_ms; /* connect + bind timeout */
+    const char *node; /* --node NAME: ask the gateway to route to that node (TracegateFleet.Route) */
 };
 
 struct tc_async;
