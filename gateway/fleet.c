@@ -3,6 +3,7 @@
  * inbound channels handed to the gateway, routing for the bridge, and the node list
  * (see fleet.h, docs/link-protocol.md). */
 #include "fleet.h"
+#include "fleet_fanout.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -73,6 +74,7 @@ struct tg_fleet {
     pthread_mutex_t status_mu;
     char *status_json;
     uint64_t started_unix;
+    struct tg_fanout *fanout; /* federated sessions (@all, @a,b) */
 };
 
 struct event_base *tg_fleet_base(struct tg_fleet *f) { return f->base; }
@@ -287,6 +289,18 @@ static struct tg_link *route(struct tg_fleet *f, const char *name)
 
 int tg_fleet_nodes_has(struct tg_fleet *f, const char *name) { return tg_fleet_can_route(f, name); }
 
+int tg_fleet_nodes_known(struct tg_fleet *f, const char *name)
+{
+    struct tg_fleet_node *all = calloc(256, sizeof *all);
+    if (!all)
+        return 0;
+    size_t n = tg_fleet_nodes(f, all, 256), found = 0;
+    for (size_t i = 0; i < n && i < 256 && !found; i++)
+        found = !strcmp(all[i].name, name);
+    free(all);
+    return (int)found;
+}
+
 int tg_fleet_can_route(struct tg_fleet *f, const char *name)
 {
     return !strcmp(name, f->name) || raw_by_name(f, name) || route(f, name);
@@ -298,6 +312,13 @@ int tg_fleet_connect(void *fleet, const char *node, int producer, const struct t
                      size_t errlen)
 {
     struct tg_fleet *f = fleet;
+    if (node[0] == '@') {
+        if (!f->fanout) {
+            snprintf(err, errlen, "federated sessions are not available (out of memory at start)");
+            return -1;
+        }
+        return tg_fanout_connect(f->fanout, node + 1, producer, who, err, errlen);
+    }
     struct raw_node *raw = raw_by_name(f, node);
     if (raw) {
         const char *a = producer ? raw->producer : raw->consumer;
@@ -805,6 +826,9 @@ struct tg_fleet *tg_fleet_new(struct event_base *base, struct tg_gw *gw, const s
             f->n_peers++;
         }
     }
+    f->fanout = tg_fanout_new(f);
+    if (!f->fanout)
+        tg_warn(LOG, "federated sessions are off: out of memory");
     tg_gw_set_router(gw, tg_fleet_connect, f, f->name);
     for (size_t i = 0; i < f->n_peers; i++) {
         struct tg_link *l = tg_link_new_dialer(f, &f->peers[i]);
@@ -858,6 +882,8 @@ void tg_fleet_free(struct tg_fleet *f)
         return;
     if (f->gw)
         tg_gw_set_router(f->gw, NULL, NULL, tg_gw_node_name(f->gw));
+    tg_fanout_free(f->fanout);
+    f->fanout = NULL;
     while (f->links) {
         struct tg_link *l = f->links;
         f->links = l->next;

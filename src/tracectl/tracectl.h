@@ -60,7 +60,20 @@ struct tc_session {
     int buffers_freed;
     unsigned test_drop_read; /* test only: cut the connection after this many ReadBuffers replies */
     int test_drop_silent;    /* test only: ... without the gateway noticing */
+    /* per machine of a federated trace (tracectl_machines.c) */
+    struct tc_machine {
+        uint32_t id;
+        uint64_t packets;
+        int failed; /* a TraceStats with final_flush_outcome FAILED came for it */
+    } machines[64];
+    size_t n_machines;
 };
+
+/* tracectl_machines.c: counts one packet of the trace by its machine id (TracePacket.machine_id,
+ * 0 = the gateway's own node) and prints the per-node outcome of a federated record, with node
+ * names from the gateway's TracegateFleet.ListNodes. */
+void tc_count_machine(struct tc_session *s, const uint8_t *pkt, size_t len);
+void tc_print_machines(const struct tc_session *s, const struct tc_opts *opts, FILE *out);
 
 /* Installs SIGINT/SIGTERM handling and the once-per-second progress timer on
  * the rpc's loop. progress: 1 to print the progress line on stderr. */

@@ -412,6 +412,7 @@ struct read_ctx {
 static int write_packet(void *arg, const uint8_t *pkt, size_t len)
 {
     struct read_ctx *rc = arg;
+    tc_count_machine(rc->s, pkt, len);
     if (tc_trace_writer_add(rc->w, pkt, len, rc->err, sizeof rc->err) != 0)
         return 1;
     return 0;
@@ -703,6 +704,7 @@ struct record_opts {
     int test_drop_after_ms; /* test only: shut the connection down once after this long */
     int test_drop_read;     /* test only: ... or after this many ReadBuffers replies */
     int test_drop_silent;   /* test only: ... without the gateway noticing (no FIN) */
+    char fed_spec[256];     /* --nodes a,b / --all: "@a,b", "@all" */
 };
 
 static Perfetto__Protos__TraceConfig *build_config(const struct record_opts *o, char *err, size_t errlen)
@@ -821,6 +823,9 @@ static void record_usage(FILE *out)
             "  -o, --out FILE       output trace file (default trace.pftrace; '-' = stdout)\n"
             "      --detach KEY     start the session, detach from it and exit (see `tracectl attach`)\n"
             "      --no-resume      through a tracegate gateway: do not reconnect and resume the session\n"
+            "      --nodes A,B      one session on nodes A and B of the gateway's fleet, merged into one trace\n"
+            "                       (each node's packets carry its machine id; see `tracectl nodes`)\n"
+            "      --all            ... on every node the gateway reaches now\n"
             "                       when the connection drops (by default tracectl does, for as long as\n"
             "                       the gateway keeps it)\n"
             "      --no-progress    no progress line on stderr\n"
@@ -887,6 +892,7 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
         {"out", required_argument, NULL, 'o'},    {"detach", required_argument, NULL, 'K'},
         {"no-progress", no_argument, NULL, 'P'},  {"help", no_argument, NULL, 'h'},
         {"no-resume", no_argument, NULL, 'R'},
+        {"nodes", required_argument, NULL, 'n'}, {"all", no_argument, NULL, 'a'},
         /* test only, not in the usage: shuts the socket down once after MS (tests/integration) */
         {"test-drop-after", required_argument, NULL, 'X'},
         {"test-drop-read", required_argument, NULL, 'Y'},
@@ -912,6 +918,8 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
         case 'K': o.detach_key = optarg; break;
         case 'P': o.progress = 0; break;
         case 'R': o.no_resume = 1; break;
+        case 'n': snprintf(o.fed_spec, sizeof o.fed_spec, "@%s", optarg); break;
+        case 'a': snprintf(o.fed_spec, sizeof o.fed_spec, "@all"); break;
         case 'X': o.test_drop_after_ms = atoi(optarg); break;
         case 'Y': o.test_drop_read = atoi(optarg); break;
         case 'Z': o.test_drop_silent = 1; break;
@@ -921,6 +929,14 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
     }
     /* the URL may also come after the options */
     struct tc_opts eo = *opts;
+    if (o.fed_spec[0]) {
+        if (opts->node) {
+            fprintf(stderr, "tracectl record: --node and --nodes/--all do not go together\n");
+            free(o.ds);
+            return 2;
+        }
+        eo.node = o.fed_spec; /* the gateway fans the session out (docs/link-protocol.md §8) */
+    }
     char defc[512];
     default_consumer(defc, sizeof defc);
     if (argc - optind == 1 && strcmp(opts->endpoint, defc) == 0) {
@@ -1087,6 +1103,8 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
     if (tc_session_read(&s, &w) != 0)
         goto out;
     have_writer = 0;
+    if (eo.node && eo.node[0] == '@')
+        tc_print_machines(&s, &eo, stderr);
     ret = 0;
 out:
     if (ret != 0 && rpc.detach_key[0] && s.enable_started && !s.buffers_freed && !s.aborted && !s.enable_error[0])
