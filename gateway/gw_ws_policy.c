@@ -33,8 +33,12 @@ enum tg_ws_route tg_ws_route_of(const char *path, char *node, size_t nodelen)
         size_t len = strlen(n);
         if (len == 0 || len > 63 || !strcmp(n, ".") || !strcmp(n, ".."))
             return TG_WS_ROUTE_NOT_FOUND;
-        for (size_t i = 0; i < len; i++)
-            if (!node_char_ok(n[i]))
+        /* a node name, or a federated session: "@all" or "@a,b,c" (docs/link-protocol.md §8) */
+        int fed = n[0] == '@';
+        if (fed && (len == 1 || n[1] == ',' || n[len - 1] == ',' || strstr(n, ",,")))
+            return TG_WS_ROUTE_NOT_FOUND;
+        for (size_t i = fed; i < len; i++)
+            if (!node_char_ok(n[i]) && !(fed && n[i] == ','))
                 return TG_WS_ROUTE_NOT_FOUND;
         if (node && nodelen)
             snprintf(node, nodelen, "%s", n);
