@@ -109,7 +109,7 @@ static int finish_packet(struct tg_fed_stream *st, struct evbuffer *out)
         return -1;
     /* the service's trusted slice comes last; the last varint field 10 is the packet's sequence */
     int have_seq = 0;
-    uint64_t seq = 0;
+    uint64_t seq = 0, machine = 0;
     struct tg_pb_reader r;
     struct tg_pb_field f;
     tg_pb_reader_init(&r, pkt, len);
@@ -117,6 +117,8 @@ static int finish_packet(struct tg_fed_stream *st, struct evbuffer *out)
         if (f.number == PKT_TRUSTED_SEQ && f.wire == TG_PB_VARINT) {
             have_seq = 1;
             seq = f.value;
+        } else if (f.number == PKT_MACHINE_ID && f.wire == TG_PB_VARINT) {
+            machine = f.value;
         }
     uint8_t stamp[32];
     size_t n = 0;
@@ -127,7 +129,9 @@ static int finish_packet(struct tg_fed_stream *st, struct evbuffer *out)
         n += tg_pb_put_tag(stamp + n, PKT_TRUSTED_SEQ, TG_PB_VARINT);
         n += tg_pb_put_varint(stamp + n, mapped);
     }
-    if (st->machine_id) {
+    /* a packet the node's service already gave a machine (a producer that reached it over a link
+     * from a third node) keeps it: the ids are the same on every node */
+    if (st->machine_id && !machine) {
         n += tg_pb_put_tag(stamp + n, PKT_MACHINE_ID, TG_PB_VARINT);
         n += tg_pb_put_varint(stamp + n, st->machine_id);
     }

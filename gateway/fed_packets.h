@@ -22,7 +22,7 @@ struct tg_fed_seq_alloc {
 };
 
 struct tg_fed_stream {
-    uint32_t machine_id;       /* stamped as TracePacket.machine_id (98) when non-zero */
+    uint32_t machine_id;       /* stamped as TracePacket.machine_id (98) when non-zero, on packets without one */
     struct tg_fed_seq_alloc *alloc;
     struct evbuffer *partial;  /* the packet being reassembled from slices */
     size_t max_packet;         /* larger packets are an error (bounded memory) */

@@ -4,6 +4,7 @@
  * (see fleet.h, docs/link-protocol.md). */
 #include "fleet.h"
 #include "fleet_fanout.h"
+#include "gw_identity.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -217,9 +218,7 @@ uint32_t tg_fleet_machine_id(struct tg_fleet *f, const char *name)
 {
     if (!name[0] || !strcmp(name, f->name))
         return 0;
-    char hint[80];
-    snprintf(hint, sizeof hint, "tracegate-node:%s", name); /* from the authenticated name, never a claim */
-    return tg_ipc_machine_id_from_hint(hint, strlen(hint));
+    return tg_gw_node_machine_id(name); /* from the authenticated name, never a claim */
 }
 
 void tg_fleet_link_state_changed(struct tg_fleet *f, struct tg_link *l)

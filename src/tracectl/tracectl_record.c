@@ -705,6 +705,7 @@ struct record_opts {
     int test_drop_read;     /* test only: ... or after this many ReadBuffers replies */
     int test_drop_silent;   /* test only: ... without the gateway noticing (no FIN) */
     char fed_spec[256];     /* --nodes a,b / --all: "@a,b", "@all" */
+    int all_machines;       /* --all-machines: trace_all_machines */
 };
 
 static Perfetto__Protos__TraceConfig *build_config(const struct record_opts *o, char *err, size_t errlen)
@@ -801,6 +802,10 @@ static Perfetto__Protos__TraceConfig *build_config(const struct record_opts *o, 
             goto fail;
         }
     }
+    if (o->all_machines) {
+        cfg->has_trace_all_machines = 1;
+        cfg->trace_all_machines = 1;
+    }
     return cfg;
 fail:
     protobuf_c_message_free_unpacked(msg, NULL);
@@ -826,6 +831,8 @@ static void record_usage(FILE *out)
             "      --nodes A,B      one session on nodes A and B of the gateway's fleet, merged into one trace\n"
             "                       (each node's packets carry its machine id; see `tracectl nodes`)\n"
             "      --all            ... on every node the gateway reaches now\n"
+            "      --all-machines   also producers on other machines (relayed, or forwarded over a link with\n"
+            "                       --export-node NAME:producer=): the config's trace_all_machines\n"
             "                       when the connection drops (by default tracectl does, for as long as\n"
             "                       the gateway keeps it)\n"
             "      --no-progress    no progress line on stderr\n"
@@ -893,6 +900,7 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
         {"no-progress", no_argument, NULL, 'P'},  {"help", no_argument, NULL, 'h'},
         {"no-resume", no_argument, NULL, 'R'},
         {"nodes", required_argument, NULL, 'n'}, {"all", no_argument, NULL, 'a'},
+        {"all-machines", no_argument, NULL, 'M'},
         /* test only, not in the usage: shuts the socket down once after MS (tests/integration) */
         {"test-drop-after", required_argument, NULL, 'X'},
         {"test-drop-read", required_argument, NULL, 'Y'},
@@ -920,6 +928,7 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
         case 'R': o.no_resume = 1; break;
         case 'n': snprintf(o.fed_spec, sizeof o.fed_spec, "@%s", optarg); break;
         case 'a': snprintf(o.fed_spec, sizeof o.fed_spec, "@all"); break;
+        case 'M': o.all_machines = 1; break;
         case 'X': o.test_drop_after_ms = atoi(optarg); break;
         case 'Y': o.test_drop_read = atoi(optarg); break;
         case 'Z': o.test_drop_silent = 1; break;

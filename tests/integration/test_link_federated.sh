@@ -59,7 +59,8 @@ start_node nodec --no-http --listen-link "tcp://127.0.0.1:@PORT@"
 PORT_C=$NODE_PORT
 # nodea: the hub; "noded" is a raw node whose socket does not exist (it cannot be recorded)
 start_node nodea --peer "tcp://127.0.0.1:$PORT_B" --peer "tcp://127.0.0.1:$PORT_C" \
-    --node "noded=unix:$T/nothing-here.sock" --http "127.0.0.1:@PORT@"
+    --node "noded=unix:$T/nothing-here.sock" --http "127.0.0.1:@PORT@" \
+    --export-node "nodeb:producer=$T/nodeb-producer.sock"
 HTTP=127.0.0.1:$NODE_PORT
 HUB=unix:$T/nodea-gw.sock
 
@@ -88,7 +89,7 @@ record_until_drawn() {
     demos=""
     while [ "$1" != "--" ]; do demos="$demos $1"; shift; done
     shift
-    for d in $demos; do : >"$T/demo-$d.mark"; cp "$T/demo-$d.log" "$T/demo-$d.before"; done
+    for d in $demos; do cp "$T/demo-$d.log" "$T/demo-$d.before"; done
     "$TRACECTL" record "$@" --no-progress -o "$out" >"$log" 2>&1 &
     rpid=$!
     for d in $demos; do
@@ -148,4 +149,24 @@ record_until_drawn "$T/ws.pftrace" "$T/rec-ws.log" nodeb nodec -- "ws://$HTTP/tr
 "$TRACECTL" dump "$T/ws.pftrace" --summary >"$T/ws.txt" 2>&1 || fail "the WebSocket trace does not decode"
 grep -Eq "^machines: .*\b$MID_B [1-9]" "$T/ws.txt" && grep -Eq "^machines: .*\b$MID_C [1-9]" "$T/ws.txt" ||
     fail "/traced/@all did not record every node: $(cat "$T/ws.txt")"
-echo "PASS: federated records over three nodes"
+# ---- 5. a producer on the hub, forwarded to nodeb's service over the link (traced_relay's case):
+# nodeb stamps it with the machine of the node that authenticated it, never what it claims ----
+"$DEMO" --producer-socket "$T/nodeb-producer.sock" --name demo-relayed --duration 1200 >"$T/demo-relayed.log" 2>&1 &
+PIDS="$PIDS $!"
+wait_for_line 30 "$T/demo-relayed.log" "registered with the tracing service" || fail "demo-relayed did not register"
+tg_timeout 10 "$TRACECTL" --node nodeb query "$HUB" >"$T/query-b.txt" 2>&1 || fail "query nodeb: $(cat "$T/query-b.txt")"
+MID_RELAYED=$(awk '$5 == "demo-relayed" { print $4 }' "$T/query-b.txt")
+case $MID_RELAYED in '' | local | 0) fail "nodeb does not see demo-relayed on another machine: $(cat "$T/query-b.txt")" ;; esac
+cp "$T/demo-relayed.log" "$T/demo-relayed.before"
+"$TRACECTL" --node nodeb record "$HUB" --all-machines --ds track_event --no-progress -o "$T/relayed-b.pftrace" \
+    >"$T/rec-relayed-b.log" 2>&1 &
+rpid=$!
+drew_after() { [ "$(grep -c 'first frame drawn' "$T/demo-$1.log")" -gt "$(grep -c 'first frame drawn' "$T/demo-$1.before")" ]; }
+wait_for 60 drew_after relayed || fail "demo-relayed never drew into nodeb's session: $(cat "$T/rec-relayed-b.log")"
+kill -INT "$rpid"
+wait_exit "$rpid" 60
+[ "$WAIT_RC" = 0 ] || fail "recording nodeb exited with $WAIT_RC: $(cat "$T/rec-relayed-b.log")"
+"$TRACECTL" dump "$T/relayed-b.pftrace" --summary >"$T/relayed-b.txt" 2>&1 || fail "nodeb's trace does not decode"
+grep -Eq "^machines: .*\b$MID_RELAYED [1-9]" "$T/relayed-b.txt" ||
+    fail "the relayed producer's packets do not carry machine $MID_RELAYED: $(cat "$T/relayed-b.txt")"
+echo "PASS: federated records over three nodes; a producer relayed over a link"
