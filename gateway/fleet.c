@@ -108,12 +108,14 @@ static void rebuild_status(struct tg_fleet *f)
     size_t o = (size_t)snprintf(j, cap, "[");
     for (size_t i = 0; i < n; i++) {
         const struct tg_fleet_node *x = &nodes[i];
+        char off[32] = "null"; /* node names are checked (tg_link_node_name_ok): no escaping needed */
+        if (x->have_offset)
+            snprintf(off, sizeof off, "%lld", (long long)x->clock_offset_ns);
         o += (size_t)snprintf(j + o, cap - o,
                               "%s{\"name\":\"%s\",\"state\":\"%s\",\"via\":\"%s\",\"machine_id\":%u,\"rtt_us\":%llu,"
-                              "\"clock_offset_ns\":%s%lld,\"bytes_in\":%llu,\"bytes_out\":%llu,\"channels\":%zu,"
+                              "\"clock_offset_ns\":%s,\"bytes_in\":%llu,\"bytes_out\":%llu,\"channels\":%zu,"
                               "\"since\":%llu}",
-                              i ? "," : "", x->name, x->state, x->via, x->machine_id, (unsigned long long)x->rtt_us,
-                              x->have_offset ? "" : "null,\"_\":", (long long)x->clock_offset_ns,
+                              i ? "," : "", x->name, x->state, x->via, x->machine_id, (unsigned long long)x->rtt_us, off,
                               (unsigned long long)x->bytes_in, (unsigned long long)x->bytes_out, x->channels,
                               (unsigned long long)x->since_unix_s);
     }
@@ -123,6 +125,10 @@ static void rebuild_status(struct tg_fleet *f)
     f->status_json = j;
     pthread_mutex_unlock(&f->status_mu);
 }
+
+void tg_fleet_refresh_status(struct tg_fleet *f) { rebuild_status(f); }
+
+static char *status_nodes(void *f) { return tg_fleet_status_json(f); }
 
 char *tg_fleet_status_json(struct tg_fleet *f)
 {
@@ -835,6 +841,7 @@ struct tg_fleet *tg_fleet_new(struct event_base *base, struct tg_gw *gw, const s
     if (!f->fanout)
         tg_warn(LOG, "federated sessions are off: out of memory");
     tg_gw_set_router(gw, tg_fleet_connect, f, f->name);
+    tg_gw_set_status_nodes(gw, status_nodes, f);
     for (size_t i = 0; i < f->n_peers; i++) {
         struct tg_link *l = tg_link_new_dialer(f, &f->peers[i]);
         if (!l) {
@@ -885,8 +892,10 @@ void tg_fleet_free(struct tg_fleet *f)
 {
     if (!f)
         return;
-    if (f->gw)
+    if (f->gw) {
         tg_gw_set_router(f->gw, NULL, NULL, tg_gw_node_name(f->gw));
+        tg_gw_set_status_nodes(f->gw, NULL, NULL);
+    }
     tg_fanout_free(f->fanout);
     f->fanout = NULL;
     while (f->links) {

@@ -208,6 +208,14 @@ static void json_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
+void tg_gw_set_status_nodes(struct tg_gw *gw, char *(*fn)(void *ctx), void *ctx)
+{
+    pthread_mutex_lock(&gw->status_mu);
+    gw->status_nodes = fn;
+    gw->status_nodes_ctx = ctx;
+    pthread_mutex_unlock(&gw->status_mu);
+}
+
 char *tg_gw_status_json(struct tg_gw *gw)
 {
     char *buf = NULL;
@@ -233,7 +241,14 @@ char *tg_gw_status_json(struct tg_gw *gw)
     fprintf(f, "},\"sessions\":%llu,\"listeners\":", (unsigned long long)tg_gw_metrics_session_current(gw->metrics));
     pthread_mutex_lock(&gw->status_mu);
     fputs(gw->status_listeners ? gw->status_listeners : "[]", f);
+    char *nodes = gw->status_nodes ? gw->status_nodes(gw->status_nodes_ctx) : NULL;
     pthread_mutex_unlock(&gw->status_mu);
+    if (nodes) {
+        fprintf(f, ",\"node\":");
+        json_str(f, tg_gw_node_name(gw));
+        fprintf(f, ",\"nodes\":%s", nodes);
+        free(nodes);
+    }
     fputs("}", f);
     if (fclose(f) != 0) {
         free(buf);

@@ -75,6 +75,8 @@ struct tg_gw {
     pthread_mutex_t roles_mu;
     pthread_mutex_t status_mu;
     char *status_listeners; /* JSON array, rebuilt when listeners change */
+    char *(*status_nodes)(void *); /* the fleet's nodes as a malloc'd JSON array (any thread) */
+    void *status_nodes_ctx;
 };
 
 /* Creates the gateway: upstreams (svc = the embedded service, or NULL when

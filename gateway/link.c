@@ -184,6 +184,7 @@ static void on_clock_sync(struct tg_link *l, const Tracegate__Link__ClockSync *c
     l->next_round = (l->next_round + 1) % LINK_CLOCK_ROUNDS;
     if (l->n_rounds < LINK_CLOCK_ROUNDS)
         l->n_rounds++;
+    tg_fleet_refresh_status(l->fleet);
 }
 
 int tg_link_clock_offset(const struct tg_link *l, int64_t *offset_ns)
@@ -976,6 +977,7 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *user)
         if ((f->hd.flags & NGHTTP2_FLAG_ACK) && c->link && c->link->conn == c && c->link->ping_outstanding) {
             c->link->rtt_us = now_us() - c->link->ping_sent_us;
             c->link->ping_outstanding = 0;
+            tg_fleet_refresh_status(c->link->fleet);
         }
         break;
     case NGHTTP2_HEADERS:

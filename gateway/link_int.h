@@ -203,6 +203,8 @@ unsigned tg_fleet_auth_link(struct tg_fleet *f, struct link_conn *c, const char 
                             size_t plen, int *status);
 const struct tg_fleet_config *tg_fleet_config_of(const struct tg_fleet *f);
 void tg_fleet_link_state_changed(struct tg_fleet *f, struct tg_link *l);
+/* Rebuilds the node list /api/status shows (a new RTT or clock reading). */
+void tg_fleet_refresh_status(struct tg_fleet *f);
 /* A connection is being freed: gives back its gateway slot; the end of --link-stdio ends us. */
 void tg_fleet_conn_gone(struct tg_fleet *f, struct link_conn *c);
 

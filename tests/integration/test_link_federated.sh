@@ -76,6 +76,19 @@ cat "$T/nodes.txt"
 for n in nodea nodeb nodec; do
     wait_for_line 30 "$T/demo-$n.log" "registered with the tracing service" || fail "demo-$n did not register"
 done
+# /api/status lists the nodes with their state and machine ids
+"$B/tests/integration/gw_testclient" http-get "$HTTP" /api/status >"$T/status.json" 2>"$T/status.err" ||
+    fail "/api/status: $(cat "$T/status.err")"
+python3 - "$T/status.json" <<'PY' || fail "/api/status has no usable node list: $(cat "$T/status.json")"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+body = doc
+nodes = {n["name"]: n for n in body["nodes"]}
+assert body["node"] == "nodea", body["node"]
+assert nodes["nodea"]["state"] == "self"
+assert nodes["nodeb"]["state"] == "up" and nodes["nodec"]["state"] == "up", nodes
+assert nodes["nodeb"]["machine_id"] != 0 and nodes["nodeb"]["clock_offset_ns"] > 9_000_000_000, nodes["nodeb"]
+PY
 MID_B=$(awk '$1 == "nodeb" { print $4 }' "$T/nodes.txt")
 MID_C=$(awk '$1 == "nodec" { print $4 }' "$T/nodes.txt")
 [ -n "$MID_B" ] && [ "$MID_B" != 0 ] && [ -n "$MID_C" ] && [ "$MID_C" != 0 ] && [ "$MID_B" != "$MID_C" ] ||
