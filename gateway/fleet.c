@@ -74,6 +74,7 @@ struct tg_fleet {
     struct link_conn *stdio_conn;
     pthread_mutex_t status_mu;
     char *status_json;
+    char *metrics_text; /* the fleet's /metrics families, rebuilt with status_json */
     uint64_t started_unix;
     struct tg_fanout *fanout; /* federated sessions (@all, @a,b) */
 };
@@ -93,6 +94,61 @@ static const char *state_name(const struct tg_link *l)
     case LINK_CLOSED: return "closed";
     default: return "connecting";
     }
+}
+
+/* The fleet's part of /metrics (Prometheus text); node names are checked, so labels need no
+ * escaping. */
+static char *render_metrics(const struct tg_fleet_node *nodes, size_t n)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&buf, &len);
+    if (!out)
+        return NULL;
+    static const struct {
+        const char *name, *type, *help;
+    } fam[] = {
+        {"tracegated_link_up", "gauge", "1 when the link to the node is up, 0 when it is down or connecting."},
+        {"tracegated_link_rtt_seconds", "gauge", "Round-trip time of the link's last HTTP/2 PING."},
+        {"tracegated_link_clock_offset_seconds", "gauge", "The node's BOOTTIME minus ours, from clock sync rounds."},
+        {"tracegated_link_received_bytes_total", "counter", "Bytes received on the link."},
+        {"tracegated_link_sent_bytes_total", "counter", "Bytes sent on the link."},
+        {"tracegated_link_channels", "gauge", "IPC connections (channels) open on the link."},
+        {"tracegated_link_resumes_total", "counter", "Times the link came back within its resume window."},
+    };
+    fprintf(out, "# HELP tracegated_fleet_nodes Nodes this gateway knows, by state.\n"
+                 "# TYPE tracegated_fleet_nodes gauge\n");
+    static const char *const states[] = {"self", "up", "down", "connecting", "raw"};
+    for (size_t s = 0; s < sizeof states / sizeof states[0]; s++) {
+        size_t c = 0;
+        for (size_t i = 0; i < n; i++)
+            c += !strcmp(nodes[i].state, states[s]);
+        fprintf(out, "tracegated_fleet_nodes{state=\"%s\"} %zu\n", states[s], c);
+    }
+    for (size_t k = 0; k < sizeof fam / sizeof fam[0]; k++) {
+        fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", fam[k].name, fam[k].help, fam[k].name, fam[k].type);
+        for (size_t i = 0; i < n; i++) {
+            const struct tg_fleet_node *x = &nodes[i];
+            int direct = strcmp(x->state, "self") && strcmp(x->state, "raw") && !x->via[0];
+            if (!direct)
+                continue;
+            fprintf(out, "%s{node=\"%s\"} ", fam[k].name, x->name);
+            switch (k) {
+            case 0: fprintf(out, "%d\n", !strcmp(x->state, "up")); break;
+            case 1: fprintf(out, "%.6f\n", (double)x->rtt_us / 1e6); break;
+            case 2: fprintf(out, "%.9f\n", x->have_offset ? (double)x->clock_offset_ns / 1e9 : 0.0); break;
+            case 3: fprintf(out, "%llu\n", (unsigned long long)x->bytes_in); break;
+            case 4: fprintf(out, "%llu\n", (unsigned long long)x->bytes_out); break;
+            case 5: fprintf(out, "%zu\n", x->channels); break;
+            default: fprintf(out, "%u\n", x->resumes); break;
+            }
+        }
+    }
+    if (fclose(out) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
 }
 
 static void rebuild_status(struct tg_fleet *f)
@@ -120,15 +176,29 @@ static void rebuild_status(struct tg_fleet *f)
                               (unsigned long long)x->since_unix_s);
     }
     snprintf(j + o, cap - o, "]");
+    char *m = render_metrics(nodes, n);
     pthread_mutex_lock(&f->status_mu);
     free(f->status_json);
     f->status_json = j;
+    if (m) {
+        free(f->metrics_text);
+        f->metrics_text = m;
+    }
     pthread_mutex_unlock(&f->status_mu);
 }
 
 void tg_fleet_refresh_status(struct tg_fleet *f) { rebuild_status(f); }
 
 static char *status_nodes(void *f) { return tg_fleet_status_json(f); }
+
+static char *metrics_text(void *arg)
+{
+    struct tg_fleet *f = arg;
+    pthread_mutex_lock(&f->status_mu);
+    char *r = f->metrics_text ? strdup(f->metrics_text) : NULL;
+    pthread_mutex_unlock(&f->status_mu);
+    return r;
+}
 
 char *tg_fleet_status_json(struct tg_fleet *f)
 {
@@ -177,6 +247,7 @@ size_t tg_fleet_nodes(struct tg_fleet *f, struct tg_fleet_node *out, size_t max)
             x->bytes_in = l->bytes_in;
             x->bytes_out = l->bytes_out;
             x->channels = l->n_channels;
+            x->resumes = l->resumes;
             x->since_unix_s = unix_from_mono(l->state == LINK_UP ? l->up_since_us : l->down_since_us);
             snprintf(x->address, sizeof x->address, "%s", l->conn ? l->conn->tinfo.peer : "");
             if (l->have_desc)
@@ -842,6 +913,7 @@ struct tg_fleet *tg_fleet_new(struct event_base *base, struct tg_gw *gw, const s
         tg_warn(LOG, "federated sessions are off: out of memory");
     tg_gw_set_router(gw, tg_fleet_connect, f, f->name);
     tg_gw_set_status_nodes(gw, status_nodes, f);
+    tg_gw_set_metrics_extra(gw, metrics_text, f);
     for (size_t i = 0; i < f->n_peers; i++) {
         struct tg_link *l = tg_link_new_dialer(f, &f->peers[i]);
         if (!l) {
@@ -895,6 +967,7 @@ void tg_fleet_free(struct tg_fleet *f)
     if (f->gw) {
         tg_gw_set_router(f->gw, NULL, NULL, tg_gw_node_name(f->gw));
         tg_gw_set_status_nodes(f->gw, NULL, NULL);
+        tg_gw_set_metrics_extra(f->gw, NULL, NULL);
     }
     tg_fanout_free(f->fanout);
     f->fanout = NULL;
@@ -923,6 +996,7 @@ void tg_fleet_free(struct tg_fleet *f)
     free(f->peers);
     free(f->raw);
     free(f->status_json);
+    free(f->metrics_text);
     pthread_mutex_destroy(&f->status_mu);
     free(f);
 }

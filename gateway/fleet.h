@@ -64,6 +64,7 @@ struct tg_fleet_node {
     int have_offset;
     uint64_t bytes_in, bytes_out;
     size_t channels;
+    unsigned resumes;    /* times the link came back within its resume window */
     uint64_t since_unix_s;
     char address[128];
     char version[64];

@@ -190,7 +190,31 @@ int tg_gw_upstream_healthy(struct tg_gw *gw)
 char *tg_gw_metrics_text(struct tg_gw *gw)
 {
     tg_gw_metrics_set_upstream_healthy(gw->metrics, tg_gw_upstream_healthy(gw));
-    return tg_gw_metrics_render(gw->metrics);
+    char *base = tg_gw_metrics_render(gw->metrics);
+    pthread_mutex_lock(&gw->status_mu);
+    char *extra = gw->metrics_extra ? gw->metrics_extra(gw->metrics_extra_ctx) : NULL;
+    pthread_mutex_unlock(&gw->status_mu);
+    if (!base || !extra) {
+        free(extra);
+        return base;
+    }
+    size_t a = strlen(base), b = strlen(extra);
+    char *all = realloc(base, a + b + 1);
+    if (!all) {
+        free(extra);
+        return base;
+    }
+    memcpy(all + a, extra, b + 1);
+    free(extra);
+    return all;
+}
+
+void tg_gw_set_metrics_extra(struct tg_gw *gw, char *(*fn)(void *ctx), void *ctx)
+{
+    pthread_mutex_lock(&gw->status_mu);
+    gw->metrics_extra = fn;
+    gw->metrics_extra_ctx = ctx;
+    pthread_mutex_unlock(&gw->status_mu);
 }
 
 static void json_str(FILE *f, const char *s)

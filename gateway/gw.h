@@ -79,6 +79,8 @@ void tg_gw_set_router(struct tg_gw *gw, tg_gw_router_fn fn, void *ctx, const cha
 /* The "nodes" of /api/status: fn(ctx) returns a malloc'd JSON array and may be called from any
  * thread (the HTTP front end's); NULL removes it. */
 void tg_gw_set_status_nodes(struct tg_gw *gw, char *(*fn)(void *ctx), void *ctx);
+/* More /metrics families: fn(ctx) returns malloc'd Prometheus text (any thread); NULL removes it. */
+void tg_gw_set_metrics_extra(struct tg_gw *gw, char *(*fn)(void *ctx), void *ctx);
 /* This node's name ("" without links). */
 const char *tg_gw_node_name(const struct tg_gw *gw);
 

@@ -89,6 +89,13 @@ assert nodes["nodea"]["state"] == "self"
 assert nodes["nodeb"]["state"] == "up" and nodes["nodec"]["state"] == "up", nodes
 assert nodes["nodeb"]["machine_id"] != 0 and nodes["nodeb"]["clock_offset_ns"] > 9_000_000_000, nodes["nodeb"]
 PY
+# /metrics has the links
+"$B/tests/integration/gw_testclient" http-get "$HTTP" /metrics >"$T/metrics.txt" 2>&1 || fail "/metrics failed"
+grep -q '^tracegated_link_up{node="nodeb"} 1$' "$T/metrics.txt" && grep -q '^tracegated_link_up{node="nodec"} 1$' "$T/metrics.txt" ||
+    fail "/metrics does not show both links up: $(grep link "$T/metrics.txt")"
+grep -Eq '^tracegated_link_clock_offset_seconds\{node="nodeb"\} (9\.|10\.)' "$T/metrics.txt" ||
+    fail "/metrics does not show nodeb's clock offset: $(grep clock "$T/metrics.txt")"
+grep -q '^tracegated_fleet_nodes{state="raw"} 1$' "$T/metrics.txt" || fail "/metrics does not count the raw node"
 MID_B=$(awk '$1 == "nodeb" { print $4 }' "$T/nodes.txt")
 MID_C=$(awk '$1 == "nodec" { print $4 }' "$T/nodes.txt")
 [ -n "$MID_B" ] && [ "$MID_B" != 0 ] && [ -n "$MID_C" ] && [ "$MID_C" != 0 ] && [ "$MID_B" != "$MID_C" ] ||
