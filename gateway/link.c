@@ -460,8 +460,13 @@ static void link_up(struct tg_link *l, struct link_conn *c, int resumed)
     l->clock_phase = 0;
     if (resumed)
         l->resumes++;
-    tg_info(LOG, "link %s %s (%s, %s, link %s)", l->peer_name, resumed ? "resumed" : "up", c->tinfo.peer,
-            l->principal, l->id_hex);
+    /* the acceptor names the credential it checked; the dialer, how it verified the acceptor */
+    const char *who = l->principal[0]            ? l->principal
+                      : c->tinfo.stdio           ? "over ssh"
+                      : c->tinfo.cert_verified ? "server certificate verified"
+                                                 : "h2c on loopback";
+    tg_info(LOG, "link %s %s (%s, %s, link %s)", l->peer_name, resumed ? "resumed" : "up", c->tinfo.peer, who,
+            l->id_hex);
     struct timeval now = {0, 0};
     evtimer_add(l->ping_ev, &now);
     event_active(l->clock_ev, EV_TIMEOUT, 0);
@@ -737,9 +742,10 @@ static void accept_control(struct link_conn *c, int32_t sid, struct stream_ctx *
     }
     char principal[160];
     int status = 401;
-    unsigned roles = tg_fleet_auth_link(f, c, x->authorization, principal, sizeof principal, &status);
+    unsigned roles = tg_fleet_auth_link(f, c, x->authorization, x->node, principal, sizeof principal, &status);
     if (!roles) {
-        refuse(c, sid, status, status == 401 ? "authentication required" : "this principal may not link");
+        refuse(c, sid, status,
+               status == 401 ? "authentication required" : "this principal may not link (under this node name)");
         return;
     }
     struct tg_link *l = NULL;

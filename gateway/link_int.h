@@ -199,8 +199,8 @@ int tg_fleet_accept_channel(struct tg_fleet *f, struct tg_link *l, struct link_c
 /* Whether a channel to node `name` can be served by this node (itself or a reachable node). */
 int tg_fleet_can_route(struct tg_fleet *f, const char *name);
 /* Authenticates a control request (acceptor). Returns roles (0: refused, *status set). */
-unsigned tg_fleet_auth_link(struct tg_fleet *f, struct link_conn *c, const char *authorization, char *principal,
-                            size_t plen, int *status);
+unsigned tg_fleet_auth_link(struct tg_fleet *f, struct link_conn *c, const char *authorization, const char *node,
+                            char *principal, size_t plen, int *status);
 const struct tg_fleet_config *tg_fleet_config_of(const struct tg_fleet *f);
 void tg_fleet_link_state_changed(struct tg_fleet *f, struct tg_link *l);
 /* Rebuilds the node list /api/status shows (a new RTT or clock reading). */
