@@ -839,12 +839,6 @@ static void record_usage(FILE *out)
             "  -h, --help           this help\n");
 }
 
-static void default_consumer(char *buf, size_t len)
-{
-    char prod[512];
-    tg_service_default_sockets(prod, sizeof prod, buf, len);
-}
-
 static int is_regular_path(const char *path)
 {
     struct stat st;
@@ -946,11 +940,12 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
         }
         eo.node = o.fed_spec; /* the gateway fans the session out (docs/link-protocol.md §8) */
     }
-    char defc[512];
-    default_consumer(defc, sizeof defc);
-    if (argc - optind == 1 && strcmp(opts->endpoint, defc) == 0) {
+    if (argc - optind == 1 && opts->endpoint_defaulted) {
         eo.endpoint = argv[optind++];
+        eo.endpoint_defaulted = 0;
     }
+    if (eo.endpoint_defaulted && eo.node)
+        eo.endpoint = TC_DEFAULT_GATEWAY; /* --nodes/--all need the gateway, not the service's socket */
     if (optind < argc) {
         fprintf(stderr, "tracectl record: unexpected argument '%s'\n", argv[optind]);
         record_usage(stderr);
