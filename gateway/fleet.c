@@ -430,6 +430,7 @@ int tg_fleet_connect(void *fleet, const char *node, int producer, const struct t
         snprintf(err, errlen, "cannot create a channel to %s", node);
         return -1;
     }
+    tg_link_op_channel_open(ch, who ? who->traceparent : NULL, ch->traceparent);
     int r = l->dialer ? tg_link_submit_channel(l, ch) : tg_link_send_open(l, ch);
     if (r != 0) {
         tg_link_channel_free(ch);

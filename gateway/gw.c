@@ -16,6 +16,7 @@
 #include "gw_upstream.h"
 #include "tracegate/frame.h"
 #include "tracegate/log.h"
+#include "tracegate/onepath.h"
 
 #define LOG "gateway"
 #define SWEEP_MS 250
@@ -194,6 +195,22 @@ char *tg_gw_metrics_text(struct tg_gw *gw)
     pthread_mutex_lock(&gw->status_mu);
     char *extra = gw->metrics_extra ? gw->metrics_extra(gw->metrics_extra_ctx) : NULL;
     pthread_mutex_unlock(&gw->status_mu);
+    if (onepath_metrics_enabled()) { /* OnePath's own (onepath.*), in Prometheus text too */
+        size_t ol = 0;
+        char *op = onepath_metrics_prometheus(&ol);
+        if (op && extra) {
+            size_t el = strlen(extra);
+            char *both = realloc(extra, el + ol + 1);
+            if (both) {
+                memcpy(both + el, op, ol);
+                both[el + ol] = 0;
+                extra = both;
+            }
+            free(op);
+        } else if (op) {
+            extra = op;
+        }
+    }
     if (!base || !extra) {
         free(extra);
         return base;

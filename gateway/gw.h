@@ -59,6 +59,7 @@ struct tg_gw_client_info {
     uid_t uid;
     pid_t pid;           /* -1 when unknown */
     char node[64];       /* "/traced/<node>" target, "" = this host */
+    char traceparent[56]; /* the client's W3C trace context (WebSocket header or ?traceparent=), "" = none */
 };
 
 /* Takes ownership of `down` (even on failure, when it is closed with a

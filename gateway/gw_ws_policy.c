@@ -218,6 +218,11 @@ void tg_ws_decide_upgrade(struct tg_gw *gw, const struct tg_gw_ws_config *cfg, c
     snprintf(ci->source, sizeof ci->source, "%s", ip);
     ci->loopback = tg_ws_ip_is_loopback(rq->peer_ip);
 
+    /* a W3C traceparent is 55 characters of lower-case hex and '-' (a later version may be longer:
+     * not kept); it is only a parent for our spans, never an access decision */
+    if (rq->traceparent && strlen(rq->traceparent) == 55 &&
+        strspn(rq->traceparent, "0123456789abcdef-") == 55)
+        snprintf(ci->traceparent, sizeof ci->traceparent, "%s", rq->traceparent);
     enum tg_ws_route r = tg_ws_route_of(rq->path, ci->node, sizeof ci->node);
     if (r != TG_WS_ROUTE_CONSUMER && r != TG_WS_ROUTE_PRODUCER) {
         d->status = 404;

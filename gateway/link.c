@@ -692,6 +692,8 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
         copy_hdr(x, x->node, sizeof x->node, v, vl);
     else if (IS("tracegate-principal"))
         copy_hdr(x, x->principal, sizeof x->principal, v, vl);
+    else if (IS("traceparent"))
+        copy_hdr(x, x->traceparent, sizeof x->traceparent, v, vl);
     else if (IS("tracegate-error"))
         copy_hdr(x, x->error, sizeof x->error, v, vl);
     else if (IS("tracegate-hops"))
@@ -869,6 +871,7 @@ static void accept_channel(struct link_conn *c, int32_t sid, struct stream_ctx *
             refuse(c, sid, 503, "cannot create the channel");
             return;
         }
+        tg_link_op_channel_open(ch, x->traceparent, ch->traceparent);
         int st = tg_fleet_accept_channel(c->fleet, l, ch, fd);
         if (st) {
             tg_link_channel_free(ch);
@@ -1224,6 +1227,8 @@ int tg_link_submit_channel(struct tg_link *l, struct link_channel *ch)
     NV("tracegate-channel", id);
     if (ch->principal[0])
         NV("tracegate-principal", ch->principal);
+    if (ch->traceparent[0] && !ch->ever_bound)
+        NV("traceparent", ch->traceparent);
     if (ch->ever_bound)
         NV("tracegate-received", rcv);
 #undef NV

@@ -17,6 +17,7 @@
 
 #include "fleet.h"
 #include "gw.h"
+#include "link_onepath.h"
 #include "link_transport.h"
 #include "tracegate/kcdata_node.h"
 
@@ -107,6 +108,7 @@ struct stream_ctx {
     int status;
     int bad;   /* a header was too long or repeated */
     char method[16], protocol[32], path[128], channel[24], received[24], link_id[40], resumed[4], node[64];
+    char traceparent[64];
     char principal[160], authorization[600], error[128], hops[8];
 };
 enum { STREAM_UNKNOWN = 0, STREAM_CONTROL = 1, STREAM_CHANNEL = 2 };
@@ -163,6 +165,8 @@ struct link_channel {
     int peer_eof;
     struct event *ack_ev, *open_ev;
     struct stream_ctx *ctx;   /* of the bound stream (its ch points back), NULL when unbound */
+    struct link_op op;        /* OnePath: the channel's span context, a pending attachment */
+    char traceparent[56];     /* W3C context the opening CONNECT carries ("" = none) */
 };
 
 /* Creates a channel with a socketpair; *other_fd receives the end for the gateway. */

@@ -25,6 +25,7 @@
 #include "gw_ws.h"
 #include "tracegate/addr.h"
 #include "tracegate/log.h"
+#include "tracegate/onepath.h"
 #include "tracegate/service.h"
 
 #define LOG "tracegated"
@@ -476,6 +477,16 @@ int main(int argc, char **argv)
     event_add(d.sigterm, NULL);
     event_add(d.sigint, NULL);
     event_add(d.sighup, NULL);
+    /* OnePath (docs/onepath.md): spans of what links carry and its metrics on /metrics, switched
+     * by the ONEPATH_* environment variables; nothing runs when they are off */
+    onepath_trace_opts_t op = ONEPATH_TRACE_OPTS_DEFAULT;
+    if (!getenv("ONEPATH_TRACE_SERVICE_NAME"))
+        op.service_name = "tracegated";
+    if (onepath_trace_init(&op) != ONEPATH_OK)
+        tg_warn(LOG, "OnePath did not start (see its messages above); continuing without it");
+    else if (onepath_trace_enabled() || onepath_metrics_enabled())
+        tg_info(LOG, "OnePath: tracing %s, metrics %s", onepath_trace_enabled() ? "on" : "off",
+                onepath_metrics_enabled() ? "on" : "off");
     tg_info(LOG, "tracegated %s ready", PACKAGE_VERSION);
     event_base_dispatch(d.base);
     rc = 0;
@@ -501,6 +512,7 @@ out:
         event_free(d.exit_timer);
     event_base_free(d.base);
     tg_gw_config_free(&d.cfg);
+    onepath_trace_shutdown(); /* flushes the span and metrics files */
     if (rc == 0)
         tg_info(LOG, "stopped");
     return rc;
