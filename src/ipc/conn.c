@@ -286,17 +286,21 @@ int tg_conn_forward_frame(tg_conn *from, tg_conn *to)
         return -1;
     size_t n = from->head_len + TG_FRAME_HEADER_SIZE;
     int rc;
-    if (from->rb)
-        rc = tg_rbuf_forward(from->rb, from->in, to->out, n,
-                             n >= FORWARD_REF_MIN && tg_rbuf_pinned(from->rb) <= FORWARD_PIN_LIMIT);
-    else
+    size_t by_ref = 0;
+    if (from->rb) {
+        int ref = n >= FORWARD_REF_MIN && tg_rbuf_pinned(from->rb) <= FORWARD_PIN_LIMIT;
+        rc = tg_rbuf_forward(from->rb, from->in, to->out, n, ref, &by_ref);
+    } else {
         rc = tg_frame_move(from->in, to->out, from->head_len); /* whole chains move, a partial one is copied */
+    }
     if (rc != 0) {
         /* part of the frame may be queued: that stream is unusable */
         schedule_close(to, "out of memory");
         return -1;
     }
     from->head_state = HEAD_MOVED;
+    from->stats.frames_forwarded++;
+    from->stats.bytes_forwarded_by_ref += by_ref;
     return enqueued(to, n);
 }
 

@@ -237,8 +237,10 @@ const uint8_t *tg_rbuf_view(struct tg_rbuf *r, struct evbuffer *in, size_t off, 
     return NULL;
 }
 
-int tg_rbuf_forward(struct tg_rbuf *r, struct evbuffer *in, struct evbuffer *out, size_t n, int by_ref)
+int tg_rbuf_forward(struct tg_rbuf *r, struct evbuffer *in, struct evbuffer *out, size_t n, int by_ref,
+                    size_t *ref_bytes)
 {
+    *ref_bytes = 0;
     sync_map(r, in);
     if (n > r->bytes || n > evbuffer_get_length(in))
         return -1;
@@ -252,6 +254,7 @@ int tg_rbuf_forward(struct tg_rbuf *r, struct evbuffer *in, struct evbuffer *out
                 s->b->refs--;
                 return -1;
             }
+            *ref_bytes += piece;
         } else if (evbuffer_add(out, s->p, piece) != 0) {
             return -1;
         }

@@ -43,9 +43,10 @@ void tg_rbuf_event_end(struct tg_rbuf *r, struct evbuffer *in);
 /* A pointer to in's bytes [off, off + len) if they are contiguous in one block, else NULL. */
 const uint8_t *tg_rbuf_view(struct tg_rbuf *r, struct evbuffer *in, size_t off, size_t len);
 /* Moves in's first n bytes to `out`: by reference when `by_ref`, else copied (small frames: a
- * reference costs more than a copy). Returns 0, or -1 if out of memory (then `out` may hold part
- * of them and `in` still holds all of them). */
-int tg_rbuf_forward(struct tg_rbuf *r, struct evbuffer *in, struct evbuffer *out, size_t n, int by_ref);
+ * reference costs more than a copy); *ref_bytes = how many went by reference. Returns 0, or -1
+ * if out of memory (then `out` may hold part of them and `in` still holds all of them). */
+int tg_rbuf_forward(struct tg_rbuf *r, struct evbuffer *in, struct evbuffer *out, size_t n, int by_ref,
+                    size_t *ref_bytes);
 /* Bytes of the blocks this rbuf allocated that are still alive (read, queued or referenced). */
 size_t tg_rbuf_pinned(const struct tg_rbuf *r);
 

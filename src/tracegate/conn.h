@@ -136,6 +136,9 @@ int tg_conn_fd(const tg_conn *c); /* -1 for bufferevent conns */
 
 struct tg_conn_stats {
     uint64_t bytes_in, bytes_out, frames_in, frames_out;
+    /* Input frames handed on with tg_conn_forward_frame, and the bytes of
+     * them that went by reference (the rest were copied). */
+    uint64_t frames_forwarded, bytes_forwarded_by_ref;
 };
 void tg_conn_get_stats(const tg_conn *c, struct tg_conn_stats *st);
 
