@@ -803,9 +803,12 @@ void tg_conn_pause_read(tg_conn *c)
 
 static void resume_cb(evutil_socket_t fd, short what, void *arg)
 {
+    tg_conn *c = arg;
     (void)fd;
     (void)what;
-    dispatch_frames(arg);
+    dispatch_frames(c);
+    if (c->rb)
+        tg_rbuf_event_end(c->rb, c->in); /* a connection that goes idle now holds no block */
 }
 
 void tg_conn_resume_read(tg_conn *c)

@@ -214,8 +214,8 @@ int tg_rbuf_commit(struct tg_rbuf *r, struct evbuffer *in, size_t n)
 void tg_rbuf_event_end(struct tg_rbuf *r, struct evbuffer *in)
 {
     sync_map(r, in);
-    if (r->event_bytes < r->next_size / 4 && r->next_size > BLOCK_MIN)
-        r->next_size /= 2;
+    if (r->event_bytes && r->event_bytes < r->next_size / 4 && r->next_size > BLOCK_MIN)
+        r->next_size /= 2; /* the socket had little: smaller blocks again */
     r->event_bytes = 0;
     if (r->bytes == 0 && r->cur) {
         block_unref(r->cur);
