@@ -217,9 +217,14 @@ void tg_rbuf_event_end(struct tg_rbuf *r, struct evbuffer *in)
     if (r->event_bytes && r->event_bytes < r->next_size / 4 && r->next_size > BLOCK_MIN)
         r->next_size /= 2; /* the socket had little: smaller blocks again */
     r->event_bytes = 0;
-    if (r->bytes == 0 && r->cur) {
-        block_unref(r->cur);
-        r->cur = NULL;
+    if (r->bytes == 0) { /* idle: keep nothing */
+        if (r->cur) {
+            block_unref(r->cur);
+            r->cur = NULL;
+        }
+        free(r->spans);
+        r->spans = NULL;
+        r->cap = r->head = r->n = 0;
     }
 }
 
