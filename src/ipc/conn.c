@@ -22,6 +22,7 @@
 
 #define MAX_FDS_PER_READ 4
 #define MAX_READS_PER_EVENT 32
+#define READ_BUDGET_PER_EVENT (2u << 20) /* then frames are dispatched (and pauses apply) first */
 #define FLUSH_CLOSE_DEFAULT_MS 5000
 /* tg_conn_forward_frame: frames this big go by reference, smaller ones are copied (a reference
  * chain costs an allocation); and references stop (frames are copied) while the blocks this
@@ -363,7 +364,8 @@ static void sock_read_cb(evutil_socket_t sfd, short what, void *arg)
     (void)sfd;
     (void)what;
     int eof = 0;
-    for (int iter = 0; iter < MAX_READS_PER_EVENT && !c->closing; iter++) {
+    size_t event_bytes = 0;
+    for (int iter = 0; iter < MAX_READS_PER_EVENT && !c->closing && event_bytes < READ_BUDGET_PER_EVENT; iter++) {
         /* into a block of our own, appended to `in` by reference: frames can then leave by
          * reference too (tg_conn_forward_frame); the block grows while reads fill it */
         uint8_t *dst;
@@ -426,6 +428,7 @@ static void sock_read_cb(evutil_socket_t sfd, short what, void *arg)
         }
         c->stats.bytes_in += (uint64_t)n;
         c->last_input_ms = tg_mono_ms();
+        event_bytes += (size_t)n;
         if ((size_t)n < room)
             break;
     }
