@@ -2,7 +2,8 @@
  * tg_conn_forward_frame) between two connections on socketpairs: frames of every size, cut
  * across reads and read blocks at arbitrary points, arrive intact and in order, interleaved with
  * frames taken through on_frame; frames of 2 KiB and more go by reference (counted), smaller ones
- * are copied; a frame that came with an fd is left to on_frame; the bound on read blocks kept
+ * are copied; random sizes and cuts with both paths interleaved; a frame that came with an fd is
+ * left to on_frame; the bound on read blocks kept
  * alive by references (beyond it frames are copied, none lost); the bufferevent backend. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -253,6 +254,42 @@ static void test_forward_intact(void **state)
     free(s);
 }
 
+/* Random frame sizes, random cut points, frames taken by head or through on_frame at random (the
+ * copying and the moving paths interleaved on the same blocks): the stream comes out identical. */
+static void test_forward_random(void **state)
+{
+    (void)state;
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        uint64_t rng = seed * 0x9e3779b97f4a7c15ull;
+        size_t n = 150;
+        size_t *sizes = malloc(n * sizeof *sizes);
+        for (size_t k = 0; k < n; k++) {
+            uint64_t r = tg_test_rand(&rng) % 10;
+            sizes[k] = r < 4 ? tg_test_rand_range(&rng, 1, 300) /* (empty frames are skipped by design) */
+                       : r < 8 ? tg_test_rand_range(&rng, 1500, 70000)
+                               : tg_test_rand_range(&rng, 100000, TG_FRAME_MAX_DEFAULT - TG_FRAME_HEADER_SIZE);
+        }
+        size_t pieces[16];
+        for (size_t i = 0; i < 16; i++)
+            pieces[i] = tg_test_rand_range(&rng, 1, 300000);
+        size_t total;
+        uint8_t *st = make_stream(sizes, n, &total);
+        struct fwd f;
+        fwd_setup(&f, 0, 0);
+        f.copy_every = 2 + seed; /* 3, 4, 5 */
+        write_in_pieces(&f, st, total, pieces, 16);
+        struct drain_until d = {&f, total};
+        assert_true(tg_test_run_until(f.base, reader_has, &d, TIMEOUT_MS));
+        assert_int_equal(f.got_len, total);
+        assert_memory_equal(f.got, st, total);
+        assert_int_equal(f.bad_peek, 0);
+        assert_int_equal(f.heads_taken + f.on_frames, n);
+        free(sizes);
+        free(st);
+        fwd_teardown(&f);
+    }
+}
+
 /* A frame that arrives with an fd is left to on_frame, which takes the fd; the frames around it
  * are forwarded. */
 static void test_forward_fd_frame(void **state)
@@ -356,6 +393,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forward_intact),
+        cmocka_unit_test(test_forward_random),
         cmocka_unit_test(test_forward_fd_frame),
         cmocka_unit_test(test_forward_pin_limit),
         cmocka_unit_test(test_forward_bufferevent),
