@@ -82,6 +82,13 @@ int tg_link_ack_parse(const uint8_t *payload, size_t plen, uint64_t *received)
     return n == plen ? 0 : -1;
 }
 
+size_t tg_link_ctl_header(uint8_t *out, size_t len)
+{
+    if (len > TG_LINK_CTL_MAX)
+        return 0;
+    return tg_pb_put_varint(out, len);
+}
+
 long tg_link_ctl_parse(const uint8_t *buf, size_t len, const uint8_t **msg, size_t *mlen)
 {
     uint64_t n;
