@@ -46,7 +46,13 @@ static void apply_ack(struct link_channel *ch, uint64_t received)
     while (ch->tx_acked < received && ch->rec_count) {
         uint32_t len = ch->rec_len[ch->rec_head];
         evbuffer_drain(ch->unacked, len);
-        ch->tx_off = ch->tx_off >= len ? ch->tx_off - len : 0;
+        if (ch->tx_next) {
+            ch->tx_next--;
+            ch->tx_off -= len;
+        } else {
+            ch->tx_off = 0; /* the peer acknowledged a record it was not sent whole: its loss */
+            ch->tx_rec_left = 0;
+        }
         ch->rec_head = (ch->rec_head + 1) % ch->rec_cap;
         ch->rec_count--;
         ch->tx_acked++;
@@ -67,7 +73,8 @@ static void queue_ack(struct link_channel *ch)
     size_t n = tg_link_ack_payload(pl, ch->rx_count);
     size_t h = tg_link_rec_header(rec, TG_LINK_REC_ACK, n);
     memcpy(rec + h, pl, n);
-    evbuffer_drain(ch->ack_out, evbuffer_get_length(ch->ack_out)); /* the newest count says it all */
+    if (!ch->ack_partial) /* the newest count says it all, unless an older ACK is half sent */
+        evbuffer_drain(ch->ack_out, evbuffer_get_length(ch->ack_out));
     evbuffer_add(ch->ack_out, rec, h + n);
     ch->rx_acked_sent = ch->rx_count;
     ch->rx_since_ack_bytes = ch->rx_since_ack_recs = 0;
@@ -297,6 +304,8 @@ void tg_link_channel_bind(struct link_channel *ch, int32_t sid, uint64_t peer_re
     if (ch->response_ok) {
         /* a fresh stream: everything not acknowledged goes again, in order */
         ch->tx_off = 0;
+        ch->tx_next = 0;
+        ch->tx_rec_left = 0;
         ch->eof_sent = 0;
         ch->ever_bound = 1;
         if (ch->open_ev)
@@ -316,6 +325,10 @@ void tg_link_channel_unbind(struct link_channel *ch)
     ch->eof_sent = 0;
     evbuffer_drain(ch->rx, evbuffer_get_length(ch->rx)); /* a partial record comes again, whole */
     evbuffer_drain(ch->ack_out, evbuffer_get_length(ch->ack_out));
+    ch->ack_partial = 0;
+    ch->tx_off = 0; /* the next stream starts over (tg_link_channel_bind) */
+    ch->tx_next = 0;
+    ch->tx_rec_left = 0;
     ch->rx_acked_sent = ch->rx_count; /* the next request/response says what we have */
     event_del(ch->ack_ev);
 }
@@ -404,22 +417,38 @@ ssize_t tg_link_channel_read_cb(nghttp2_session *s, int32_t sid, uint8_t *buf, s
     }
     if (!ch->response_ok)
         return NGHTTP2_ERR_DEFERRED;
+    /* A record may span several DATA frames (nghttp2 offers any len): an ACK goes out only
+     * between two records, and a record only after a whole ACK, so the peer reads whole records. */
     size_t n = 0;
-    size_t a = evbuffer_get_length(ch->ack_out);
-    if (a && a <= len) {
-        evbuffer_remove(ch->ack_out, buf, a);
-        n += a;
-    }
     size_t total = evbuffer_get_length(ch->unacked);
-    if (n < len && ch->tx_off < total) {
-        struct evbuffer_ptr p;
-        evbuffer_ptr_set(ch->unacked, &p, ch->tx_off, EVBUFFER_PTR_SET);
-        size_t want = len - n < total - ch->tx_off ? len - n : total - ch->tx_off;
-        ev_ssize_t got = evbuffer_copyout_from(ch->unacked, &p, buf + n, want);
-        if (got > 0) {
+    while (n < len) {
+        if (ch->tx_rec_left) {
+            size_t want = len - n < ch->tx_rec_left ? len - n : ch->tx_rec_left;
+            struct evbuffer_ptr p;
+            evbuffer_ptr_set(ch->unacked, &p, ch->tx_off, EVBUFFER_PTR_SET);
+            ev_ssize_t got = evbuffer_copyout_from(ch->unacked, &p, buf + n, want);
+            if (got <= 0)
+                break;
             ch->tx_off += (size_t)got;
+            ch->tx_rec_left -= (size_t)got;
             n += (size_t)got;
+            if (!ch->tx_rec_left)
+                ch->tx_next++;
+            continue;
         }
+        size_t a = evbuffer_get_length(ch->ack_out);
+        if (a) {
+            size_t want = len - n < a ? len - n : a;
+            evbuffer_remove(ch->ack_out, buf + n, want);
+            n += want;
+            ch->ack_partial = evbuffer_get_length(ch->ack_out) != 0;
+            continue;
+        }
+        if (ch->tx_off < total && ch->tx_next < ch->rec_count) {
+            ch->tx_rec_left = ch->rec_len[(ch->rec_head + ch->tx_next) % ch->rec_cap];
+            continue;
+        }
+        break;
     }
     if (n)
         return (ssize_t)n;

@@ -151,10 +151,13 @@ struct link_channel {
     /* to the peer */
     struct evbuffer *unacked; /* encoded records not acknowledged yet */
     size_t tx_off;            /* bytes of unacked handed to nghttp2 on the current stream */
+    size_t tx_next;           /* records of unacked handed out whole on the current stream */
+    size_t tx_rec_left;       /* bytes of record tx_next still to hand out (0: at a record boundary) */
     uint32_t *rec_len;        /* ring: encoded length of each unacked IPC record (attachment included) */
     size_t rec_head, rec_count, rec_cap;
     uint64_t tx_acked, tx_count;
     struct evbuffer *ack_out;
+    int ack_partial;          /* part of ack_out was handed out: append, never replace */
     int local_eof, eof_sent;
     /* from the peer */
     struct evbuffer *rx;
