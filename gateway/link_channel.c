@@ -37,7 +37,7 @@ static void kick(struct link_channel *ch)
     }
 }
 
-static void local_read(struct link_channel *ch);
+static int local_read(struct link_channel *ch);
 
 /* ---- acknowledgements ---- */
 
@@ -60,7 +60,9 @@ static void apply_ack(struct link_channel *ch, uint64_t received)
     if (ch->local && !(bufferevent_get_enabled(ch->local) & EV_READ) && !ch->local_eof &&
         evbuffer_get_length(ch->unacked) < LINK_CHANNEL_BUFFER) {
         bufferevent_enable(ch->local, EV_READ);
-        local_read(ch); /* frames that waited in the input */
+        /* frames that waited in the input, read from the loop: our callers (the peer's data,
+         * a bind) still use the channel, and reading may close it */
+        bufferevent_trigger(ch->local, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
     }
 }
 
@@ -109,7 +111,9 @@ static int ring_push(struct link_channel *ch, uint32_t len)
     return 0;
 }
 
-static void local_read(struct link_channel *ch)
+/* Moves whole frames from the local socket into records. Returns 0, or -1 when it closed (freed)
+ * the channel. */
+static int local_read(struct link_channel *ch)
 {
     struct evbuffer *in = bufferevent_get_input(ch->local);
     int added = 0;
@@ -122,7 +126,7 @@ static void local_read(struct link_channel *ch)
         uint32_t n = (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 24;
         if (n > TG_FRAME_MAX_DEFAULT) {
             tg_link_channel_abort(ch, "the local peer sent a frame over 128 KiB");
-            return;
+            return -1;
         }
         if (have < 4 + (size_t)n)
             break;
@@ -130,7 +134,7 @@ static void local_read(struct link_channel *ch)
         size_t hl = tg_link_rec_header(hdr, TG_LINK_REC_IPC, 4 + (size_t)n);
         if (ring_push(ch, (uint32_t)(hl + 4 + n)) != 0) {
             tg_link_channel_abort(ch, "out of memory");
-            return;
+            return -1;
         }
         evbuffer_add(ch->unacked, hdr, hl);
         evbuffer_remove_buffer(in, ch->unacked, 4 + (size_t)n); /* moves the chains, no copy */
@@ -141,6 +145,7 @@ static void local_read(struct link_channel *ch)
         bufferevent_disable(ch->local, EV_READ); /* the peer is behind: this channel waits, no other */
     if (added)
         kick(ch);
+    return 0;
 }
 
 static void local_read_cb(struct bufferevent *bev, void *arg)
@@ -176,7 +181,8 @@ static void local_event_cb(struct bufferevent *bev, short what, void *arg)
     (void)bev;
     if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
         if (!ch->local_eof) {
-            local_read(ch); /* whole frames that came before the end still go */
+            if (local_read(ch) != 0) /* whole frames that came before the end still go */
+                return;
             ch->local_eof = 1;
         }
         bufferevent_disable(ch->local, EV_READ);
