@@ -578,56 +578,71 @@ void tg_fleet_conn_gone(struct tg_fleet *f, struct link_conn *c)
     }
 }
 
+/* One accepted link connection: limits before anything is spent on it, the uid of a local
+ * peer, then the transport (TLS or h2c) as the HTTP/2 acceptor. Takes fd. */
+static int accept_link(struct tg_fleet *f, int fd, struct tg_tls_server *tls, const char *where, char *err,
+                       size_t errlen)
+{
+    struct link_conn *c = tg_link_conn_new(f, NULL, 0);
+    if (!c) {
+        close(fd);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    struct tg_gw_client_info *ai = &c->ainfo;
+    ai->transport = TG_GW_T_LINK;
+    struct tg_peer_cred cred;
+    {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        char ip[64] = "?";
+        unsigned port = 0;
+        if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) {
+            ai->loopback = ip_is_loopback(&ss);
+            format_ip(&ss, ip, sizeof ip, &port);
+        }
+        snprintf(ai->source, sizeof ai->source, "%s", ip);
+        snprintf(ai->peer, sizeof ai->peer, "link %s:%u", ip, port);
+    }
+    const char *label, *why;
+    if (tg_gw_admit(f->gw, ai, &label, &why) != 0) {
+        tg_gw_count_rejected(f->gw, label);
+        tg_warn(LOG, "%s: refused a link connection from %s: %s", where, ai->source, why);
+        close(fd);
+        tg_link_conn_free(c);
+        snprintf(err, errlen, "%s", why);
+        return -1;
+    }
+    c->admitted = 1;
+    if (ai->loopback && tg_peer_cred_of(fd, &cred) == 0 && (cred.uid == 0 || cred.uid == geteuid())) {
+        snprintf(c->auth_principal, sizeof c->auth_principal, "uid:%u", (unsigned)cred.uid);
+        c->auth_roles = TG_GW_ROLE_LINK;
+    }
+    int hs = (int)(f->cfg.handshake_timeout_ms ? f->cfg.handshake_timeout_ms : 10000);
+    c->tr = tg_link_tr_accept(f->base, fd, tls, hs, &tg_link_conn_tr_cbs, c, err, errlen);
+    if (!c->tr) {
+        tg_warn(LOG, "%s: %s", where, err);
+        tg_link_conn_free(c);
+        return -1;
+    }
+    return 0;
+}
+
+int tg_fleet_accept_link_fd(struct tg_fleet *f, int fd, char *err, size_t errlen)
+{
+    return accept_link(f, fd, NULL, "link socket", err, errlen);
+}
+
 static void listener_accept_cb(evutil_socket_t lfd, short what, void *arg)
 {
     (void)what;
     struct link_listener *ll = arg;
-    struct tg_fleet *f = ll->f;
     for (int i = 0; i < 32; i++) {
         int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
             return;
-        struct link_conn *c = tg_link_conn_new(f, NULL, 0);
-        if (!c) {
-            close(fd);
-            continue;
-        }
-        /* limits before anything is spent on it */
-        struct tg_gw_client_info *ai = &c->ainfo;
-        ai->transport = TG_GW_T_LINK;
-        struct tg_peer_cred cred;
-        {
-            struct sockaddr_storage ss;
-            socklen_t sl = sizeof ss;
-            char ip[64] = "?";
-            unsigned port = 0;
-            if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) {
-                ai->loopback = ip_is_loopback(&ss);
-                format_ip(&ss, ip, sizeof ip, &port);
-            }
-            snprintf(ai->source, sizeof ai->source, "%s", ip);
-            snprintf(ai->peer, sizeof ai->peer, "link %s:%u", ip, port);
-        }
-        const char *label, *why;
-        if (tg_gw_admit(f->gw, ai, &label, &why) != 0) {
-            tg_gw_count_rejected(f->gw, label);
-            tg_warn(LOG, "%s: refused a link connection from %s: %s", ll->bound, ai->source, why);
-            close(fd);
-            tg_link_conn_free(c);
-            continue;
-        }
-        c->admitted = 1;
-        if (ai->loopback && tg_peer_cred_of(fd, &cred) == 0 && (cred.uid == 0 || cred.uid == geteuid())) {
-            snprintf(c->auth_principal, sizeof c->auth_principal, "uid:%u", (unsigned)cred.uid);
-            c->auth_roles = TG_GW_ROLE_LINK;
-        }
         char err[256];
-        int hs = (int)(f->cfg.handshake_timeout_ms ? f->cfg.handshake_timeout_ms : 10000);
-        c->tr = tg_link_tr_accept(f->base, fd, ll->tls, hs, &tg_link_conn_tr_cbs, c, err, sizeof err);
-        if (!c->tr) {
-            tg_warn(LOG, "%s: %s", ll->bound, err);
-            tg_link_conn_free(c);
-        }
+        accept_link(ll->f, fd, ll->tls, ll->bound, err, sizeof err);
     }
 }
 
