@@ -61,11 +61,18 @@ void tg_link_conn_flush(struct link_conn *c)
 {
     if (!c || !c->h2 || c->dead)
         return;
+    /* nghttp2 must not be re-entered from its own callbacks (mem_send inside mem_recv or
+     * mem_send): what they submit goes out when the outermost call flushes (tr_read ends with a
+     * flush, and this loop runs until nghttp2 has nothing more) */
+    if (c->in_callback)
+        return;
     struct evbuffer *out = tg_link_tr_output(c->tr);
+    c->in_callback = 1;
     while (evbuffer_get_length(out) < OUT_HIGH) {
         const uint8_t *data;
         ssize_t n = nghttp2_session_mem_send(c->h2, &data);
         if (n < 0) {
+            c->in_callback = 0;
             conn_lost(c, nghttp2_strerror((int)n));
             return;
         }
@@ -75,6 +82,9 @@ void tg_link_conn_flush(struct link_conn *c)
         if (c->link)
             c->link->bytes_out += (uint64_t)n;
     }
+    c->in_callback = 0;
+    if (c->dead)
+        return;
     if (!nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2) && evbuffer_get_length(out) == 0)
         conn_lost(c, "the HTTP/2 session ended");
 }
@@ -1115,7 +1125,9 @@ static void tr_read(void *arg, struct evbuffer *in)
         struct evbuffer_iovec v;
         if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
             break;
+        c->in_callback = 1;
         ssize_t n = nghttp2_session_mem_recv(c->h2, v.iov_base, v.iov_len);
+        c->in_callback = 0;
         if (n < 0) {
             conn_lost(c, nghttp2_strerror((int)n));
             return;

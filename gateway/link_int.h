@@ -46,7 +46,7 @@ struct link_conn {
     struct evbuffer *ctl_tx, *ctl_rx;
     int ctl_open;              /* the control request was answered 200 (dialer) / accepted (acceptor) */
     int dead;
-    int in_callback;           /* nghttp2 is calling us: defer frees */
+    int in_callback;           /* inside nghttp2_session_mem_recv/mem_send: flushing waits for the outer call */
     struct event *hello_ev;    /* acceptor: absolute deadline for the control stream */
     struct event *free_ev;
     struct stream_ctx *streams;
