@@ -1024,11 +1024,8 @@ static int on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t sid, const u
         return 0;
     }
     if (x && x->kind == STREAM_CHANNEL && x->ch) {
-        if (tg_link_channel_on_data(x->ch, data, len) != 0) {
-            struct link_channel *ch = x->ch;
-            nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, sid, NGHTTP2_PROTOCOL_ERROR);
-            tg_link_channel_abort(ch, "protocol error in the channel's records");
-        }
+        if (tg_link_channel_on_data(x->ch, data, len) != 0 && x->ch)
+            tg_link_channel_reset(x->ch, "protocol error in the channel's records", NGHTTP2_PROTOCOL_ERROR);
         return 0;
     }
     nghttp2_session_consume(s, sid, len); /* a stream we do not keep: drop its bytes */

@@ -278,17 +278,25 @@ void tg_link_channel_free(struct link_channel *ch)
     free(ch);
 }
 
-void tg_link_channel_abort(struct link_channel *ch, const char *reason)
+void tg_link_channel_reset(struct link_channel *ch, const char *reason, uint32_t error_code)
 {
     struct tg_link *l = ch->link;
     tg_info(LOG, "link %s: channel %llx to %s/%s closed: %s", l->peer_name, (unsigned long long)ch->id, ch->node,
             ch->producer ? "producer" : "consumer", reason);
     nghttp2_session *s = h2_of(ch);
-    if (s && ch->sid >= 0) {
-        nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, ch->sid, NGHTTP2_CANCEL);
+    int32_t sid = ch->sid;
+    /* gone before the RST goes out: sending it closes the stream, and the stream's close
+     * callback must not find the channel (it would close it a second time) */
+    tg_link_channel_free(ch);
+    if (s && sid >= 0) {
+        nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, sid, error_code);
         tg_link_conn_flush(l->conn);
     }
-    tg_link_channel_free(ch);
+}
+
+void tg_link_channel_abort(struct link_channel *ch, const char *reason)
+{
+    tg_link_channel_reset(ch, reason, NGHTTP2_CANCEL);
 }
 
 struct link_channel *tg_link_channel_find(struct tg_link *l, uint64_t id)

@@ -172,8 +172,10 @@ struct link_channel {
 struct link_channel *tg_link_channel_new(struct tg_link *l, uint64_t id, const char *node, int producer,
                                          const char *principal, int inbound, int *other_fd);
 void tg_link_channel_free(struct link_channel *ch);
-/* Closes the channel now (local peer sees EOF); reason logged. */
+/* Closes the channel now (local peer sees EOF); reason logged; its stream, if any, is reset with
+ * CANCEL (abort) or error_code (reset). The channel is freed before the RST_STREAM is sent. */
 void tg_link_channel_abort(struct link_channel *ch, const char *reason);
+void tg_link_channel_reset(struct link_channel *ch, const char *reason, uint32_t error_code);
 struct link_channel *tg_link_channel_find(struct tg_link *l, uint64_t id);
 /* Binds to an HTTP/2 stream; peer_received = what the peer said it got (resume), or 0. */
 void tg_link_channel_bind(struct link_channel *ch, int32_t sid, uint64_t peer_received);
