@@ -70,6 +70,8 @@ struct tg_fleet {
     size_t n_listeners;
     struct tg_link *links;
     struct link_conn *stdio_conn;
+    struct link_conn **conns;  /* every link connection made or accepted, until freed */
+    size_t n_conns, cap_conns;
     pthread_mutex_t status_mu;
     char *status_json;
     uint64_t started_unix;
@@ -79,6 +81,22 @@ struct event_base *tg_fleet_base(struct tg_fleet *f) { return f->base; }
 struct tg_gw *tg_fleet_gw(struct tg_fleet *f) { return f->gw; }
 const char *tg_fleet_node_name(const struct tg_fleet *f) { return f->name; }
 const struct tg_fleet_config *tg_fleet_config_of(const struct tg_fleet *f) { return &f->cfg; }
+
+/* Remembers a connection so tg_fleet_free can free it even when no link holds it (accepted and
+ * waiting for its control stream, or lost and waiting to be freed). Returns 0 or -1. */
+static int track_conn(struct tg_fleet *f, struct link_conn *c)
+{
+    if (f->n_conns == f->cap_conns) {
+        size_t cap = f->cap_conns ? f->cap_conns * 2 : 16;
+        struct link_conn **n = realloc(f->conns, cap * sizeof *n);
+        if (!n)
+            return -1;
+        f->conns = n;
+        f->cap_conns = cap;
+    }
+    f->conns[f->n_conns++] = c;
+    return 0;
+}
 
 /* ------------------------------------------------------------ the node list */
 
@@ -424,7 +442,8 @@ void tg_link_start_dial(struct tg_link *l)
     if (l->state == LINK_UP || l->state == LINK_CLOSED || l->conn)
         return;
     struct link_conn *c = tg_link_conn_new(f, l, 1);
-    if (!c) {
+    if (!c || track_conn(f, c) != 0) {
+        tg_link_conn_free(c);
         dial_failed(l, "out of memory");
         return;
     }
@@ -567,6 +586,11 @@ static int ip_is_loopback(const struct sockaddr_storage *ss)
 
 void tg_fleet_conn_gone(struct tg_fleet *f, struct link_conn *c)
 {
+    for (size_t i = 0; i < f->n_conns; i++)
+        if (f->conns[i] == c) {
+            f->conns[i] = f->conns[--f->n_conns];
+            break;
+        }
     if (c->admitted) {
         c->admitted = 0;
         tg_gw_client_gone(f->gw, &c->ainfo, NULL, 1);
@@ -584,7 +608,8 @@ static int accept_link(struct tg_fleet *f, int fd, struct tg_tls_server *tls, co
                        size_t errlen)
 {
     struct link_conn *c = tg_link_conn_new(f, NULL, 0);
-    if (!c) {
+    if (!c || track_conn(f, c) != 0) {
+        tg_link_conn_free(c);
         close(fd);
         snprintf(err, errlen, "out of memory");
         return -1;
@@ -834,11 +859,11 @@ struct tg_fleet *tg_fleet_new(struct event_base *base, struct tg_gw *gw, const s
     }
     if (cfg->link_stdio) {
         struct link_conn *c = tg_link_conn_new(f, NULL, 0);
-        char e2[256];
-        if (c)
+        char e2[256] = "out of memory";
+        if (c && track_conn(f, c) == 0)
             c->tr = tg_link_tr_stdio(base, &tg_link_conn_tr_cbs, c, e2, sizeof e2);
         if (!c || !c->tr) {
-            snprintf(err, errlen, "link-stdio: %s", c ? e2 : "out of memory");
+            snprintf(err, errlen, "link-stdio: %s", e2);
             tg_link_conn_free(c);
             tg_fleet_free(f);
             return NULL;
@@ -873,6 +898,17 @@ void tg_fleet_free(struct tg_fleet *f)
         return;
     if (f->gw)
         tg_gw_set_router(f->gw, NULL, NULL, tg_gw_node_name(f->gw));
+    /* connections no link holds: accepted ones still before their control stream, lost ones
+     * waiting for their deferred free (they point at the fleet, and maybe at a link) */
+    for (size_t i = f->n_conns; i-- > 0;) {
+        if (i >= f->n_conns)
+            continue;
+        struct link_conn *c = f->conns[i];
+        if (c->link && (c->link->conn == c || c->link->dialing == c))
+            continue;
+        c->link = NULL;
+        tg_link_conn_free(c);
+    }
     while (f->links) {
         struct tg_link *l = f->links;
         f->links = l->next;
@@ -891,10 +927,9 @@ void tg_fleet_free(struct tg_fleet *f)
         if (f->listeners[i].tls)
             tg_tls_server_free(f->listeners[i].tls);
     }
-    if (f->stdio_conn && !f->stdio_conn->link)
-        tg_link_conn_free(f->stdio_conn);
     if (f->dns)
         evdns_base_free(f->dns, 0);
+    free(f->conns);
     free(f->peers);
     free(f->raw);
     free(f->status_json);
