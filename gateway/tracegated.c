@@ -18,6 +18,7 @@
 
 #include "fleet.h"
 #include "fleet_service.h"
+#include "gw_stats_service.h"
 #include "gw_core.h"
 #include "gw_listener.h"
 #include "gw_smb_filter.h"
@@ -266,6 +267,10 @@ static int start_fleet(struct daemon *d, char *err, size_t errlen)
         return -1;
     if (tg_fleet_service_register(d->gw, d->fleet) != 0) {
         snprintf(err, errlen, "cannot register TracegateFleet");
+        return -1;
+    }
+    if (tg_gw_stats_service_register(d->gw, d->fleet) != 0) {
+        snprintf(err, errlen, "cannot register TracegateGateway");
         return -1;
     }
     return 0;

@@ -105,6 +105,15 @@ static void test_bind(void **state)
     assert_true(tg_gw_acl_may_bind(TG_GW_ROLE_ADMIN, "RelayPort"));
     assert_false(tg_gw_acl_may_bind(TG_GW_ROLE_OBSERVER, TG_GW_SVC_SESSION));
     assert_true(tg_gw_acl_may_bind(TG_GW_ROLE_RECORDER, TG_GW_SVC_SESSION));
+    /* the gateway's counters: who may read /metrics */
+    assert_true(tg_gw_acl_may_bind(TG_GW_ROLE_OBSERVER, TG_GW_SVC_GATEWAY));
+    assert_true(tg_gw_acl_may_bind(TG_GW_ROLE_RECORDER, TG_GW_SVC_GATEWAY));
+    assert_false(tg_gw_acl_may_bind(TG_GW_ROLE_PRODUCER, TG_GW_SVC_GATEWAY));
+    assert_false(tg_gw_acl_may_bind(TG_GW_ROLE_NONE, TG_GW_SVC_GATEWAY));
+    assert_true(tg_gw_acl_allows(TG_GW_ROLE_OBSERVER, TG_GW_SVC_GATEWAY, "GetStats"));
+    assert_true(tg_gw_acl_allows(TG_GW_ROLE_ADMIN, TG_GW_SVC_GATEWAY, "GetStats"));
+    assert_false(tg_gw_acl_allows(TG_GW_ROLE_PRODUCER, TG_GW_SVC_GATEWAY, "GetStats"));
+    assert_false(tg_gw_acl_allows(TG_GW_ROLE_LINK, TG_GW_SVC_GATEWAY, "GetStats"));
 }
 
 int main(void)
