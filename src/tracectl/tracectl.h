@@ -16,6 +16,7 @@ int tc_cmd_clone(const struct tc_opts *opts, int argc, char **argv);
 int tc_cmd_nodes(const struct tc_opts *opts, int argc, char **argv);
 int tc_cmd_dump(const struct tc_opts *opts, int argc, char **argv);
 int tc_cmd_kcdata(const struct tc_opts *opts, int argc, char **argv); /* tracectl_kcdata.c */
+int tc_cmd_stats(const struct tc_opts *opts, int argc, char **argv);  /* tracectl_stats.c */
 
 /* ---- tracectl_dump.c ---- */
 #define TC_DUMP_RAW 1     /* every packet in text format (tg_textproto_print) */
