@@ -1,9 +1,11 @@
 /* gw_ws.h: HTTP + WebSocket front end of tracegated (libwebsockets on its own
- * thread): /traced and /producer WebSockets (Perfetto UI compatible),
- * /metrics, /healthz, /api/status and the static web UI, over ws:// or wss://.
+ * thread): /traced and /producer WebSockets (Perfetto UI compatible), /adb
+ * (a byte pipe to the ADB server, as Perfetto's websocket_bridge), /metrics,
+ * /healthz, /api/status and the static web UI, over ws:// or wss://.
  *
  * Accepted WebSockets reach the libevent thread as tg_conns through a
- * socketpair hand-off (see docs/gateway.md) and are passed to tg_gw_accept().
+ * socketpair hand-off (see docs/gateway.md) and are passed to tg_gw_accept();
+ * /adb WebSockets go to the ADB pipe (gw_adb.h) instead.
  *
  * Threading: start/stop/reload are called on the gateway's libevent thread;
  * everything else runs on the lws thread, which only uses the thread-safe
@@ -13,6 +15,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "tracegate/addr.h"
 
 struct event_base;
 struct tg_gw;
@@ -50,6 +54,19 @@ struct tg_gw_ws_config {
      * granting observer, recorder or admin. Always so for a non-loopback
      * bind_host with require_token; this asks for it on any bind. */
     int protect_status;
+
+    /* /adb (gw_adb.h). adb: whether the route exists: AUTO (0) serves it
+     * when bind_host is a loopback address and refuses it (404) otherwise.
+     * adb_roles: roles any one of which grants /adb (0 = adb and admin).
+     * adb_server: the local ADB server (NULL = 127.0.0.1:5037), copied;
+     * adb_server_text: how it was configured, for logs and /api/status.
+     * node_name: this node's name, so /adb/<it> is the local ADB server too
+     * ("" or NULL: only /adb). */
+    enum tg_gw_ws_adb { TG_GW_WS_ADB_AUTO = 0, TG_GW_WS_ADB_ON, TG_GW_WS_ADB_OFF } adb;
+    unsigned adb_roles;
+    const struct tg_addr *adb_server;
+    const char *adb_server_text;
+    const char *node_name;
 };
 
 /* Wire details (see gw_ws_policy.h): tokens come as the subprotocol pair

@@ -151,6 +151,11 @@ static int start_http(struct daemon *d)
     wc.handshake_timeout_ms = c->limits.handshake_timeout_ms;
     wc.max_pending = c->http_max_pending;
     wc.max_pending_per_source = c->http_max_pending_per_source;
+    wc.adb = c->adb_enabled ? TG_GW_WS_ADB_ON : TG_GW_WS_ADB_OFF; /* decided by tg_gw_config_validate */
+    wc.adb_roles = c->adb_roles;
+    wc.adb_server = c->adb_enabled ? &c->adb_addr : NULL;
+    wc.adb_server_text = c->adb_server_text;
+    wc.node_name = tg_gw_node_name(d->gw);
     char err[512];
     d->ws = tg_gw_ws_start(d->gw, d->base, &wc, err, sizeof err);
     if (!d->ws) {
@@ -162,8 +167,15 @@ static int start_http(struct daemon *d)
         return 0;
     }
     const char *scheme = c->http_tls ? "https" : "http", *ws = c->http_tls ? "wss" : "ws";
-    tg_info(LOG, "listening: %s://%s (%s://%s/traced for the Perfetto UI, /metrics, /healthz)", scheme, http, ws,
-            http);
+    tg_info(LOG, "listening: %s://%s (%s://%s/traced for the Perfetto UI%s, /metrics, /healthz)", scheme, http, ws,
+            http, c->adb_enabled ? ", /adb for its ADB + WebSocket target" : "");
+    if (c->adb_enabled) {
+        struct tg_addr a;
+        char e2[256];
+        if (tg_addr_parse(http, &a, e2, sizeof e2) == 0 && !tg_addr_is_loopback(&a))
+            tg_warn(LOG, "/adb is on for a non-loopback front end: clients with the adb role get a shell on every "
+                         "device of the ADB server %s", c->adb_server_text);
+    }
     return 0;
 }
 
@@ -313,7 +325,9 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
                   nc.http_max_pending != d->cfg.http_max_pending ||
                   nc.http_max_pending_per_source != d->cfg.http_max_pending_per_source ||
                   memcmp(&nc.limits, &d->cfg.limits, sizeof nc.limits) != 0 ||
-                  nc.resume_window_ms != d->cfg.resume_window_ms; /* session survival */
+                  nc.resume_window_ms != d->cfg.resume_window_ms || /* session survival */
+                  nc.http_adb != d->cfg.http_adb || str_differs(nc.adb_server, d->cfg.adb_server) ||
+                  nc.adb_roles != d->cfg.adb_roles;
     for (size_t i = 0; !restart && i < nc.n_listen; i++)
         restart = strcmp(nc.listen[i].text, d->cfg.listen[i].text) != 0;
     if (restart)
