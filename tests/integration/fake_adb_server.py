@@ -6,10 +6,13 @@ Listens on 127.0.0.1 (a free port, written to PORT_FILE once listening) and answ
 protocol (4 hex digits of length, then the request) on every connection:
   host:version      OKAY 0004 0029, then closes (as a real server does)
   host:tg-stream    OKAY, then an endless stream in which byte i is (i * 7 + 3) & 0xff, until
-                    the peer goes; LOG_FILE gets "stream ended after N bytes"
+                    the peer goes; LOG_FILE gets "stream blocked after N bytes" each time the
+                    socket stops taking bytes (its buffer is full: nobody reads), and "stream
+                    ended after N bytes" at the end
   anything else     FAIL with a message
 Runs until killed. Not installed.
 """
+import select
 import socket
 import sys
 import threading
@@ -35,12 +38,20 @@ def serve(conn, log):
             conn.sendall(b"OKAY00040029")
         elif req == "host:tg-stream":
             conn.sendall(b"OKAY")
+            conn.setblocking(False)
             block = bytes(((i * 7 + 3) & 0xFF) for i in range(256 * 1024))
             sent = 0
             try:
                 while True:
                     # the block is a whole number of 256-byte periods, so offsets line up
-                    conn.sendall(block)
+                    off = 0
+                    while off < len(block):
+                        try:
+                            off += conn.send(block[off:])
+                        except BlockingIOError:
+                            with open(log, "a") as f:
+                                f.write("stream blocked after %d bytes\n" % (sent + off))
+                            select.select([], [conn], [])  # until the peer reads again (or goes)
                     sent += len(block)
             except OSError:
                 with open(log, "a") as f:

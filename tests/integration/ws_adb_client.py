@@ -57,6 +57,16 @@ class WS:
             self.buf += chunk
         head, _, rest = self.buf.partition(b"\r\n\r\n")
         self.status = int(head.split(b" ", 2)[1]) if head.startswith(b"HTTP/") else 0
+        if self.status != 101:  # a refusal: read its whole body
+            want = None
+            for line in head.split(b"\r\n"):
+                if line.lower().startswith(b"content-length:"):
+                    want = int(line.split(b":", 1)[1])
+            while want is None or len(rest) < want:
+                chunk = self.sock.recv(4096)
+                if not chunk:
+                    break
+                rest += chunk
         self.body = rest
         self.buf = rest if self.status == 101 else b""
         self.data = b""   # payload bytes received so far, not yet consumed
