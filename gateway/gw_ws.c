@@ -370,6 +370,8 @@ struct tg_gw_ws *tg_gw_ws_start(struct tg_gw *gw, struct event_base *base, const
     return ws;
 }
 
+struct tg_gw_adb *tg_gw_ws_adb(struct tg_gw_ws *ws) { return ws ? ws->adb : NULL; }
+
 void tg_gw_ws_stop(struct tg_gw_ws *ws)
 {
     if (!ws)

@@ -20,6 +20,7 @@
 
 struct event_base;
 struct tg_gw;
+struct tg_gw_adb;
 struct tg_gw_ws;
 
 struct tg_gw_ws_config {
@@ -84,7 +85,11 @@ struct tg_gw_ws *tg_gw_ws_start(struct tg_gw *gw, struct event_base *base, const
 int tg_gw_ws_reload(struct tg_gw_ws *ws, char *err, size_t errlen);
 /* HTTP connections that are not (yet) WebSockets, now. Any thread. */
 size_t tg_gw_ws_http_pending(struct tg_gw_ws *ws);
-/* Stops accepting, closes the lws context and joins the thread. */
+/* The /adb pipes (gw_adb.h), NULL when /adb is off: e.g. to route /adb/<node>
+ * for other nodes (tg_gw_adb_target_set_router). Owned by the front end;
+ * libevent thread. */
+struct tg_gw_adb *tg_gw_ws_adb(struct tg_gw_ws *ws);
+/* Stops accepting, closes the /adb pipes and the lws context, joins the thread. */
 void tg_gw_ws_stop(struct tg_gw_ws *ws);
 
 #endif
