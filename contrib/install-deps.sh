@@ -12,6 +12,7 @@ PKGS=(
   libevent-dev libssl-dev libwebsockets-dev libprotobuf-c-dev protobuf-c-compiler libnghttp2-dev
   libcmocka-dev clang
   openssl socat stunnel4 websockify python3 procps iproute2 jq
+  adb   # tests: a real ADB server for /adb (test_ws_adb.sh)
 )
 # browser tests (issue 4): chromium + node for playwright-core
 if [ "${TRACEGATE_BROWSER_DEPS:-0}" = "1" ]; then
