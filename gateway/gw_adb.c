@@ -32,6 +32,7 @@ struct pipe {
     int connected;
     int closing;                   /* one side ended: flushing to flush_to, then free */
     struct bufferevent *flush_to;
+    char end_why[128];             /* why (the side that ended, how), for the log */
     struct event *linger;
     int paused[2];                 /* reading the source of a direction is paused */
     uint64_t bytes[2];
@@ -143,7 +144,7 @@ static void on_write(struct bufferevent *bev, void *arg)
     size_t left = evbuffer_get_length(bufferevent_get_output(bev));
     if (p->closing) {
         if (bev == p->flush_to && left == 0)
-            pipe_free(p, p->connected ? "done" : "closed");
+            pipe_free(p, p->end_why);
         else
             account(p);
         return;
@@ -160,8 +161,8 @@ static void on_linger(evutil_socket_t fd, short what, void *arg)
     struct pipe *p = arg;
     (void)fd;
     (void)what;
-    char why[96];
-    snprintf(why, sizeof why, "the %s did not take the last %zu bytes in %d s",
+    char why[240];
+    snprintf(why, sizeof why, "%s; the %s did not take the last %zu bytes in %d s", p->end_why,
              p->flush_to == p->cli ? "client" : "ADB server",
              evbuffer_get_length(bufferevent_get_output(p->flush_to)), FLUSH_LINGER_SECS);
     pipe_free(p, why);
@@ -180,6 +181,7 @@ static void side_ended(struct pipe *p, struct bufferevent *gone, const char *why
     }
     p->closing = 1;
     p->flush_to = other;
+    snprintf(p->end_why, sizeof p->end_why, "%s", why);
     bufferevent_setwatermark(other, EV_WRITE, 0, 0); /* on_write at empty */
     p->linger = evtimer_new(p->a->base, on_linger, p);
     struct timeval tv = {FLUSH_LINGER_SECS, 0};

@@ -361,8 +361,8 @@ struct tg_gw_ws *tg_gw_ws_start(struct tg_gw *gw, struct event_base *base, const
     ws->thread_started = 1;
     char adb_note[400] = "";
     if (ws->adb)
-        snprintf(adb_note, sizeof adb_note, "; /adb to the ADB server %s", tg_gw_adb_target_describe(
-                                                                               tg_gw_adb_target_of(ws->adb)));
+        snprintf(adb_note, sizeof adb_note, "; /adb to the ADB server %s",
+                 tg_gw_adb_target_describe(tg_gw_adb_target_of(ws->adb)));
     tg_info(TG_WS_LOG, "HTTP/WebSocket on %s://%s:%d (/traced, /producer, %s/metrics, /healthz, /api/status)%s%s%s",
             ws->cfg.tls ? "https" : "http", ws->cfg.bind_host, ws->cfg.port, ws->adb ? "/adb, " : "", adb_note,
             ws->cfg.require_client_cert ? ", client certificates required" : "",

@@ -65,7 +65,7 @@ sed -n 1p "$T/devices.out" | grep -q '^OKAY' || fail "host:devices answered $(ca
 [ "$got" = "$want" ] || fail "host:devices through /adb ($got) differs from adb devices ($want)"
 grep -Eq "adb: /adb for ws\(127\.0\.0\.1:[0-9]+\) \(uid:$(id -u)\) to tcp:$APORT" "$T/main.log" ||
     fail "the /adb pipe was not logged with its principal"
-grep -Eq "adb: closed /adb of ws\(127\.0\.0\.1:[0-9]+\) \(uid:$(id -u)\): 16 bytes to the ADB server, 12 to the client \(done\)" \
+grep -Eq "adb: closed /adb of ws\(127\.0\.0\.1:[0-9]+\) \(uid:$(id -u)\): 16 bytes to the ADB server, 12 to the client \(ADB server closed\)" \
     "$T/main.log" || fail "the end of the host:version pipe was not logged with its byte counts"
 echo "host:version (OKAY $WANT_VER) and host:devices through /adb from $UI"
 
