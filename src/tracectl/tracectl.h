@@ -27,6 +27,9 @@ int tc_parse_machine_map(const char *arg, struct tc_machine_map *out);
 int tc_stitch_into(const uint8_t *trace, size_t trace_len, char *const *span_paths, size_t n_paths,
                    const struct tc_stitch_opts *o, struct tc_trace_writer *w, struct tc_stitch_stats *st, char *err,
                    size_t errlen);
+/* record --spans: stitches the span files into the trace file at path (appending). 0, or -1 with
+ * the reason on stderr (the trace is left as it was recorded, plus any packets written). */
+int tc_stitch_file(const char *path, char *const *span_paths, size_t n_paths);
 /* One line on out: slices, tracks, flows, remote/unknown machines, orphans. */
 void tc_stitch_summary(FILE *out, const char *path, const struct tc_stitch_stats *st);
 

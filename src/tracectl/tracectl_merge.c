@@ -93,6 +93,38 @@ void tc_stitch_summary(FILE *out, const char *path, const struct tc_stitch_stats
     fputc('\n', out);
 }
 
+int tc_stitch_file(const char *path, char *const *span_paths, size_t n_paths)
+{
+    char err[1024];
+    uint8_t *data = NULL;
+    size_t len = 0;
+    if (tc_trace_file_load(path, &data, &len, err, sizeof err) != 0) {
+        fprintf(stderr, "tracectl: --spans: %s\n", err);
+        return -1;
+    }
+    struct tc_trace_writer w;
+    if (tc_trace_writer_append(&w, path, err, sizeof err) != 0) {
+        fprintf(stderr, "tracectl: --spans: %s\n", err);
+        free(data);
+        return -1;
+    }
+    struct tc_stitch_opts so = {NULL, 0, stderr};
+    struct tc_stitch_stats st;
+    int rc = tc_stitch_into(data, len, span_paths, n_paths, &so, &w, &st, err, sizeof err);
+    char cerr[512];
+    if (tc_trace_writer_close(&w, cerr, sizeof cerr) != 0 && rc == 0) {
+        snprintf(err, sizeof err, "%s", cerr);
+        rc = -1;
+    }
+    free(data);
+    if (rc != 0) {
+        fprintf(stderr, "tracectl: --spans: %s (the trace itself is complete)\n", err);
+        return -1;
+    }
+    tc_stitch_summary(stderr, path, &st);
+    return 0;
+}
+
 static void merge_usage(FILE *out)
 {
     fprintf(out,
