@@ -14,6 +14,7 @@
 #include "config.h"
 #include "gw_auth.h"
 #include "gw_config.h"
+#include "gw_onepath.h"
 #include <openssl/crypto.h>
 
 #include "fleet.h"
@@ -418,6 +419,11 @@ int main(int argc, char **argv)
         return 0;
     }
     apply_logging(&d.cfg);
+    if (tg_gw_onepath_start(&d.cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "tracegated: %s\n", err);
+        tg_gw_config_free(&d.cfg);
+        return 1;
+    }
     signal(SIGPIPE, SIG_IGN);
     raise_fd_limit();
     if (d.cfg.insecure)
