@@ -14,6 +14,7 @@
 #include "config.h"
 #include "gw_auth.h"
 #include "gw_config.h"
+#include "gw_onepath.h"
 #include <openssl/crypto.h>
 
 #include "fleet.h"
@@ -419,6 +420,22 @@ int main(int argc, char **argv)
         return 0;
     }
     apply_logging(&d.cfg);
+    /* OnePath spans name the node they come from, so `tracectl merge` puts them on its machine */
+    if (!getenv("ONEPATH_TRACE_RESOURCE_ATTRIBUTES")) {
+        char host[64] = "", attr[96];
+        if (!d.cfg.node_name && gethostname(host, sizeof host - 1) != 0)
+            host[0] = 0;
+        const char *node = d.cfg.node_name ? d.cfg.node_name : host;
+        if (node[0] && strlen(node) < 64 && !strpbrk(node, ",=")) {
+            snprintf(attr, sizeof attr, "tracegate.node=%s", node);
+            setenv("ONEPATH_TRACE_RESOURCE_ATTRIBUTES", attr, 0);
+        }
+    }
+    if (tg_gw_onepath_start(&d.cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "tracegated: %s\n", err);
+        tg_gw_config_free(&d.cfg);
+        return 1;
+    }
     signal(SIGPIPE, SIG_IGN);
     raise_fd_limit();
     if (d.cfg.insecure)
