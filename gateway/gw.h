@@ -60,6 +60,7 @@ struct tg_gw_client_info {
     uid_t uid;
     pid_t pid;           /* -1 when unknown */
     char node[64];       /* "/traced/<node>" target, "" = this host */
+    char traceparent[56]; /* the client's W3C trace context (WebSocket header or ?traceparent=), "" = none */
 };
 
 /* Takes ownership of `down` (even on failure, when it is closed with a
@@ -77,6 +78,11 @@ void tg_gw_client_conn_opts(struct tg_gw *gw, struct tg_conn_opts *opts);
 typedef int (*tg_gw_router_fn)(void *ctx, const char *node, int producer, const struct tg_gw_client_info *who,
                                char *err, size_t errlen);
 void tg_gw_set_router(struct tg_gw *gw, tg_gw_router_fn fn, void *ctx, const char *node_name);
+/* The "nodes" of /api/status: fn(ctx) returns a malloc'd JSON array and may be called from any
+ * thread (the HTTP front end's); NULL removes it. */
+void tg_gw_set_status_nodes(struct tg_gw *gw, char *(*fn)(void *ctx), void *ctx);
+/* More /metrics families: fn(ctx) returns malloc'd Prometheus text (any thread); NULL removes it. */
+void tg_gw_set_metrics_extra(struct tg_gw *gw, char *(*fn)(void *ctx), void *ctx);
 /* This node's name ("" without links). */
 const char *tg_gw_node_name(const struct tg_gw *gw);
 

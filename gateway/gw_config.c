@@ -35,6 +35,7 @@ enum opt_id {
     O_NODE_NAME, O_PEER, O_HUB, O_LISTEN_LINK, O_NODE, O_EXPORT_NODE, O_LINK_STDIO, O_LINK_TOKEN_FILE, O_PEER_CA,
     O_PEER_CERT, O_PEER_KEY, O_LINK_ROLES, O_LINK_CERT_ROLES, O_LINK_RESUME_WINDOW, O_SSH_COMMAND, O_REMOTE_COMMAND,
     O_TEST_CLOCK_OFFSET,
+    O_OTLP_FILE, O_OTLP_HTTP, /* OnePath span export to OpenTelemetry (gw_onepath.c) */
 };
 
 struct opt_def {
@@ -146,6 +147,9 @@ static const struct opt_def k_opts[] = {
     {O_SSH_COMMAND, "ssh-command", "CMD", 0, "how ssh:// peers are reached (default \"ssh -T -o BatchMode=yes\")"},
     {O_REMOTE_COMMAND, "remote-command", "CMD", 0, "the remote command for ssh:// peers (default tracegated)"},
     {O_TEST_CLOCK_OFFSET, "test-clock-offset", "NS", 0, "(tests) add NS to the clock readings sent to linked nodes"},
+    {O_OTLP_FILE, "otlp-file", "FILE", 0, "OnePath spans also as OTLP/JSON lines into FILE (with ONEPATH_TRACE_ENABLE=1)"},
+    {O_OTLP_HTTP, "otlp-http", "URL", 0, "OnePath spans also POSTed as OTLP/HTTP JSON to URL, e.g. "
+                                        "http://127.0.0.1:4318/v1/traces (with ONEPATH_TRACE_ENABLE=1)"},
 
     {O_LOG_LEVEL, "log-level", "LEVEL", 0, "debug, info, warn or error (default info)"},
     {O_LOG_FORMAT, "log-format", "FORMAT", 0, "text or json (default text)"},
@@ -187,6 +191,8 @@ void tg_gw_config_free(struct tg_gw_config *c)
     free(c->http);
     free(c->web_root);
     free(c->adb_server);
+    free(c->otlp_file);
+    free(c->otlp_http);
     free_list(c->allow_origins, c->n_allow_origins);
     free_list(c->http_hosts, c->n_http_hosts);
     free_list(c->peers, c->n_peers);
@@ -327,6 +333,8 @@ int tg_gw_config_set(struct tg_gw_config *c, const char *name, const char *value
     }
     case O_HTTP: return set_str(&c->http, value, name, err, errlen);
     case O_WEB_ROOT: return set_str(&c->web_root, value, name, err, errlen);
+    case O_OTLP_FILE: return set_str(&c->otlp_file, value, name, err, errlen);
+    case O_OTLP_HTTP: return set_str(&c->otlp_http, value, name, err, errlen);
     case O_ALLOW_ORIGIN:
         if (!*value || strchr(value, ' '))
             return tg_errf(err, errlen, "allow-origin: '%s' is not an origin (scheme://host[:port])", value);

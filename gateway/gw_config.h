@@ -109,6 +109,8 @@ struct tg_gw_config {
     unsigned link_roles, link_cert_roles;
     uint32_t link_resume_window_ms;
     int64_t test_clock_offset_ns;
+    /* OnePath span export to OpenTelemetry (gw_onepath.c); NULL = the ONEPATH_TRACE_OTLP_* env */
+    char *otlp_file, *otlp_http;
 
     int log_level;  /* enum tg_log_level */
     int log_format; /* enum tg_log_format */

@@ -42,8 +42,22 @@ enum tg_ws_route tg_ws_route_of(const char *path, char *node, size_t nodelen)
         return TG_WS_ROUTE_PRODUCER;
     if (!strcmp(path, "/traced"))
         return TG_WS_ROUTE_CONSUMER;
-    if (!strncmp(path, "/traced/", 8))
-        return node_route(path + 8, TG_WS_ROUTE_CONSUMER, node, nodelen);
+    if (!strncmp(path, "/traced/", 8)) {
+        const char *n = path + 8;
+        size_t len = strlen(n);
+        if (len == 0 || len > 63 || !strcmp(n, ".") || !strcmp(n, ".."))
+            return TG_WS_ROUTE_NOT_FOUND;
+        /* a node name, or a federated session: "@all" or "@a,b,c" (docs/link-protocol.md §8) */
+        int fed = n[0] == '@';
+        if (fed && (len == 1 || n[1] == ',' || n[len - 1] == ',' || strstr(n, ",,")))
+            return TG_WS_ROUTE_NOT_FOUND;
+        for (size_t i = fed; i < len; i++)
+            if (!node_char_ok(n[i]) && !(fed && n[i] == ','))
+                return TG_WS_ROUTE_NOT_FOUND;
+        if (node && nodelen)
+            snprintf(node, nodelen, "%s", n);
+        return TG_WS_ROUTE_CONSUMER;
+    }
     if (!strcmp(path, "/adb"))
         return TG_WS_ROUTE_ADB;
     if (!strncmp(path, "/adb/", 5))
@@ -222,6 +236,11 @@ void tg_ws_decide_upgrade(struct tg_gw *gw, const struct tg_gw_ws_config *cfg, c
     snprintf(ci->source, sizeof ci->source, "%s", ip);
     ci->loopback = tg_ws_ip_is_loopback(rq->peer_ip);
 
+    /* a W3C traceparent is 55 characters of lower-case hex and '-' (a later version may be longer:
+     * not kept); it is only a parent for our spans, never an access decision */
+    if (rq->traceparent && strlen(rq->traceparent) == 55 &&
+        strspn(rq->traceparent, "0123456789abcdef-") == 55)
+        snprintf(ci->traceparent, sizeof ci->traceparent, "%s", rq->traceparent);
     enum tg_ws_route r = tg_ws_route_of(rq->path, ci->node, sizeof ci->node);
     if (r != TG_WS_ROUTE_CONSUMER && r != TG_WS_ROUTE_PRODUCER && r != TG_WS_ROUTE_ADB) {
         d->status = 404;

@@ -93,6 +93,7 @@ struct tg_ws_request {
     const char *host;         /* Host header, NULL when absent */
     const char *protocols;    /* Sec-WebSocket-Protocol, NULL when absent */
     const char *query_token;  /* ?token= value (decoded), NULL when absent */
+    const char *traceparent;  /* `traceparent` header or ?traceparent=, NULL when absent */
     int tls;
     const char *cert_subject; /* verified client certificate's name, or NULL */
     const char *peer_ip;      /* printable */

@@ -20,6 +20,7 @@
 struct req_bufs {
     char path[512], origin[256], host[256], protocols[512], token[TG_WS_MAX_TOKEN + 8], ip[INET6_ADDRSTRLEN];
     char cert[128];
+    char traceparent[96]; /* lws copies "traceparent=" and the value */
     struct tg_peer_cred cred;
 };
 
@@ -94,6 +95,16 @@ static void read_request(struct tg_gw_ws *ws, struct lws *wsi, struct req_bufs *
     rq->host = copy_hdr(wsi, WSI_TOKEN_HOST, b->host, sizeof b->host);
     rq->protocols = copy_hdr(wsi, WSI_TOKEN_PROTOCOL, b->protocols, sizeof b->protocols);
     rq->query_token = lws_get_urlarg_by_name(wsi, "token=", b->token, (int)sizeof b->token);
+    /* W3C trace context: the `traceparent` header, else ?traceparent= (docs/onepath.md) */
+    rq->traceparent = NULL;
+#ifdef LWS_WITH_CUSTOM_HEADERS
+    int tl = lws_hdr_custom_length(wsi, "traceparent:", 12);
+    if (tl > 0 && (size_t)tl < sizeof b->traceparent &&
+        lws_hdr_custom_copy(wsi, b->traceparent, (int)sizeof b->traceparent, "traceparent:", 12) > 0)
+        rq->traceparent = b->traceparent;
+#endif
+    if (!rq->traceparent)
+        rq->traceparent = lws_get_urlarg_by_name(wsi, "traceparent=", b->traceparent, (int)sizeof b->traceparent);
     rq->tls = ws->cfg.tls;
     rq->cert_subject = ws->cfg.tls ? tg_gw_ws_cert_subject(wsi, b->cert, sizeof b->cert) : NULL;
     tg_gw_ws_peer_of(wsi, b->ip, sizeof b->ip, &rq->peer_port);

@@ -14,6 +14,7 @@
 #include "config.h"
 #include "gw_auth.h"
 #include "gw_config.h"
+#include "gw_onepath.h"
 #include <openssl/crypto.h>
 
 #include "fleet.h"
@@ -25,6 +26,7 @@
 #include "gw_ws.h"
 #include "tracegate/addr.h"
 #include "tracegate/log.h"
+#include "tracegate/onepath.h"
 #include "tracegate/service.h"
 
 #define LOG "tracegated"
@@ -432,6 +434,22 @@ int main(int argc, char **argv)
         return 0;
     }
     apply_logging(&d.cfg);
+    /* OnePath spans name the node they come from, so `tracectl merge` puts them on its machine */
+    if (!getenv("ONEPATH_TRACE_RESOURCE_ATTRIBUTES")) {
+        char host[64] = "", attr[96];
+        if (!d.cfg.node_name && gethostname(host, sizeof host - 1) != 0)
+            host[0] = 0;
+        const char *node = d.cfg.node_name ? d.cfg.node_name : host;
+        if (node[0] && strlen(node) < 64 && !strpbrk(node, ",=")) {
+            snprintf(attr, sizeof attr, "tracegate.node=%s", node);
+            setenv("ONEPATH_TRACE_RESOURCE_ATTRIBUTES", attr, 0);
+        }
+    }
+    if (tg_gw_onepath_start(&d.cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "tracegated: %s\n", err);
+        tg_gw_config_free(&d.cfg);
+        return 1;
+    }
     signal(SIGPIPE, SIG_IGN);
     raise_fd_limit();
     if (d.cfg.insecure)
@@ -490,6 +508,16 @@ int main(int argc, char **argv)
     event_add(d.sigterm, NULL);
     event_add(d.sigint, NULL);
     event_add(d.sighup, NULL);
+    /* OnePath (docs/onepath.md): spans of what links carry and its metrics on /metrics, switched
+     * by the ONEPATH_* environment variables; nothing runs when they are off */
+    onepath_trace_opts_t op = ONEPATH_TRACE_OPTS_DEFAULT;
+    if (!getenv("ONEPATH_TRACE_SERVICE_NAME"))
+        op.service_name = "tracegated";
+    if (onepath_trace_init(&op) != ONEPATH_OK)
+        tg_warn(LOG, "OnePath did not start (see its messages above); continuing without it");
+    else if (onepath_trace_enabled() || onepath_metrics_enabled())
+        tg_info(LOG, "OnePath: tracing %s, metrics %s", onepath_trace_enabled() ? "on" : "off",
+                onepath_metrics_enabled() ? "on" : "off");
     tg_info(LOG, "tracegated %s ready", PACKAGE_VERSION);
     event_base_dispatch(d.base);
     rc = 0;
@@ -515,6 +543,7 @@ out:
         event_free(d.exit_timer);
     event_base_free(d.base);
     tg_gw_config_free(&d.cfg);
+    onepath_trace_shutdown(); /* flushes the span and metrics files */
     if (rc == 0)
         tg_info(LOG, "stopped");
     return rc;

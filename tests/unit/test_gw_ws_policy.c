@@ -91,6 +91,16 @@ static void test_routes(void **state)
     assert_int_equal(tg_ws_route_of("/traced/a/b", node, sizeof node), TG_WS_ROUTE_NOT_FOUND);
     assert_int_equal(tg_ws_route_of("/traced/..", node, sizeof node), TG_WS_ROUTE_NOT_FOUND);
     assert_int_equal(tg_ws_route_of("/traced/bad name", node, sizeof node), TG_WS_ROUTE_NOT_FOUND);
+    /* federated sessions: @all and @a,b; a list that is empty or has an empty name is not a route */
+    assert_int_equal(tg_ws_route_of("/traced/@all", node, sizeof node), TG_WS_ROUTE_CONSUMER);
+    assert_string_equal(node, "@all");
+    assert_int_equal(tg_ws_route_of("/traced/@board-7,lab.b", node, sizeof node), TG_WS_ROUTE_CONSUMER);
+    assert_string_equal(node, "@board-7,lab.b");
+    assert_int_equal(tg_ws_route_of("/traced/@", node, sizeof node), TG_WS_ROUTE_NOT_FOUND);
+    assert_int_equal(tg_ws_route_of("/traced/@a,,b", node, sizeof node), TG_WS_ROUTE_NOT_FOUND);
+    assert_int_equal(tg_ws_route_of("/traced/@a,", node, sizeof node), TG_WS_ROUTE_NOT_FOUND);
+    assert_int_equal(tg_ws_route_of("/traced/a,b", node, sizeof node), TG_WS_ROUTE_NOT_FOUND);
+    assert_int_equal(tg_ws_route_of("/traced/@a@b", node, sizeof node), TG_WS_ROUTE_NOT_FOUND);
     char longname[80];
     memset(longname, 'a', sizeof longname);
     memcpy(longname, "/traced/", 8);
