@@ -3,6 +3,8 @@
  * inbound channels handed to the gateway, routing for the bridge, and the node list
  * (see fleet.h, docs/link-protocol.md). */
 #include "fleet.h"
+#include "fleet_fanout.h"
+#include "gw_identity.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -74,7 +76,9 @@ struct tg_fleet {
     size_t n_conns, cap_conns;
     pthread_mutex_t status_mu;
     char *status_json;
+    char *metrics_text; /* the fleet's /metrics families, rebuilt with status_json */
     uint64_t started_unix;
+    struct tg_fanout *fanout; /* federated sessions (@all, @a,b) */
 };
 
 struct event_base *tg_fleet_base(struct tg_fleet *f) { return f->base; }
@@ -110,6 +114,61 @@ static const char *state_name(const struct tg_link *l)
     }
 }
 
+/* The fleet's part of /metrics (Prometheus text); node names are checked, so labels need no
+ * escaping. */
+static char *render_metrics(const struct tg_fleet_node *nodes, size_t n)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&buf, &len);
+    if (!out)
+        return NULL;
+    static const struct {
+        const char *name, *type, *help;
+    } fam[] = {
+        {"tracegated_link_up", "gauge", "1 when the link to the node is up, 0 when it is down or connecting."},
+        {"tracegated_link_rtt_seconds", "gauge", "Round-trip time of the link's last HTTP/2 PING."},
+        {"tracegated_link_clock_offset_seconds", "gauge", "The node's BOOTTIME minus ours, from clock sync rounds."},
+        {"tracegated_link_received_bytes_total", "counter", "Bytes received on the link."},
+        {"tracegated_link_sent_bytes_total", "counter", "Bytes sent on the link."},
+        {"tracegated_link_channels", "gauge", "IPC connections (channels) open on the link."},
+        {"tracegated_link_resumes_total", "counter", "Times the link came back within its resume window."},
+    };
+    fprintf(out, "# HELP tracegated_fleet_nodes Nodes this gateway knows, by state.\n"
+                 "# TYPE tracegated_fleet_nodes gauge\n");
+    static const char *const states[] = {"self", "up", "down", "connecting", "raw"};
+    for (size_t s = 0; s < sizeof states / sizeof states[0]; s++) {
+        size_t c = 0;
+        for (size_t i = 0; i < n; i++)
+            c += !strcmp(nodes[i].state, states[s]);
+        fprintf(out, "tracegated_fleet_nodes{state=\"%s\"} %zu\n", states[s], c);
+    }
+    for (size_t k = 0; k < sizeof fam / sizeof fam[0]; k++) {
+        fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", fam[k].name, fam[k].help, fam[k].name, fam[k].type);
+        for (size_t i = 0; i < n; i++) {
+            const struct tg_fleet_node *x = &nodes[i];
+            int direct = strcmp(x->state, "self") && strcmp(x->state, "raw") && !x->via[0];
+            if (!direct)
+                continue;
+            fprintf(out, "%s{node=\"%s\"} ", fam[k].name, x->name);
+            switch (k) {
+            case 0: fprintf(out, "%d\n", !strcmp(x->state, "up")); break;
+            case 1: fprintf(out, "%.6f\n", (double)x->rtt_us / 1e6); break;
+            case 2: fprintf(out, "%.9f\n", x->have_offset ? (double)x->clock_offset_ns / 1e9 : 0.0); break;
+            case 3: fprintf(out, "%llu\n", (unsigned long long)x->bytes_in); break;
+            case 4: fprintf(out, "%llu\n", (unsigned long long)x->bytes_out); break;
+            case 5: fprintf(out, "%zu\n", x->channels); break;
+            default: fprintf(out, "%u\n", x->resumes); break;
+            }
+        }
+    }
+    if (fclose(out) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
 static void rebuild_status(struct tg_fleet *f)
 {
     struct tg_fleet_node nodes[64];
@@ -123,20 +182,40 @@ static void rebuild_status(struct tg_fleet *f)
     size_t o = (size_t)snprintf(j, cap, "[");
     for (size_t i = 0; i < n; i++) {
         const struct tg_fleet_node *x = &nodes[i];
+        char off[32] = "null"; /* node names are checked (tg_link_node_name_ok): no escaping needed */
+        if (x->have_offset)
+            snprintf(off, sizeof off, "%lld", (long long)x->clock_offset_ns);
         o += (size_t)snprintf(j + o, cap - o,
                               "%s{\"name\":\"%s\",\"state\":\"%s\",\"via\":\"%s\",\"machine_id\":%u,\"rtt_us\":%llu,"
-                              "\"clock_offset_ns\":%s%lld,\"bytes_in\":%llu,\"bytes_out\":%llu,\"channels\":%zu,"
+                              "\"clock_offset_ns\":%s,\"bytes_in\":%llu,\"bytes_out\":%llu,\"channels\":%zu,"
                               "\"since\":%llu}",
-                              i ? "," : "", x->name, x->state, x->via, x->machine_id, (unsigned long long)x->rtt_us,
-                              x->have_offset ? "" : "null,\"_\":", (long long)x->clock_offset_ns,
+                              i ? "," : "", x->name, x->state, x->via, x->machine_id, (unsigned long long)x->rtt_us, off,
                               (unsigned long long)x->bytes_in, (unsigned long long)x->bytes_out, x->channels,
                               (unsigned long long)x->since_unix_s);
     }
     snprintf(j + o, cap - o, "]");
+    char *m = render_metrics(nodes, n);
     pthread_mutex_lock(&f->status_mu);
     free(f->status_json);
     f->status_json = j;
+    if (m) {
+        free(f->metrics_text);
+        f->metrics_text = m;
+    }
     pthread_mutex_unlock(&f->status_mu);
+}
+
+void tg_fleet_refresh_status(struct tg_fleet *f) { rebuild_status(f); }
+
+static char *status_nodes(void *f) { return tg_fleet_status_json(f); }
+
+static char *metrics_text(void *arg)
+{
+    struct tg_fleet *f = arg;
+    pthread_mutex_lock(&f->status_mu);
+    char *r = f->metrics_text ? strdup(f->metrics_text) : NULL;
+    pthread_mutex_unlock(&f->status_mu);
+    return r;
 }
 
 char *tg_fleet_status_json(struct tg_fleet *f)
@@ -186,6 +265,7 @@ size_t tg_fleet_nodes(struct tg_fleet *f, struct tg_fleet_node *out, size_t max)
             x->bytes_in = l->bytes_in;
             x->bytes_out = l->bytes_out;
             x->channels = l->n_channels;
+            x->resumes = l->resumes;
             x->since_unix_s = unix_from_mono(l->state == LINK_UP ? l->up_since_us : l->down_since_us);
             snprintf(x->address, sizeof x->address, "%s", l->conn ? l->conn->tinfo.peer : "");
             if (l->have_desc)
@@ -213,12 +293,18 @@ size_t tg_fleet_clock_rounds(struct tg_fleet *f, const char *name, uint64_t (*pe
     struct tg_link *l = tg_fleet_link_by_name(f, name, NULL);
     if (!l)
         return 0;
+    /* only whole rounds, a PING followed by its UPDATE: trace processor pairs consecutive records */
     size_t n = 0;
-    for (size_t i = 0; i < l->n_rounds && n < max; i++) {
-        size_t k = (l->next_round + LINK_CLOCK_ROUNDS - l->n_rounds + i) % LINK_CLOCK_ROUNDS;
-        memcpy(peer[n], l->rounds[k].peer, sizeof peer[n]);
-        memcpy(mine[n], l->rounds[k].mine, sizeof mine[n]);
-        n++;
+    for (size_t i = 0; i + 1 < l->n_rounds && n + 2 <= max; i++) {
+        size_t a = (l->next_round + LINK_CLOCK_ROUNDS - l->n_rounds + i) % LINK_CLOCK_ROUNDS;
+        size_t b = (a + 1) % LINK_CLOCK_ROUNDS;
+        if (l->rounds[a].phase != 0 || l->rounds[b].phase != 1)
+            continue;
+        memcpy(peer[n], l->rounds[a].peer, sizeof peer[n]);
+        memcpy(mine[n++], l->rounds[a].mine, sizeof mine[0]);
+        memcpy(peer[n], l->rounds[b].peer, sizeof peer[n]);
+        memcpy(mine[n++], l->rounds[b].mine, sizeof mine[0]);
+        i++;
     }
     return n;
 }
@@ -227,9 +313,7 @@ uint32_t tg_fleet_machine_id(struct tg_fleet *f, const char *name)
 {
     if (!name[0] || !strcmp(name, f->name))
         return 0;
-    char hint[80];
-    snprintf(hint, sizeof hint, "tracegate-node:%s", name); /* from the authenticated name, never a claim */
-    return tg_ipc_machine_id_from_hint(hint, strlen(hint));
+    return tg_gw_node_machine_id(name); /* from the authenticated name, never a claim */
 }
 
 void tg_fleet_link_state_changed(struct tg_fleet *f, struct tg_link *l)
@@ -305,6 +389,18 @@ static struct tg_link *route(struct tg_fleet *f, const char *name)
 
 int tg_fleet_nodes_has(struct tg_fleet *f, const char *name) { return tg_fleet_can_route(f, name); }
 
+int tg_fleet_nodes_known(struct tg_fleet *f, const char *name)
+{
+    struct tg_fleet_node *all = calloc(256, sizeof *all);
+    if (!all)
+        return 0;
+    size_t n = tg_fleet_nodes(f, all, 256), found = 0;
+    for (size_t i = 0; i < n && i < 256 && !found; i++)
+        found = !strcmp(all[i].name, name);
+    free(all);
+    return (int)found;
+}
+
 int tg_fleet_can_route(struct tg_fleet *f, const char *name)
 {
     return !strcmp(name, f->name) || raw_by_name(f, name) || route(f, name);
@@ -316,6 +412,13 @@ int tg_fleet_connect(void *fleet, const char *node, int producer, const struct t
                      size_t errlen)
 {
     struct tg_fleet *f = fleet;
+    if (node[0] == '@') {
+        if (!f->fanout) {
+            snprintf(err, errlen, "federated sessions are not available (out of memory at start)");
+            return -1;
+        }
+        return tg_fanout_connect(f->fanout, node + 1, producer, who, err, errlen);
+    }
     struct raw_node *raw = raw_by_name(f, node);
     if (raw) {
         const char *a = producer ? raw->producer : raw->consumer;
@@ -345,6 +448,7 @@ int tg_fleet_connect(void *fleet, const char *node, int producer, const struct t
         snprintf(err, errlen, "cannot create a channel to %s", node);
         return -1;
     }
+    tg_link_op_channel_open(ch, who ? who->traceparent : NULL, ch->traceparent);
     int r = l->dialer ? tg_link_submit_channel(l, ch) : tg_link_send_open(l, ch);
     if (r != 0) {
         tg_link_channel_free(ch);
@@ -388,8 +492,34 @@ int tg_fleet_accept_channel(struct tg_fleet *f, struct tg_link *l, struct link_c
 
 /* ------------------------------------------------------------ authentication of links */
 
-unsigned tg_fleet_auth_link(struct tg_fleet *f, struct link_conn *c, const char *authorization, char *principal,
-                            size_t plen, int *status)
+/* The CN of an X509_NAME_oneline subject ("/C=DE/CN=board-7/O=lab"), "" if none. */
+static void cn_of(const char *subject, char *cn, size_t n)
+{
+    cn[0] = 0;
+    const char *p = strstr(subject, "/CN=");
+    if (p)
+        snprintf(cn, n, "%.*s", (int)strcspn(p + 4, "/"), p + 4);
+}
+
+/* A credential links under its own name: a token named NODE, a certificate whose CN is NODE.
+ * Local root or our own uid, ssh (our own child) and admin credentials may use any name. */
+static int name_bound(struct tg_fleet *f, const char *principal, unsigned cred_roles, const char *node)
+{
+    (void)f;
+    if (cred_roles & TG_GW_ROLE_ADMIN)
+        return 1;
+    if (!strncmp(principal, "token:", 6))
+        return !strcmp(principal + 6, node);
+    if (!strncmp(principal, "cert:", 5)) {
+        char cn[128];
+        cn_of(principal + 5, cn, sizeof cn);
+        return !strcmp(cn, node);
+    }
+    return 1; /* uid:, ssh:uid: */
+}
+
+unsigned tg_fleet_auth_link(struct tg_fleet *f, struct link_conn *c, const char *authorization, const char *node,
+                            char *principal, size_t plen, int *status)
 {
     unsigned grant = f->cfg.link_roles;
     *status = 401;
@@ -397,7 +527,18 @@ unsigned tg_fleet_auth_link(struct tg_fleet *f, struct link_conn *c, const char 
         snprintf(principal, plen, "ssh:uid:%u", (unsigned)getuid());
         return grant;
     }
+    if (!c->auth_principal[0] && c->tinfo.tls && c->tinfo.cert_verified && c->tinfo.subject[0]) {
+        /* a client certificate verified against --tls-ca: its roles are --link-cert-roles */
+        snprintf(c->auth_principal, sizeof c->auth_principal, "cert:%.150s", c->tinfo.subject);
+        c->auth_roles = f->cfg.link_cert_roles;
+    }
     if (c->auth_principal[0] && (c->auth_roles & (TG_GW_ROLE_LINK | TG_GW_ROLE_ADMIN))) {
+        if (!name_bound(f, c->auth_principal, c->auth_roles, node)) {
+            *status = 403;
+            tg_warn(LOG, "link from %s (%s): refused the node name \"%s\" (a certificate links as its CN)",
+                    c->tinfo.peer, c->auth_principal, node);
+            return 0;
+        }
         snprintf(principal, plen, "%s", c->auth_principal);
         return grant;
     }
@@ -415,6 +556,12 @@ unsigned tg_fleet_auth_link(struct tg_fleet *f, struct link_conn *c, const char 
             return 0;
         }
         snprintf(principal, plen, "token:%s", name);
+        if (!name_bound(f, principal, roles, node)) {
+            *status = 403;
+            tg_warn(LOG, "link from %s: token %s may link only as node \"%s\", not \"%s\"", c->tinfo.peer, name, name,
+                    node);
+            return 0;
+        }
         return grant;
     }
     if (c->auth_principal[0]) { /* a known local uid or certificate without the link role */
@@ -845,7 +992,12 @@ struct tg_fleet *tg_fleet_new(struct event_base *base, struct tg_gw *gw, const s
             f->n_peers++;
         }
     }
+    f->fanout = tg_fanout_new(f);
+    if (!f->fanout)
+        tg_warn(LOG, "federated sessions are off: out of memory");
     tg_gw_set_router(gw, tg_fleet_connect, f, f->name);
+    tg_gw_set_status_nodes(gw, status_nodes, f);
+    tg_gw_set_metrics_extra(gw, metrics_text, f);
     for (size_t i = 0; i < f->n_peers; i++) {
         struct tg_link *l = tg_link_new_dialer(f, &f->peers[i]);
         if (!l) {
@@ -896,8 +1048,13 @@ void tg_fleet_free(struct tg_fleet *f)
 {
     if (!f)
         return;
-    if (f->gw)
+    if (f->gw) {
         tg_gw_set_router(f->gw, NULL, NULL, tg_gw_node_name(f->gw));
+        tg_gw_set_status_nodes(f->gw, NULL, NULL);
+        tg_gw_set_metrics_extra(f->gw, NULL, NULL);
+    }
+    tg_fanout_free(f->fanout);
+    f->fanout = NULL;
     /* connections no link holds: accepted ones still before their control stream, lost ones
      * waiting for their deferred free (they point at the fleet, and maybe at a link) */
     for (size_t i = f->n_conns; i-- > 0;) {
@@ -933,6 +1090,7 @@ void tg_fleet_free(struct tg_fleet *f)
     free(f->peers);
     free(f->raw);
     free(f->status_json);
+    free(f->metrics_text);
     pthread_mutex_destroy(&f->status_mu);
     free(f);
 }

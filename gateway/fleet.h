@@ -70,16 +70,20 @@ struct tg_fleet_node {
     int have_offset;
     uint64_t bytes_in, bytes_out;
     size_t channels;
+    unsigned resumes;    /* times the link came back within its resume window */
     uint64_t since_unix_s;
     char address[128];
     char version[64];
 };
 /* Whether node `name` is this node or one the fleet can route to now. */
 int tg_fleet_nodes_has(struct tg_fleet *f, const char *name);
+/* Whether node `name` is in the node list at all (up, down, or still connecting). */
+int tg_fleet_nodes_known(struct tg_fleet *f, const char *name);
 /* Fills up to max nodes (this node first); returns how many there are. */
 size_t tg_fleet_nodes(struct tg_fleet *f, struct tg_fleet_node *out, size_t max);
-/* The RemoteClockSync rounds recorded for node `name` (for federated traces): up to max pairs of
- * (peer clocks, our clocks), each [BOOTTIME, REALTIME, MONOTONIC, MONOTONIC_RAW]. */
+/* The clock records of node `name` for a RemoteClockSync (federated traces): up to max records of
+ * (peer clocks as sent, our clocks on receipt), each [BOOTTIME, REALTIME, MONOTONIC,
+ * MONOTONIC_RAW], as whole rounds only (a PING record then its UPDATE record). */
 size_t tg_fleet_clock_rounds(struct tg_fleet *f, const char *name, uint64_t (*peer)[4], uint64_t (*mine)[4],
                              size_t max);
 /* Machine id of node `name` as stamped in federated traces (0 for this node). */

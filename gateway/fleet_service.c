@@ -13,14 +13,36 @@
 #define LOG "fleet"
 #define MAX_NODES 256
 
+/* "@all" or "@a,b,c": every name a node the fleet knows (the fan-out reports down ones per node) */
+static int federation_ok(struct tg_fleet *f, const char *spec)
+{
+    if (!strcmp(spec, "all"))
+        return 1;
+    char name[64];
+    while (*spec) {
+        size_t l = strcspn(spec, ",");
+        if (!l || l >= sizeof name)
+            return 0;
+        memcpy(name, spec, l);
+        name[l] = 0;
+        if (!tg_link_node_name_ok(name) || !tg_fleet_nodes_known(f, name))
+            return 0;
+        spec += l;
+        if (*spec == ',' && *++spec == 0)
+            return 0;
+    }
+    return 1;
+}
+
 static void m_route(struct tg_gw_session *s, uint64_t rid, const uint8_t *args, size_t len, int drop_reply, void *ctx)
 {
     (void)drop_reply;
     struct tg_fleet *f = ctx;
     Tracegate__RouteRequest *rq = tracegate__route_request__unpack(NULL, len, args);
     const char *node = rq && rq->node ? rq->node : "";
-    int ok = (!node[0] || tg_link_node_name_ok(node) || !strcmp(node, "@all")) &&
-             (!node[0] || !strcmp(node, "@all") || tg_fleet_nodes_has(f, node)) && tg_gw_session_set_node(s, node) == 0;
+    int ok = (!node[0] || (node[0] == '@' ? federation_ok(f, node + 1)
+                                          : tg_link_node_name_ok(node) && tg_fleet_nodes_has(f, node))) &&
+             tg_gw_session_set_node(s, node) == 0;
     if (!ok)
         tg_info(LOG, "session %llu: cannot route to node \"%s\"", (unsigned long long)tg_gw_session_id(s), node);
     if (rq)

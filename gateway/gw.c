@@ -16,6 +16,7 @@
 #include "gw_upstream.h"
 #include "tracegate/frame.h"
 #include "tracegate/log.h"
+#include "tracegate/onepath.h"
 
 #define LOG "gateway"
 #define SWEEP_MS 250
@@ -187,10 +188,56 @@ int tg_gw_upstream_healthy(struct tg_gw *gw)
     return any;
 }
 
+const char *tg_gw_port_target(struct tg_gw *gw, enum tg_gw_port port)
+{
+    struct tg_gw_upstream *u = tg_gw_upstream_for(gw, port);
+    return u ? tg_gw_upstream_describe(u) : NULL;
+}
+
 char *tg_gw_metrics_text(struct tg_gw *gw)
 {
     tg_gw_metrics_set_upstream_healthy(gw->metrics, tg_gw_upstream_healthy(gw));
-    return tg_gw_metrics_render(gw->metrics);
+    char *base = tg_gw_metrics_render(gw->metrics);
+    pthread_mutex_lock(&gw->status_mu);
+    char *extra = gw->metrics_extra ? gw->metrics_extra(gw->metrics_extra_ctx) : NULL;
+    pthread_mutex_unlock(&gw->status_mu);
+    if (onepath_metrics_enabled()) { /* OnePath's own (onepath.*), in Prometheus text too */
+        size_t ol = 0;
+        char *op = onepath_metrics_prometheus(&ol);
+        if (op && extra) {
+            size_t el = strlen(extra);
+            char *both = realloc(extra, el + ol + 1);
+            if (both) {
+                memcpy(both + el, op, ol);
+                both[el + ol] = 0;
+                extra = both;
+            }
+            free(op);
+        } else if (op) {
+            extra = op;
+        }
+    }
+    if (!base || !extra) {
+        free(extra);
+        return base;
+    }
+    size_t a = strlen(base), b = strlen(extra);
+    char *all = realloc(base, a + b + 1);
+    if (!all) {
+        free(extra);
+        return base;
+    }
+    memcpy(all + a, extra, b + 1);
+    free(extra);
+    return all;
+}
+
+void tg_gw_set_metrics_extra(struct tg_gw *gw, char *(*fn)(void *ctx), void *ctx)
+{
+    pthread_mutex_lock(&gw->status_mu);
+    gw->metrics_extra = fn;
+    gw->metrics_extra_ctx = ctx;
+    pthread_mutex_unlock(&gw->status_mu);
 }
 
 static void json_str(FILE *f, const char *s)
@@ -206,6 +253,14 @@ static void json_str(FILE *f, const char *s)
             fputc(c, f);
     }
     fputc('"', f);
+}
+
+void tg_gw_set_status_nodes(struct tg_gw *gw, char *(*fn)(void *ctx), void *ctx)
+{
+    pthread_mutex_lock(&gw->status_mu);
+    gw->status_nodes = fn;
+    gw->status_nodes_ctx = ctx;
+    pthread_mutex_unlock(&gw->status_mu);
 }
 
 char *tg_gw_status_json(struct tg_gw *gw)
@@ -233,7 +288,14 @@ char *tg_gw_status_json(struct tg_gw *gw)
     fprintf(f, "},\"sessions\":%llu,\"listeners\":", (unsigned long long)tg_gw_metrics_session_current(gw->metrics));
     pthread_mutex_lock(&gw->status_mu);
     fputs(gw->status_listeners ? gw->status_listeners : "[]", f);
+    char *nodes = gw->status_nodes ? gw->status_nodes(gw->status_nodes_ctx) : NULL;
     pthread_mutex_unlock(&gw->status_mu);
+    if (nodes) {
+        fprintf(f, ",\"node\":");
+        json_str(f, tg_gw_node_name(gw));
+        fprintf(f, ",\"nodes\":%s", nodes);
+        free(nodes);
+    }
     fputs("}", f);
     if (fclose(f) != 0) {
         free(buf);

@@ -41,6 +41,7 @@ enum tg_gw_role {
     TG_GW_ROLE_PRODUCER = 1 << 2, /* the ProducerPort */
     TG_GW_ROLE_ADMIN = 1 << 3,    /* everything */
     TG_GW_ROLE_LINK = 1 << 4,     /* may establish a gateway link (what its channels may do is link-roles) */
+    TG_GW_ROLE_ADB = 1 << 5,      /* /adb: a byte pipe to the ADB server (a shell on every attached device) */
 };
 
 /* How the client proved who it is. */
@@ -59,6 +60,7 @@ struct tg_gw_client_info {
     uid_t uid;
     pid_t pid;           /* -1 when unknown */
     char node[64];       /* "/traced/<node>" target, "" = this host */
+    char traceparent[56]; /* the client's W3C trace context (WebSocket header or ?traceparent=), "" = none */
 };
 
 /* Takes ownership of `down` (even on failure, when it is closed with a
@@ -76,6 +78,11 @@ void tg_gw_client_conn_opts(struct tg_gw *gw, struct tg_conn_opts *opts);
 typedef int (*tg_gw_router_fn)(void *ctx, const char *node, int producer, const struct tg_gw_client_info *who,
                                char *err, size_t errlen);
 void tg_gw_set_router(struct tg_gw *gw, tg_gw_router_fn fn, void *ctx, const char *node_name);
+/* The "nodes" of /api/status: fn(ctx) returns a malloc'd JSON array and may be called from any
+ * thread (the HTTP front end's); NULL removes it. */
+void tg_gw_set_status_nodes(struct tg_gw *gw, char *(*fn)(void *ctx), void *ctx);
+/* More /metrics families: fn(ctx) returns malloc'd Prometheus text (any thread); NULL removes it. */
+void tg_gw_set_metrics_extra(struct tg_gw *gw, char *(*fn)(void *ctx), void *ctx);
 /* This node's name ("" without links). */
 const char *tg_gw_node_name(const struct tg_gw *gw);
 
@@ -108,6 +115,10 @@ struct tg_gw_role_defaults {
 void tg_gw_role_defaults(struct tg_gw *gw, struct tg_gw_role_defaults *out);
 /* Whether the upstream service is reachable (WS answers 503 when not). */
 int tg_gw_upstream_healthy(struct tg_gw *gw);
+/* What a port is bridged to ("embedded service (/tmp/perfetto-consumer)",
+ * "unix:/run/perfetto/traced-consumer.sock", ...), or NULL when the port is
+ * not served. Stable for the gateway's lifetime. */
+const char *tg_gw_port_target(struct tg_gw *gw, enum tg_gw_port port);
 /* Prometheus text exposition of every metric; malloc'd, caller frees. */
 char *tg_gw_metrics_text(struct tg_gw *gw);
 /* Small JSON document for /api/status; malloc'd, caller frees. */

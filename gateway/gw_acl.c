@@ -16,6 +16,7 @@ static const struct {
     {TG_GW_ROLE_PRODUCER, "producer"},
     {TG_GW_ROLE_ADMIN, "admin"},
     {TG_GW_ROLE_LINK, "link"},
+    {TG_GW_ROLE_ADB, "adb"},
 };
 
 /* Consumer methods that only read state: what an observer may call. */

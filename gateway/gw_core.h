@@ -75,6 +75,10 @@ struct tg_gw {
     pthread_mutex_t roles_mu;
     pthread_mutex_t status_mu;
     char *status_listeners; /* JSON array, rebuilt when listeners change */
+    char *(*status_nodes)(void *); /* the fleet's nodes as a malloc'd JSON array (any thread) */
+    void *status_nodes_ctx;
+    char *(*metrics_extra)(void *); /* more /metrics text (the fleet's), any thread */
+    void *metrics_extra_ctx;
 };
 
 /* Creates the gateway: upstreams (svc = the embedded service, or NULL when

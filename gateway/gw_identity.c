@@ -74,6 +74,29 @@ void tg_gw_identity_for_service(const struct tg_gw_client_info *info, struct tg_
     id->pid = info->has_uid ? info->pid : -1;
     id->principal = info->principal[0] ? info->principal : "anonymous";
     id->privileged = (info->roles & TG_GW_ROLE_ADMIN) != 0;
+    /* "node:B/node:A/uid:0": A is where the client runs (B vouched for A, we for B) */
+    static __thread char origin[64];
+    const char *p = info->principal;
+    origin[0] = 0;
+    while (!strncmp(p, "node:", 5)) {
+        p += 5;
+        size_t l = strcspn(p, "/");
+        snprintf(origin, sizeof origin, "%.*s", (int)(l < sizeof origin ? l : sizeof origin - 1), p);
+        p += l;
+        if (*p == '/')
+            p++;
+    }
+    if (origin[0]) {
+        id->machine_id = tg_gw_node_machine_id(origin);
+        id->machine_name = origin;
+    }
+}
+
+uint32_t tg_gw_node_machine_id(const char *name)
+{
+    char hint[80];
+    int n = snprintf(hint, sizeof hint, "tracegate-node:%s", name);
+    return tg_ipc_machine_id_from_hint(hint, n < 0 ? 0 : (size_t)n < sizeof hint ? (size_t)n : sizeof hint - 1);
 }
 
 int tg_gw_uids_parse(const char *s, uid_t *uids, size_t max, size_t *n, char *err, size_t errlen)

@@ -194,6 +194,7 @@ static void on_clock_sync(struct tg_link *l, const Tracegate__Link__ClockSync *c
     l->next_round = (l->next_round + 1) % LINK_CLOCK_ROUNDS;
     if (l->n_rounds < LINK_CLOCK_ROUNDS)
         l->n_rounds++;
+    tg_fleet_refresh_status(l->fleet);
 }
 
 int tg_link_clock_offset(const struct tg_link *l, int64_t *offset_ns)
@@ -469,8 +470,13 @@ static void link_up(struct tg_link *l, struct link_conn *c, int resumed)
     l->clock_phase = 0;
     if (resumed)
         l->resumes++;
-    tg_info(LOG, "link %s %s (%s, %s, link %s)", l->peer_name, resumed ? "resumed" : "up", c->tinfo.peer,
-            l->principal, l->id_hex);
+    /* the acceptor names the credential it checked; the dialer, how it verified the acceptor */
+    const char *who = l->principal[0]            ? l->principal
+                      : c->tinfo.stdio           ? "over ssh"
+                      : c->tinfo.cert_verified ? "server certificate verified"
+                                                 : "h2c on loopback";
+    tg_info(LOG, "link %s %s (%s, %s, link %s)", l->peer_name, resumed ? "resumed" : "up", c->tinfo.peer, who,
+            l->id_hex);
     struct timeval now = {0, 0};
     evtimer_add(l->ping_ev, &now);
     event_active(l->clock_ev, EV_TIMEOUT, 0);
@@ -696,6 +702,8 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
         copy_hdr(x, x->node, sizeof x->node, v, vl);
     else if (IS("tracegate-principal"))
         copy_hdr(x, x->principal, sizeof x->principal, v, vl);
+    else if (IS("traceparent"))
+        copy_hdr(x, x->traceparent, sizeof x->traceparent, v, vl);
     else if (IS("tracegate-error"))
         copy_hdr(x, x->error, sizeof x->error, v, vl);
     else if (IS("tracegate-hops"))
@@ -746,9 +754,10 @@ static void accept_control(struct link_conn *c, int32_t sid, struct stream_ctx *
     }
     char principal[160];
     int status = 401;
-    unsigned roles = tg_fleet_auth_link(f, c, x->authorization, principal, sizeof principal, &status);
+    unsigned roles = tg_fleet_auth_link(f, c, x->authorization, x->node, principal, sizeof principal, &status);
     if (!roles) {
-        refuse(c, sid, status, status == 401 ? "authentication required" : "this principal may not link");
+        refuse(c, sid, status,
+               status == 401 ? "authentication required" : "this principal may not link (under this node name)");
         return;
     }
     struct tg_link *l = NULL;
@@ -872,6 +881,7 @@ static void accept_channel(struct link_conn *c, int32_t sid, struct stream_ctx *
             refuse(c, sid, 503, "cannot create the channel");
             return;
         }
+        tg_link_op_channel_open(ch, x->traceparent, ch->traceparent);
         int st = tg_fleet_accept_channel(c->fleet, l, ch, fd);
         if (st) {
             tg_link_channel_free(ch);
@@ -986,6 +996,7 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *user)
         if ((f->hd.flags & NGHTTP2_FLAG_ACK) && c->link && c->link->conn == c && c->link->ping_outstanding) {
             c->link->rtt_us = now_us() - c->link->ping_sent_us;
             c->link->ping_outstanding = 0;
+            tg_fleet_refresh_status(c->link->fleet);
         }
         break;
     case NGHTTP2_HEADERS:
@@ -1225,6 +1236,8 @@ int tg_link_submit_channel(struct tg_link *l, struct link_channel *ch)
     NV("tracegate-channel", id);
     if (ch->principal[0])
         NV("tracegate-principal", ch->principal);
+    if (ch->traceparent[0] && !ch->ever_bound)
+        NV("traceparent", ch->traceparent);
     if (ch->ever_bound)
         NV("tracegate-received", rcv);
 #undef NV

@@ -132,10 +132,21 @@ static int local_read(struct link_channel *ch)
             break;
         uint8_t hdr[TG_LINK_REC_HDR_MAX];
         size_t hl = tg_link_rec_header(hdr, TG_LINK_REC_IPC, 4 + (size_t)n);
-        if (ring_push(ch, (uint32_t)(hl + 4 + n)) != 0) {
+        /* OnePath: the frame's span context and send time, as a record of its own before it */
+        uint8_t att[TG_LINK_REC_HDR_MAX + ONEPATH_ATTACH_OVERHEAD];
+        size_t al = 0;
+        if (tg_link_op_on()) {
+            uint8_t pre[64];
+            size_t pl = 4 + (size_t)n < sizeof pre ? 4 + (size_t)n : sizeof pre;
+            evbuffer_copyout(in, pre, pl);
+            al = tg_link_op_send(ch, pre, pl, 4 + (size_t)n, att);
+        }
+        if (ring_push(ch, (uint32_t)(al + hl + 4 + n)) != 0) {
             tg_link_channel_abort(ch, "out of memory");
             return -1;
         }
+        if (al)
+            evbuffer_add(ch->unacked, att, al);
         evbuffer_add(ch->unacked, hdr, hl);
         evbuffer_remove_buffer(in, ch->unacked, 4 + (size_t)n); /* moves the chains, no copy */
         ch->tx_count++;
@@ -373,6 +384,12 @@ int tg_link_channel_on_data(struct link_channel *ch, const uint8_t *data, size_t
         if (type == TG_LINK_REC_IPC) {
             if (plen < 4)
                 return -1;
+            if (tg_link_op_on() || ch->op.att_len) {
+                uint8_t pre[64];
+                size_t pl = plen < sizeof pre ? plen : sizeof pre;
+                evbuffer_copyout(ch->rx, pre, pl);
+                tg_link_op_recv(ch, pre, pl, plen);
+            }
             evbuffer_remove_buffer(ch->rx, out, plen);
             ch->rx_count++;
             ch->rx_since_ack_recs++;
@@ -388,8 +405,12 @@ int tg_link_channel_on_data(struct link_channel *ch, const uint8_t *data, size_t
                 return -1;
             apply_ack(ch, v);
             immediate += (size_t)hl + plen;
-        } else {
-            evbuffer_drain(ch->rx, plen); /* ATTACH: OnePath context, carried but not used yet */
+        } else { /* ATTACH: the OnePath context of the next IPC record */
+            uint8_t a[sizeof ch->op.att + 1];
+            size_t take = plen < sizeof a ? plen : sizeof a;
+            evbuffer_remove(ch->rx, a, take);
+            evbuffer_drain(ch->rx, plen - take);
+            tg_link_op_attach(ch, a, plen);
             immediate += (size_t)hl + plen;
         }
     }

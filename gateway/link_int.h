@@ -17,6 +17,7 @@
 
 #include "fleet.h"
 #include "gw.h"
+#include "link_onepath.h"
 #include "link_transport.h"
 #include "tracegate/kcdata_node.h"
 
@@ -107,6 +108,7 @@ struct stream_ctx {
     int status;
     int bad;   /* a header was too long or repeated */
     char method[16], protocol[32], path[128], channel[24], received[24], link_id[40], resumed[4], node[64];
+    char traceparent[64];
     char principal[160], authorization[600], error[128], hops[8];
 };
 enum { STREAM_UNKNOWN = 0, STREAM_CONTROL = 1, STREAM_CHANNEL = 2 };
@@ -166,6 +168,8 @@ struct link_channel {
     int peer_eof;
     struct event *ack_ev, *open_ev;
     struct stream_ctx *ctx;   /* of the bound stream (its ch points back), NULL when unbound */
+    struct link_op op;        /* OnePath: the channel's span context, a pending attachment */
+    char traceparent[56];     /* W3C context the opening CONNECT carries ("" = none) */
 };
 
 /* Creates a channel with a socketpair; *other_fd receives the end for the gateway. */
@@ -204,10 +208,12 @@ int tg_fleet_accept_channel(struct tg_fleet *f, struct tg_link *l, struct link_c
 /* Whether a channel to node `name` can be served by this node (itself or a reachable node). */
 int tg_fleet_can_route(struct tg_fleet *f, const char *name);
 /* Authenticates a control request (acceptor). Returns roles (0: refused, *status set). */
-unsigned tg_fleet_auth_link(struct tg_fleet *f, struct link_conn *c, const char *authorization, char *principal,
-                            size_t plen, int *status);
+unsigned tg_fleet_auth_link(struct tg_fleet *f, struct link_conn *c, const char *authorization, const char *node,
+                            char *principal, size_t plen, int *status);
 const struct tg_fleet_config *tg_fleet_config_of(const struct tg_fleet *f);
 void tg_fleet_link_state_changed(struct tg_fleet *f, struct tg_link *l);
+/* Rebuilds the node list /api/status shows (a new RTT or clock reading). */
+void tg_fleet_refresh_status(struct tg_fleet *f);
 /* A connection is being freed: gives back its gateway slot; the end of --link-stdio ends us. */
 void tg_fleet_conn_gone(struct tg_fleet *f, struct link_conn *c);
 

@@ -14,6 +14,7 @@
 #include "config.h"
 #include "gw_auth.h"
 #include "gw_config.h"
+#include "gw_onepath.h"
 #include <openssl/crypto.h>
 
 #include "fleet.h"
@@ -26,6 +27,7 @@
 #include "gw_ws.h"
 #include "tracegate/addr.h"
 #include "tracegate/log.h"
+#include "tracegate/onepath.h"
 #include "tracegate/service.h"
 
 #define LOG "tracegated"
@@ -152,6 +154,11 @@ static int start_http(struct daemon *d)
     wc.handshake_timeout_ms = c->limits.handshake_timeout_ms;
     wc.max_pending = c->http_max_pending;
     wc.max_pending_per_source = c->http_max_pending_per_source;
+    wc.adb = c->adb_enabled ? TG_GW_WS_ADB_ON : TG_GW_WS_ADB_OFF; /* decided by tg_gw_config_validate */
+    wc.adb_roles = c->adb_roles;
+    wc.adb_server = c->adb_enabled ? &c->adb_addr : NULL;
+    wc.adb_server_text = c->adb_server_text;
+    wc.node_name = tg_gw_node_name(d->gw);
     char err[512];
     d->ws = tg_gw_ws_start(d->gw, d->base, &wc, err, sizeof err);
     if (!d->ws) {
@@ -163,8 +170,15 @@ static int start_http(struct daemon *d)
         return 0;
     }
     const char *scheme = c->http_tls ? "https" : "http", *ws = c->http_tls ? "wss" : "ws";
-    tg_info(LOG, "listening: %s://%s (%s://%s/traced for the Perfetto UI, /metrics, /healthz)", scheme, http, ws,
-            http);
+    tg_info(LOG, "listening: %s://%s (%s://%s/traced for the Perfetto UI%s, /metrics, /healthz)", scheme, http, ws,
+            http, c->adb_enabled ? ", /adb for its ADB + WebSocket target" : "");
+    if (c->adb_enabled) {
+        struct tg_addr a;
+        char e2[256];
+        if (tg_addr_parse(http, &a, e2, sizeof e2) == 0 && !tg_addr_is_loopback(&a))
+            tg_warn(LOG, "/adb is on for a non-loopback front end: clients with the adb role get a shell on every "
+                         "device of the ADB server %s", c->adb_server_text);
+    }
     return 0;
 }
 
@@ -318,7 +332,9 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
                   nc.http_max_pending != d->cfg.http_max_pending ||
                   nc.http_max_pending_per_source != d->cfg.http_max_pending_per_source ||
                   memcmp(&nc.limits, &d->cfg.limits, sizeof nc.limits) != 0 ||
-                  nc.resume_window_ms != d->cfg.resume_window_ms; /* session survival */
+                  nc.resume_window_ms != d->cfg.resume_window_ms || /* session survival */
+                  nc.http_adb != d->cfg.http_adb || str_differs(nc.adb_server, d->cfg.adb_server) ||
+                  nc.adb_roles != d->cfg.adb_roles;
     for (size_t i = 0; !restart && i < nc.n_listen; i++)
         restart = strcmp(nc.listen[i].text, d->cfg.listen[i].text) != 0;
     if (restart)
@@ -423,6 +439,22 @@ int main(int argc, char **argv)
         return 0;
     }
     apply_logging(&d.cfg);
+    /* OnePath spans name the node they come from, so `tracectl merge` puts them on its machine */
+    if (!getenv("ONEPATH_TRACE_RESOURCE_ATTRIBUTES")) {
+        char host[64] = "", attr[96];
+        if (!d.cfg.node_name && gethostname(host, sizeof host - 1) != 0)
+            host[0] = 0;
+        const char *node = d.cfg.node_name ? d.cfg.node_name : host;
+        if (node[0] && strlen(node) < 64 && !strpbrk(node, ",=")) {
+            snprintf(attr, sizeof attr, "tracegate.node=%s", node);
+            setenv("ONEPATH_TRACE_RESOURCE_ATTRIBUTES", attr, 0);
+        }
+    }
+    if (tg_gw_onepath_start(&d.cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "tracegated: %s\n", err);
+        tg_gw_config_free(&d.cfg);
+        return 1;
+    }
     signal(SIGPIPE, SIG_IGN);
     raise_fd_limit();
     if (d.cfg.insecure)
@@ -481,6 +513,16 @@ int main(int argc, char **argv)
     event_add(d.sigterm, NULL);
     event_add(d.sigint, NULL);
     event_add(d.sighup, NULL);
+    /* OnePath (docs/onepath.md): spans of what links carry and its metrics on /metrics, switched
+     * by the ONEPATH_* environment variables; nothing runs when they are off */
+    onepath_trace_opts_t op = ONEPATH_TRACE_OPTS_DEFAULT;
+    if (!getenv("ONEPATH_TRACE_SERVICE_NAME"))
+        op.service_name = "tracegated";
+    if (onepath_trace_init(&op) != ONEPATH_OK)
+        tg_warn(LOG, "OnePath did not start (see its messages above); continuing without it");
+    else if (onepath_trace_enabled() || onepath_metrics_enabled())
+        tg_info(LOG, "OnePath: tracing %s, metrics %s", onepath_trace_enabled() ? "on" : "off",
+                onepath_metrics_enabled() ? "on" : "off");
     tg_info(LOG, "tracegated %s ready", PACKAGE_VERSION);
     event_base_dispatch(d.base);
     rc = 0;
@@ -506,6 +548,7 @@ out:
         event_free(d.exit_timer);
     event_base_free(d.base);
     tg_gw_config_free(&d.cfg);
+    onepath_trace_shutdown(); /* flushes the span and metrics files */
     if (rc == 0)
         tg_info(LOG, "stopped");
     return rc;

@@ -319,6 +319,8 @@ static void peer_destroy(tg_ipc_peer *p)
             h->services[i].def->peer_close(p, p->bound[i].state, h->services[i].ctx);
     while (p->calls)
         call_unlink_free(p->calls);
+    if (h->opts.peer_gone)
+        h->opts.peer_gone(p, h->opts.peer_gone_arg);
     if (p->prev)
         p->prev->next = p->next;
     else

@@ -30,6 +30,8 @@ static const struct command k_commands[] = {
                             "                         snapshot a running session (id or unique name) into a file", 1},
     {"nodes", tc_cmd_nodes, "nodes [URL]            the nodes a tracegate gateway reaches: state, machine id, RTT,\n"
                             "                         clock offset, bytes, channels, since", 1},
+    {"merge", tc_cmd_merge, "merge TRACE SPANS.ndjson... -o OUT [--machine HOST=ID]...\n"
+                            "                         stitch OnePath spans into a trace (slices, flows, per-machine clocks)", 0},
     {"stats", tc_cmd_stats, "stats [URL] [--kcdata FILE]\n"
                             "                         a gateway's counters and its nodes; --kcdata writes them as a\n"
                             "                         KCDATA buffer (`tracectl kcdata FILE` prints it)", 1},
@@ -58,7 +60,8 @@ static void usage(FILE *out)
                  "                    (proxies and access logs may record it; `tracegated --gen-token` makes\n"
                  "                    tokens that fit)\n"
                  "  --node NAME       the command is for node NAME, reached through the gateway's links\n"
-                 "                    (any command that talks to a service; see `tracectl nodes`)\n"
+                 "                    (any command that talks to a service; see `tracectl nodes`); without\n"
+                 "                    a URL, the local gateway at " TC_DEFAULT_GATEWAY "\n"
                  "  --timeout MS      connect/bind timeout (default 10000)\n"
                  "  -v, --verbose     debug logging\n"
                  "  -h, --help        this help\n"
@@ -115,13 +118,17 @@ int main(int argc, char **argv)
         tg_service_default_sockets(def_prod, sizeof def_prod, def_cons, sizeof def_cons);
         /* the first non-option argument after the command is the endpoint URL */
         opts.endpoint = def_cons;
+        opts.endpoint_defaulted = 1;
         if (k_commands[i].takes_url && cargc > 1 && cargv[1][0] != '-') {
+            opts.endpoint_defaulted = 0;
             opts.endpoint = cargv[1];
             cargv[1] = cargv[0];
             cargv++;
             cargc--;
         }
         optind = 1;
+        if (opts.endpoint_defaulted && opts.node)
+            opts.endpoint = TC_DEFAULT_GATEWAY;
         return k_commands[i].fn(&opts, cargc, cargv);
     }
     fprintf(stderr, "tracectl: unknown command '%s'\n\n", cmd);

@@ -54,8 +54,54 @@ struct dump {
     struct counters types, slices, instants, machines;
     uint64_t counter_events;
     uint64_t packets, bytes, bad_packets, sync_markers, bad_sync_markers;
+    /* RemoteClockSync per machine: BOOTTIME offset (machine minus host) as trace processor derives it */
+    struct clock_est {
+        uint32_t machine;
+        size_t rounds;
+        double sum_ns;
+    } clocks[16];
+    size_t n_clocks;
     char first_err[512];
 };
+
+static int boottime_of(const Perfetto__Protos__ClockSnapshot *cs, uint64_t *v)
+{
+    for (size_t i = 0; cs && i < cs->n_clocks; i++)
+        if (cs->clocks[i]->has_clock_id && cs->clocks[i]->clock_id == 6 && cs->clocks[i]->has_timestamp) {
+            *v = cs->clocks[i]->timestamp;
+            return 1;
+        }
+    return 0;
+}
+
+/* Trace processor's reading of RemoteClockSync: consecutive records (PING, UPDATE) whose client
+ * BOOTTIME readings are under 30 s apart are a round t1c,t1h,t2c,t2h; each round gives
+ * (t1c+t2c)/2 - t1h and t2c - (t1h+t2h)/2; the mean of all of them is the machine's offset. */
+static void clock_estimate(struct dump *d, uint32_t machine, const Perfetto__Protos__RemoteClockSync *rcs)
+{
+    struct clock_est *e = NULL;
+    for (size_t i = 0; i < d->n_clocks; i++)
+        if (d->clocks[i].machine == machine)
+            e = &d->clocks[i];
+    if (!e) {
+        if (d->n_clocks == sizeof d->clocks / sizeof d->clocks[0])
+            return;
+        e = &d->clocks[d->n_clocks++];
+        e->machine = machine;
+    }
+    for (size_t i = 0; i + 1 < rcs->n_synced_clocks; i++) {
+        uint64_t t1c, t1h, t2c, t2h;
+        if (!boottime_of(rcs->synced_clocks[i]->client_clocks, &t1c) ||
+            !boottime_of(rcs->synced_clocks[i]->host_clocks, &t1h) ||
+            !boottime_of(rcs->synced_clocks[i + 1]->client_clocks, &t2c) ||
+            !boottime_of(rcs->synced_clocks[i + 1]->host_clocks, &t2h) || t2c < t1c || t2c - t1c >= 30000000000ull)
+            continue;
+        e->sum_ns += ((double)t1c + (double)t2c) / 2 - (double)t1h;
+        e->sum_ns += (double)t2c - ((double)t1h + (double)t2h) / 2;
+        e->rounds++;
+        i++; /* the UPDATE closed this round */
+    }
+}
 
 static size_t bucket_of(uint32_t seq, uint32_t kind, uint64_t iid)
 {
@@ -670,6 +716,7 @@ static void dump_packet(struct dump *d, uint64_t index, size_t off, const uint8_
     }
     case PERFETTO__PROTOS__TRACE_PACKET__DATA_REMOTE_CLOCK_SYNC:
         add(&l, "%zu synced clock pairs", p->remote_clock_sync->n_synced_clocks);
+        clock_estimate(d, p->has_machine_id ? p->machine_id : 0, p->remote_clock_sync);
         break;
     case PERFETTO__PROTOS__TRACE_PACKET__DATA_COMPRESSED_PACKETS:
         add(&l, "%zu bytes (deflate, not expanded)", p->compressed_packets.len);
@@ -777,6 +824,10 @@ int tc_dump_trace(FILE *out, const uint8_t *data, size_t len, int flags, char *e
         fprintf(out, "\n");
     }
     print_counters(out, "machines", &d->machines, 0);
+    for (size_t i = 0; i < d->n_clocks; i++)
+        if (d->clocks[i].rounds)
+            fprintf(out, "clock sync: machine %u: %zu rounds, BOOTTIME offset %+.0f ns (machine minus host)\n",
+                    d->clocks[i].machine, d->clocks[i].rounds, d->clocks[i].sum_ns / (double)(2 * d->clocks[i].rounds));
     print_counters(out, "slices", &d->slices, 1);
     print_counters(out, "instants", &d->instants, 1);
     if (d->counter_events)

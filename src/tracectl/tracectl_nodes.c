@@ -38,6 +38,8 @@ int tc_cmd_nodes(const struct tc_opts *opts, int argc, char **argv)
     (void)argv;
     struct tc_opts o = *opts;
     o.node = NULL; /* the list comes from the gateway we talk to */
+    if (o.endpoint_defaulted)
+        o.endpoint = TC_DEFAULT_GATEWAY;
     struct tc_rpc rpc;
     if (tc_rpc_open(&rpc, &o, "TracegateFleet") != 0) {
         fprintf(stderr, "tracectl nodes: %s: %s (is it a tracegate gateway?)\n", o.endpoint, rpc.error);

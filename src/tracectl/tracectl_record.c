@@ -412,6 +412,7 @@ struct read_ctx {
 static int write_packet(void *arg, const uint8_t *pkt, size_t len)
 {
     struct read_ctx *rc = arg;
+    tc_count_machine(rc->s, pkt, len);
     if (tc_trace_writer_add(rc->w, pkt, len, rc->err, sizeof rc->err) != 0)
         return 1;
     return 0;
@@ -703,6 +704,8 @@ struct record_opts {
     int test_drop_after_ms; /* test only: shut the connection down once after this long */
     int test_drop_read;     /* test only: ... or after this many ReadBuffers replies */
     int test_drop_silent;   /* test only: ... without the gateway noticing (no FIN) */
+    char fed_spec[256];     /* --nodes a,b / --all: "@a,b", "@all" */
+    int all_machines;       /* --all-machines: trace_all_machines */
 };
 
 static Perfetto__Protos__TraceConfig *build_config(const struct record_opts *o, char *err, size_t errlen)
@@ -799,6 +802,10 @@ static Perfetto__Protos__TraceConfig *build_config(const struct record_opts *o, 
             goto fail;
         }
     }
+    if (o->all_machines) {
+        cfg->has_trace_all_machines = 1;
+        cfg->trace_all_machines = 1;
+    }
     return cfg;
 fail:
     protobuf_c_message_free_unpacked(msg, NULL);
@@ -821,16 +828,17 @@ static void record_usage(FILE *out)
             "  -o, --out FILE       output trace file (default trace.pftrace; '-' = stdout)\n"
             "      --detach KEY     start the session, detach from it and exit (see `tracectl attach`)\n"
             "      --no-resume      through a tracegate gateway: do not reconnect and resume the session\n"
+            "      --nodes A,B      one session on nodes A and B of the gateway's fleet, merged into one trace\n"
+            "                       (each node's packets carry its machine id; see `tracectl nodes`)\n"
+            "      --all            ... on every node the gateway reaches now\n"
+            "      --all-machines   also producers on other machines (relayed, or forwarded over a link with\n"
+            "                       --export-node NAME:producer=): the config's trace_all_machines\n"
             "                       when the connection drops (by default tracectl does, for as long as\n"
             "                       the gateway keeps it)\n"
             "      --no-progress    no progress line on stderr\n"
+            "      --spans FILE     after recording, stitch the OnePath NDJSON spans of FILE into the\n"
+            "                       trace (repeatable; see `tracectl merge`)\n"
             "  -h, --help           this help\n");
-}
-
-static void default_consumer(char *buf, size_t len)
-{
-    char prod[512];
-    tg_service_default_sockets(prod, sizeof prod, buf, len);
 }
 
 static int is_regular_path(const char *path)
@@ -886,7 +894,9 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
         {"fill", required_argument, NULL, 'F'},   {"ds", required_argument, NULL, 'D'},
         {"out", required_argument, NULL, 'o'},    {"detach", required_argument, NULL, 'K'},
         {"no-progress", no_argument, NULL, 'P'},  {"help", no_argument, NULL, 'h'},
-        {"no-resume", no_argument, NULL, 'R'},
+        {"no-resume", no_argument, NULL, 'R'},    {"spans", required_argument, NULL, 'S'},
+        {"nodes", required_argument, NULL, 'n'}, {"all", no_argument, NULL, 'a'},
+        {"all-machines", no_argument, NULL, 'M'},
         /* test only, not in the usage: shuts the socket down once after MS (tests/integration) */
         {"test-drop-after", required_argument, NULL, 'X'},
         {"test-drop-read", required_argument, NULL, 'Y'},
@@ -897,8 +907,13 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
     memset(&o, 0, sizeof o);
     o.progress = 1;
     o.ds = calloc((size_t)argc + 1, sizeof *o.ds);
-    if (!o.ds)
+    char **spans = calloc((size_t)argc + 1, sizeof *spans);
+    size_t n_spans = 0;
+    if (!o.ds || !spans) {
+        free(o.ds);
+        free(spans);
         return 1;
+    }
     int c, ret = 2;
     optind = 0;
     while ((c = getopt_long(argc, argv, "c:t:b:o:h", longopts, NULL)) != -1) {
@@ -912,29 +927,44 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
         case 'K': o.detach_key = optarg; break;
         case 'P': o.progress = 0; break;
         case 'R': o.no_resume = 1; break;
+        case 'n': snprintf(o.fed_spec, sizeof o.fed_spec, "@%s", optarg); break;
+        case 'a': snprintf(o.fed_spec, sizeof o.fed_spec, "@all"); break;
+        case 'M': o.all_machines = 1; break;
+        case 'S': spans[n_spans++] = optarg; break;
         case 'X': o.test_drop_after_ms = atoi(optarg); break;
         case 'Y': o.test_drop_read = atoi(optarg); break;
         case 'Z': o.test_drop_silent = 1; break;
-        case 'h': record_usage(stdout); free(o.ds); return 0;
-        default: record_usage(stderr); free(o.ds); return 2;
+        case 'h': record_usage(stdout); free(o.ds); free(spans); return 0;
+        default: record_usage(stderr); free(o.ds); free(spans); return 2;
         }
     }
     /* the URL may also come after the options */
     struct tc_opts eo = *opts;
-    char defc[512];
-    default_consumer(defc, sizeof defc);
-    if (argc - optind == 1 && strcmp(opts->endpoint, defc) == 0) {
-        eo.endpoint = argv[optind++];
+    if (o.fed_spec[0]) {
+        if (opts->node) {
+            fprintf(stderr, "tracectl record: --node and --nodes/--all do not go together\n");
+            free(o.ds);
+            return 2;
+        }
+        eo.node = o.fed_spec; /* the gateway fans the session out (docs/link-protocol.md §8) */
     }
+    if (argc - optind == 1 && opts->endpoint_defaulted) {
+        eo.endpoint = argv[optind++];
+        eo.endpoint_defaulted = 0;
+    }
+    if (eo.endpoint_defaulted && eo.node)
+        eo.endpoint = TC_DEFAULT_GATEWAY; /* --nodes/--all need the gateway, not the service's socket */
     if (optind < argc) {
         fprintf(stderr, "tracectl record: unexpected argument '%s'\n", argv[optind]);
         record_usage(stderr);
         free(o.ds);
+        free(spans);
         return 2;
     }
     if (o.detach_key && !o.detach_key[0]) {
         fprintf(stderr, "tracectl record: --detach needs a non-empty KEY\n");
         free(o.ds);
+        free(spans);
         return 2;
     }
     char err[1024];
@@ -943,9 +973,19 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
     o.ds = NULL;
     if (!cfg) {
         fprintf(stderr, "tracectl record: %s\n", err);
+        free(spans);
         return 2;
     }
     const char *out_path = o.out_path ? o.out_path : "trace.pftrace";
+    /* --spans appends to the trace file once it is complete: it needs one tracectl can reopen */
+    if (n_spans && (o.detach_key || strcmp(out_path, "-") == 0 ||
+                    (cfg->write_into_file && cfg->output_path && cfg->output_path[0]))) {
+        fprintf(stderr, "tracectl record: --spans needs a trace file that tracectl writes or receives (not stdout, "
+                        "--detach or a config's output_path); use `tracectl merge` afterwards instead\n");
+        protobuf_c_message_free_unpacked(&cfg->base, NULL);
+        free(spans);
+        return 2;
+    }
     /* write_into_file: the service writes the trace itself, into output_path or into the file
      * whose fd rides on EnableTracing (wif) */
     int service_writes = cfg->write_into_file;
@@ -960,6 +1000,7 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
         fprintf(stderr, "tracectl record: a write_into_file session started with --detach needs -o FILE (the "
                         "service writes the trace into it)\n");
         protobuf_c_message_free_unpacked(&cfg->base, NULL);
+        free(spans);
         return 2;
     }
     if (wif) {
@@ -969,11 +1010,13 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
                             "socket, which needs a UNIX-socket endpoint (%s is %s)\n",
                     eo.endpoint, tg_endpoint_kind_name(ep.kind));
             protobuf_c_message_free_unpacked(&cfg->base, NULL);
+            free(spans);
             return 2;
         }
         if (strcmp(out_path, "-") == 0) {
             fprintf(stderr, "tracectl record: write_into_file needs a real output file, not stdout\n");
             protobuf_c_message_free_unpacked(&cfg->base, NULL);
+            free(spans);
             return 2;
         }
     }
@@ -984,6 +1027,7 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
         fprintf(stderr, "tracectl record: cannot reach the tracing service at %s: %s\n", eo.endpoint, rpc.error);
         tc_rpc_close(&rpc);
         protobuf_c_message_free_unpacked(&cfg->base, NULL);
+        free(spans);
         return 1;
     }
     ret = 1;
@@ -1081,13 +1125,15 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
             free(data);
             fprintf(stderr, "tracectl: the service wrote %" PRIu64 " packets (%zu bytes) to %s\n", n, len, out_path);
         }
-        ret = 0;
+        ret = n_spans && tc_stitch_file(out_path, spans, n_spans) != 0 ? 1 : 0;
         goto out;
     }
     if (tc_session_read(&s, &w) != 0)
         goto out;
     have_writer = 0;
-    ret = 0;
+    if (eo.node && eo.node[0] == '@')
+        tc_print_machines(&s, &eo, stderr);
+    ret = n_spans && tc_stitch_file(out_path, spans, n_spans) != 0 ? 1 : 0;
 out:
     if (ret != 0 && rpc.detach_key[0] && s.enable_started && !s.buffers_freed && !s.aborted && !s.enable_error[0])
         fprintf(stderr, "tracectl: if the gateway still held the session, it detaches it with key %s when its "
@@ -1104,6 +1150,7 @@ out_nosession:
     if (ret != 0 && opened_out && is_regular_path(out_path))
         unlink(out_path); /* a failed session leaves no empty trace behind (as perfetto does) */
     free(args);
+    free(spans);
     tc_rpc_close(&rpc);
     protobuf_c_message_free_unpacked(&cfg->base, NULL);
     return ret;

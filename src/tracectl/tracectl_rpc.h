@@ -19,7 +19,11 @@ struct tc_opts {
     struct tg_endpoint_creds creds;
     int timeout_ms; /* connect + bind timeout */
     const char *node; /* --node NAME: ask the gateway to route to that node (TracegateFleet.Route) */
+    int endpoint_defaulted; /* no URL was given: endpoint is the local consumer socket */
 };
+/* The endpoint for commands that need a tracegate gateway (--node, --nodes, --all, nodes) when no
+ * URL was given: the local gateway's WebSocket port (the service's own socket has no fleet). */
+#define TC_DEFAULT_GATEWAY "ws://127.0.0.1:8037/traced"
 
 struct tc_async;
 

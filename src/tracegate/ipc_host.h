@@ -53,6 +53,10 @@ struct tg_ipc_host_opts {
     struct tg_conn_opts conn; /* per-connection limits */
     size_t max_peers;         /* 0 = unlimited */
     int honor_peer_identity;  /* apply SetPeerIdentity on non-UNIX peers (Perfetto does) */
+    /* Optional: called once when any peer goes away (after the services' peer_close hooks), bound
+     * or not, e.g. to free what the adopter set with tg_ipc_peer_set_user. */
+    void (*peer_gone)(tg_ipc_peer *peer, void *arg);
+    void *peer_gone_arg;
 };
 
 tg_ipc_host *tg_ipc_host_new(struct event_base *base, const struct tg_ipc_host_opts *opts);

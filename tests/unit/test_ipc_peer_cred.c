@@ -126,7 +126,7 @@ static void check_tcp(int family, int dual, const char *connect_ip)
         clen = sizeof *in;
     }
     uid_t want = getuid() == 0 ? OTHER_UID : getuid();
-    int release;
+    int release = -1;
     pid_t child = connect_as(want, (struct sockaddr *)&ca, clen, &release);
     assert_true(child > 0);
     int fd = accept(lfd, NULL, NULL);

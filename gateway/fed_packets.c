@@ -1,0 +1,276 @@
+/* fed_packets.c: rewriting one node's ReadBuffers replies for a federated trace (reassemble each
+ * packet, stamp machine_id 98 and a fresh trusted_packet_sequence_id 10 in an appended slice, as
+ * traced appends its trusted fields; the parser keeps the last occurrence), and the packets the
+ * fan-out adds: RemoteClockSync (107) and a node's failure as TraceStats (35). */
+#include "fed_packets.h"
+
+#include <event2/buffer.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tracegate/kcdata_node.h"
+#include "tracegate/pbwire.h"
+
+enum {
+    PKT_TRUSTED_SEQ = 10,
+    PKT_TRACE_STATS = 35,
+    PKT_MACHINE_ID = 98,
+    PKT_REMOTE_CLOCK_SYNC = 107,
+    RB_SLICES = 2,
+    SLICE_DATA = 1,
+    SLICE_LAST = 2,
+    STATS_FINAL_FLUSH_OUTCOME = 15,
+    FINAL_FLUSH_FAILED = 2,
+    SLICE_CHUNK = 64 * 1024,
+};
+
+int tg_fed_stream_init(struct tg_fed_stream *st, uint32_t machine_id, struct tg_fed_seq_alloc *alloc,
+                       size_t max_packet)
+{
+    memset(st, 0, sizeof *st);
+    st->machine_id = machine_id;
+    st->alloc = alloc;
+    st->max_packet = max_packet;
+    st->partial = evbuffer_new();
+    return st->partial ? 0 : -1;
+}
+
+void tg_fed_stream_clear(struct tg_fed_stream *st)
+{
+    if (st->partial)
+        evbuffer_free(st->partial);
+    free(st->seq_from);
+    free(st->seq_to);
+    memset(st, 0, sizeof *st);
+}
+
+uint32_t tg_fed_map_seq(struct tg_fed_stream *st, uint32_t seq)
+{
+    for (size_t i = 0; i < st->n_seq; i++)
+        if (st->seq_from[i] == seq)
+            return st->seq_to[i];
+    if (st->n_seq == st->cap_seq) {
+        size_t cap = st->cap_seq ? st->cap_seq * 2 : 16;
+        uint32_t *f = realloc(st->seq_from, cap * sizeof *f);
+        if (!f)
+            return 0;
+        st->seq_from = f;
+        uint32_t *t = realloc(st->seq_to, cap * sizeof *t);
+        if (!t)
+            return 0;
+        st->seq_to = t;
+        st->cap_seq = cap;
+    }
+    if (!st->alloc->next)
+        st->alloc->next = 1;
+    st->seq_from[st->n_seq] = seq;
+    st->seq_to[st->n_seq] = st->alloc->next++;
+    return st->seq_to[st->n_seq++];
+}
+
+/* Appends one ReadBuffersResponse.Slice: data = a[alen] followed by b[blen]. */
+static int put_slice(struct evbuffer *out, const uint8_t *a, size_t alen, const uint8_t *b, size_t blen, int last)
+{
+    uint8_t hdr[32];
+    size_t dlen = alen + blen;
+    size_t body = 1 + tg_pb_varint_size(dlen) + dlen + (last ? 2 : 0);
+    size_t n = tg_pb_put_tag(hdr, RB_SLICES, TG_PB_LEN);
+    n += tg_pb_put_varint(hdr + n, body);
+    n += tg_pb_put_tag(hdr + n, SLICE_DATA, TG_PB_LEN);
+    n += tg_pb_put_varint(hdr + n, dlen);
+    if (evbuffer_add(out, hdr, n) != 0 || (alen && evbuffer_add(out, a, alen) != 0) ||
+        (blen && evbuffer_add(out, b, blen) != 0))
+        return -1;
+    if (last) {
+        uint8_t t[2] = {(uint8_t)(SLICE_LAST << 3 | TG_PB_VARINT), 1};
+        return evbuffer_add(out, t, sizeof t);
+    }
+    return 0;
+}
+
+/* Appends a whole packet as slices of at most SLICE_CHUNK, the stamp in the last. */
+static int put_packet(struct evbuffer *out, const uint8_t *pkt, size_t len, const uint8_t *stamp, size_t slen)
+{
+    while (len > SLICE_CHUNK) {
+        if (put_slice(out, pkt, SLICE_CHUNK, NULL, 0, 0) != 0)
+            return -1;
+        pkt += SLICE_CHUNK;
+        len -= SLICE_CHUNK;
+    }
+    return put_slice(out, pkt, len, stamp, slen, 1);
+}
+
+static int finish_packet(struct tg_fed_stream *st, struct evbuffer *out)
+{
+    size_t len = evbuffer_get_length(st->partial);
+    const uint8_t *pkt = len ? evbuffer_pullup(st->partial, -1) : NULL;
+    if (len && !pkt)
+        return -1;
+    /* the service's trusted slice comes last; the last varint field 10 is the packet's sequence */
+    int have_seq = 0;
+    uint64_t seq = 0, machine = 0;
+    struct tg_pb_reader r;
+    struct tg_pb_field f;
+    tg_pb_reader_init(&r, pkt, len);
+    while (tg_pb_next(&r, &f) == 1)
+        if (f.number == PKT_TRUSTED_SEQ && f.wire == TG_PB_VARINT) {
+            have_seq = 1;
+            seq = f.value;
+        } else if (f.number == PKT_MACHINE_ID && f.wire == TG_PB_VARINT) {
+            machine = f.value;
+        }
+    uint8_t stamp[32];
+    size_t n = 0;
+    if (have_seq) {
+        uint32_t mapped = tg_fed_map_seq(st, (uint32_t)seq);
+        if (!mapped)
+            return -1;
+        n += tg_pb_put_tag(stamp + n, PKT_TRUSTED_SEQ, TG_PB_VARINT);
+        n += tg_pb_put_varint(stamp + n, mapped);
+    }
+    /* a packet the node's service already gave a machine (a producer that reached it over a link
+     * from a third node) keeps it: the ids are the same on every node */
+    if (st->machine_id && !machine) {
+        n += tg_pb_put_tag(stamp + n, PKT_MACHINE_ID, TG_PB_VARINT);
+        n += tg_pb_put_varint(stamp + n, st->machine_id);
+    }
+    if (put_packet(out, pkt, len, stamp, n) != 0)
+        return -1;
+    st->packets++;
+    st->bytes += len;
+    return evbuffer_drain(st->partial, len);
+}
+
+int tg_fed_rewrite_reply(struct tg_fed_stream *st, const uint8_t *reply, size_t len, struct evbuffer *out, char *err,
+                         size_t errlen)
+{
+    struct tg_pb_reader r;
+    struct tg_pb_field f;
+    int rc;
+    tg_pb_reader_init(&r, reply, len);
+    while ((rc = tg_pb_next(&r, &f)) == 1) {
+        if (f.number != RB_SLICES || f.wire != TG_PB_LEN)
+            continue; /* nothing else is defined in ReadBuffersResponse */
+        struct tg_pb_reader sr;
+        struct tg_pb_field sf;
+        const uint8_t *data = NULL;
+        size_t dlen = 0;
+        int last = 0, src;
+        tg_pb_reader_init(&sr, f.data, f.len);
+        while ((src = tg_pb_next(&sr, &sf)) == 1) {
+            if (sf.number == SLICE_DATA && sf.wire == TG_PB_LEN) {
+                data = sf.data;
+                dlen = sf.len;
+            } else if (sf.number == SLICE_LAST && sf.wire == TG_PB_VARINT) {
+                last = sf.value != 0;
+            }
+        }
+        if (src < 0) {
+            snprintf(err, errlen, "malformed slice in ReadBuffers reply");
+            return -1;
+        }
+        if (evbuffer_get_length(st->partial) + dlen > st->max_packet) {
+            snprintf(err, errlen, "a packet larger than %zu bytes", st->max_packet);
+            return -1;
+        }
+        if (dlen && evbuffer_add(st->partial, data, dlen) != 0) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        if (last && finish_packet(st, out) != 0) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+    }
+    if (rc < 0) {
+        snprintf(err, errlen, "malformed ReadBuffers reply");
+        return -1;
+    }
+    return 0;
+}
+
+/* ClockSnapshot{clocks[4]{clock_id, timestamp}, primary_trace_clock: BOOTTIME} */
+static size_t put_snapshot(uint8_t *buf, const uint64_t v[4])
+{
+    static const uint32_t ids[4] = {TG_NODE_CLOCK_BOOTTIME, TG_NODE_CLOCK_REALTIME, TG_NODE_CLOCK_MONOTONIC,
+                                    TG_NODE_CLOCK_MONOTONIC_RAW};
+    size_t n = 0;
+    for (int i = 0; i < 4; i++) {
+        uint8_t c[24];
+        size_t cl = tg_pb_put_tag(c, 1, TG_PB_VARINT);
+        cl += tg_pb_put_varint(c + cl, ids[i]);
+        cl += tg_pb_put_tag(c + cl, 2, TG_PB_VARINT);
+        cl += tg_pb_put_varint(c + cl, v[i]);
+        n += tg_pb_put_tag(buf + n, 1, TG_PB_LEN);
+        n += tg_pb_put_varint(buf + n, cl);
+        memcpy(buf + n, c, cl);
+        n += cl;
+    }
+    n += tg_pb_put_tag(buf + n, 2, TG_PB_VARINT);
+    n += tg_pb_put_varint(buf + n, TG_NODE_CLOCK_BOOTTIME);
+    return n;
+}
+
+int tg_fed_clock_sync_packet(uint32_t machine_id, const uint64_t (*peer)[4], const uint64_t (*mine)[4], size_t n,
+                             struct evbuffer *out)
+{
+    if (!n)
+        return 0;
+    /* each SyncedClocks is under 140 bytes: two snapshots of four clocks */
+    size_t cap = 32 + n * 160;
+    uint8_t *pkt = malloc(cap), *sync = malloc(cap);
+    if (!pkt || !sync) {
+        free(pkt);
+        free(sync);
+        return -1;
+    }
+    size_t sl = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t snap[2][72];
+        size_t a = put_snapshot(snap[0], peer[i]), b = put_snapshot(snap[1], mine[i]);
+        sl += tg_pb_put_tag(sync + sl, 1, TG_PB_LEN);
+        sl += tg_pb_put_varint(sync + sl, 2 + a + b + tg_pb_varint_size(a) + tg_pb_varint_size(b));
+        sl += tg_pb_put_tag(sync + sl, 2, TG_PB_LEN); /* client_clocks: the node's */
+        sl += tg_pb_put_varint(sync + sl, a);
+        memcpy(sync + sl, snap[0], a);
+        sl += a;
+        sl += tg_pb_put_tag(sync + sl, 3, TG_PB_LEN); /* host_clocks: ours, on receipt */
+        sl += tg_pb_put_varint(sync + sl, b);
+        memcpy(sync + sl, snap[1], b);
+        sl += b;
+    }
+    size_t pl = 0;
+    pl += tg_pb_put_tag(pkt + pl, PKT_MACHINE_ID, TG_PB_VARINT);
+    pl += tg_pb_put_varint(pkt + pl, machine_id);
+    pl += tg_pb_put_tag(pkt + pl, PKT_REMOTE_CLOCK_SYNC, TG_PB_LEN);
+    pl += tg_pb_put_varint(pkt + pl, sl);
+    int rc = -1;
+    if (pl + sl <= cap) {
+        memcpy(pkt + pl, sync, sl);
+        rc = put_packet(out, pkt, pl + sl, NULL, 0);
+    }
+    free(pkt);
+    free(sync);
+    return rc;
+}
+
+int tg_fed_failure_packet(struct tg_fed_stream *st, struct evbuffer *out)
+{
+    uint8_t pkt[48];
+    size_t n = 0;
+    uint32_t seq = tg_fed_map_seq(st, 1); /* the node's service sequence */
+    if (!seq)
+        return -1;
+    n += tg_pb_put_tag(pkt + n, PKT_TRACE_STATS, TG_PB_LEN);
+    n += tg_pb_put_varint(pkt + n, 2);
+    n += tg_pb_put_tag(pkt + n, STATS_FINAL_FLUSH_OUTCOME, TG_PB_VARINT);
+    n += tg_pb_put_varint(pkt + n, FINAL_FLUSH_FAILED);
+    n += tg_pb_put_tag(pkt + n, PKT_TRUSTED_SEQ, TG_PB_VARINT);
+    n += tg_pb_put_varint(pkt + n, seq);
+    if (st->machine_id) {
+        n += tg_pb_put_tag(pkt + n, PKT_MACHINE_ID, TG_PB_VARINT);
+        n += tg_pb_put_varint(pkt + n, st->machine_id);
+    }
+    return put_packet(out, pkt, n, NULL, 0);
+}

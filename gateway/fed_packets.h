@@ -1,0 +1,58 @@
+/* fed_packets.h: the packet-level work of a federated session (docs/link-protocol.md §8): one
+ * node's ReadBuffers replies rewritten for the merged trace (each packet reassembled, stamped
+ * with the node's machine id, its packet sequence id made unique across nodes), and the packets
+ * the fan-out service adds itself: a node's RemoteClockSync and a node's failure.
+ *
+ * Each function appends ReadBuffersResponse.Slice fields (field 2 of ReadBuffersResponse,
+ * complete with tag and length) to `out`, so the caller can send any prefix of whole slices as
+ * one reply. Ownership: a tg_fed_stream belongs to its caller (init/clear); `out` is the
+ * caller's. Threading: none of its own; one stream is used from one thread. */
+#ifndef TRACEGATE_GATEWAY_FED_PACKETS_H
+#define TRACEGATE_GATEWAY_FED_PACKETS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct evbuffer;
+
+/* Sequence ids of the merged trace: (node, the node's own sequence id) -> a fresh id, shared by
+ * every node of one federated session (trace processor keys incremental state by sequence id). */
+struct tg_fed_seq_alloc {
+    uint32_t next; /* the next fresh id (starts at 1) */
+};
+
+struct tg_fed_stream {
+    uint32_t machine_id;       /* stamped as TracePacket.machine_id (98) when non-zero, on packets without one */
+    struct tg_fed_seq_alloc *alloc;
+    struct evbuffer *partial;  /* the packet being reassembled from slices */
+    size_t max_packet;         /* larger packets are an error (bounded memory) */
+    uint32_t *seq_from, *seq_to; /* this node's sequence map */
+    size_t n_seq, cap_seq;
+    uint64_t packets, bytes;   /* packets and packet bytes passed on */
+};
+
+/* 0, or -1 out of memory. */
+int tg_fed_stream_init(struct tg_fed_stream *st, uint32_t machine_id, struct tg_fed_seq_alloc *alloc,
+                       size_t max_packet);
+void tg_fed_stream_clear(struct tg_fed_stream *st);
+
+/* One ReadBuffersResponse from the node: appends the slices of every packet it completes (a
+ * packet split across replies is held until its last slice). 0, or -1 with a message when the
+ * reply is malformed or a packet is too large (the node's data cannot be trusted further). */
+int tg_fed_rewrite_reply(struct tg_fed_stream *st, const uint8_t *reply, size_t len, struct evbuffer *out, char *err,
+                         size_t errlen);
+
+/* The node's mapped id for its own sequence id `seq` (allocating one). 0 out of memory. */
+uint32_t tg_fed_map_seq(struct tg_fed_stream *st, uint32_t seq);
+
+/* A TracePacket{machine_id, remote_clock_sync{synced_clocks[n]}} from n clock records, each
+ * the node's clocks as sent and ours on receipt, in the order [BOOTTIME, REALTIME, MONOTONIC,
+ * MONOTONIC_RAW]. 0, or -1 out of memory. Nothing is appended for n == 0. */
+int tg_fed_clock_sync_packet(uint32_t machine_id, const uint64_t (*peer)[4], const uint64_t (*mine)[4], size_t n,
+                             struct evbuffer *out);
+
+/* A TracePacket{machine_id, trusted_packet_sequence_id, trace_stats{final_flush_outcome:
+ * FAILED}} telling the trace that this node's data is missing or incomplete. */
+int tg_fed_failure_packet(struct tg_fed_stream *st, struct evbuffer *out);
+
+#endif

@@ -1,0 +1,749 @@
+/* fleet_fanout.c: the federated ConsumerPort (fleet_fanout.h). One `struct fed` per client: a
+ * consumer connection to every target node, a queue of the client's calls until every node is
+ * bound or has failed, then each call fanned out and its answers merged. A node that fails is
+ * logged and reported in the trace (a TraceStats packet with its machine id); the others go on. */
+#include "fleet_fanout.h"
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fed_packets.h"
+#include "fleet.h"
+#include "gw_core.h"
+#include "gw_upstream.h"
+#include "link_int.h"
+#include "tracegate/frame.h"
+#include "tracegate/ipc_client.h"
+#include "tracegate/ipc_host.h"
+#include "tracegate/log.h"
+#include "tracegate/pbwire.h"
+
+#define LOG "fanout"
+#define MAX_FED_NODES 64
+#define FED_OUT_HIGH (1u << 20) /* pause reading the nodes above this much queued to the client */
+#define FED_OUT_LOW (256u << 10)
+#define FED_CHUNK (96u << 10)   /* whole slices per ReadBuffers reply to the client */
+#define FED_MAX_PACKET (64u << 20)
+
+enum method {
+    M_ENABLE, M_DISABLE, M_READ, M_FREE, M_FLUSH, M_START, M_CHANGE, M_DETACH, M_ATTACH, M_STATS, M_OBSERVE,
+    M_QUERY, M_CAPS, M_BUGREPORT, M_CLONE, M_COUNT
+};
+static const char *const k_names[M_COUNT] = {
+    "EnableTracing", "DisableTracing", "ReadBuffers", "FreeBuffers", "Flush", "StartTracing", "ChangeTraceConfig",
+    "Detach", "Attach", "GetTraceStats", "ObserveEvents", "QueryServiceState", "QueryCapabilities",
+    "SaveTraceForBugreport", "CloneSession"};
+
+enum node_state { NODE_BINDING, NODE_READY, NODE_FAILED };
+
+struct fed;
+struct fed_op;
+
+struct fed_node {
+    struct fed *fed;
+    size_t idx;
+    char name[64];
+    tg_ipc_client *cli;
+    tg_ipc_service_proxy *proxy;
+    enum node_state state;
+    char error[200];
+    int remote;
+    struct tg_fed_stream st;
+    int clock_sent, failure_sent;
+};
+
+struct fed_leg {
+    struct fed_op *op;
+    size_t node;
+    uint64_t rid;
+    int done;
+};
+
+struct fed_op {
+    struct fed *fed;
+    struct fed_op *next;
+    tg_ipc_call *call;
+    enum method m;
+    uint8_t *args;
+    size_t args_len;
+    int started;
+    struct fed_leg *legs;
+    size_t waiting, ok, asked;
+    struct evbuffer *merged; /* merged replies, or the rewritten slices of ReadBuffers */
+    size_t cursor;           /* ReadBuffers: the node being read */
+};
+
+struct fed {
+    struct tg_fanout *fo;
+    tg_ipc_peer *peer;
+    struct tg_gw_client_info who;
+    struct fed_node *nodes;
+    size_t n;
+    size_t n_settled;
+    struct fed_op *ops;
+    struct tg_fed_seq_alloc alloc;
+    struct event *resume_ev;
+    int paused;
+};
+
+struct tg_fanout {
+    struct tg_fleet *fleet;
+    tg_ipc_host *host;
+};
+
+static void start_op(struct fed_op *op);
+static void read_next(struct fed_op *op);
+
+/* ------------------------------------------------------------ ops */
+
+static void op_free(struct fed_op *op)
+{
+    struct fed *fed = op->fed;
+    for (struct fed_op **pp = &fed->ops; *pp; pp = &(*pp)->next)
+        if (*pp == op) {
+            *pp = op->next;
+            break;
+        }
+    if (op->legs)
+        for (size_t i = 0; i < fed->n; i++)
+            if (!op->legs[i].done && op->legs[i].rid && fed->nodes[i].cli)
+                tg_ipc_client_cancel(fed->nodes[i].cli, op->legs[i].rid);
+    free(op->legs);
+    free(op->args);
+    if (op->merged)
+        evbuffer_free(op->merged);
+    free(op);
+}
+
+/* Sends the final reply (or a rejection) and forgets the op. */
+static void op_finish(struct fed_op *op, int success, const uint8_t *reply, size_t len)
+{
+    if (success)
+        tg_ipc_call_reply_bytes(op->call, reply, len, 0, -1);
+    else
+        tg_ipc_call_reject(op->call);
+    op_free(op);
+}
+
+static void node_fail(struct fed_node *n, const char *why)
+{
+    if (n->state == NODE_FAILED)
+        return;
+    n->state = NODE_FAILED;
+    snprintf(n->error, sizeof n->error, "%s", why);
+    tg_warn(LOG, "federated session of %s: node %s failed: %s", n->fed->who.principal, n->name, why);
+}
+
+/* ------------------------------------------------------------ flow control toward the client */
+
+static void resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct fed *fed = arg;
+    if (tg_ipc_peer_output_len(fed->peer) > FED_OUT_LOW) {
+        struct timeval tv = {0, 10000};
+        evtimer_add(fed->resume_ev, &tv);
+        return;
+    }
+    fed->paused = 0;
+    for (size_t i = 0; i < fed->n; i++)
+        if (fed->nodes[i].cli && tg_ipc_client_conn(fed->nodes[i].cli))
+            tg_conn_resume_read(tg_ipc_client_conn(fed->nodes[i].cli));
+}
+
+static void maybe_pause(struct fed *fed)
+{
+    if (fed->paused || tg_ipc_peer_output_len(fed->peer) <= FED_OUT_HIGH)
+        return;
+    fed->paused = 1;
+    for (size_t i = 0; i < fed->n; i++)
+        if (fed->nodes[i].cli && tg_ipc_client_conn(fed->nodes[i].cli))
+            tg_conn_pause_read(tg_ipc_client_conn(fed->nodes[i].cli));
+    struct timeval tv = {0, 10000};
+    evtimer_add(fed->resume_ev, &tv);
+}
+
+/* Sends whole slices from op->merged as ReadBuffers replies of at most FED_CHUNK (all of it when
+ * `all`, the rest staying for the next call otherwise). */
+static int send_slices(struct fed_op *op, int all)
+{
+    struct evbuffer *src = op->merged;
+    while (evbuffer_get_length(src) >= FED_CHUNK || (all && evbuffer_get_length(src))) {
+        size_t take = 0, avail = evbuffer_get_length(src);
+        while (take < avail) {
+            uint8_t hdr[11];
+            struct evbuffer_ptr pos;
+            evbuffer_ptr_set(src, &pos, take, EVBUFFER_PTR_SET);
+            size_t hl = avail - take < sizeof hdr ? avail - take : sizeof hdr;
+            if (evbuffer_copyout_from(src, &pos, hdr, hl) < 0)
+                return -1;
+            uint64_t body = 0;
+            size_t vl = tg_pb_read_varint(hdr + 1, hdr + hl, &body);
+            if (!vl)
+                return -1;
+            size_t sl = 1 + vl + (size_t)body;
+            if (take && take + sl > FED_CHUNK)
+                break;
+            take += sl;
+        }
+        const uint8_t *p = evbuffer_pullup(src, (ev_ssize_t)take);
+        if (!p || tg_ipc_call_reply_bytes(op->call, p, take, 1, -1) != 0)
+            return -1;
+        evbuffer_drain(src, take);
+    }
+    maybe_pause(op->fed);
+    return 0;
+}
+
+/* ------------------------------------------------------------ fan-out of one call */
+
+static int has_error_field(const uint8_t *reply, size_t len, char *out, size_t outlen)
+{
+    struct tg_pb_reader r;
+    struct tg_pb_field f;
+    tg_pb_reader_init(&r, reply, len);
+    while (tg_pb_next(&r, &f) == 1)
+        if (f.number == 3 && f.wire == TG_PB_LEN && f.len) { /* EnableTracingResponse.error */
+            snprintf(out, outlen, "%.*s", (int)(f.len < 160 ? f.len : 160), (const char *)f.data);
+            return 1;
+        }
+    return 0;
+}
+
+static void finish_all(struct fed_op *op)
+{
+    struct fed *fed = op->fed;
+    size_t len = evbuffer_get_length(op->merged);
+    const uint8_t *p = len ? evbuffer_pullup(op->merged, -1) : NULL;
+    switch (op->m) {
+    case M_ENABLE:
+        if (op->ok) {
+            static const uint8_t disabled[] = {0x08, 0x01}; /* EnableTracingResponse{disabled: true} */
+            op_finish(op, 1, disabled, sizeof disabled);
+        } else {
+            char msg[512] = "no node could trace:";
+            for (size_t i = 0; i < fed->n; i++) {
+                size_t l = strlen(msg);
+                snprintf(msg + l, sizeof msg - l, " %s: %s;", fed->nodes[i].name,
+                         fed->nodes[i].error[0] ? fed->nodes[i].error : "failed");
+            }
+            uint8_t buf[600];
+            size_t ml = strlen(msg), n = 0;
+            buf[n++] = 0x08;
+            buf[n++] = 0x01;
+            n += tg_pb_put_tag(buf + n, 3, TG_PB_LEN);
+            n += tg_pb_put_varint(buf + n, ml);
+            memcpy(buf + n, msg, ml);
+            op_finish(op, 1, buf, n + ml);
+        }
+        return;
+    case M_STATS:
+    case M_QUERY:
+    case M_CAPS:
+        /* protobuf merge: the concatenation of the nodes' replies lists every node's buffers,
+         * producers and data sources; scalars are the last node's */
+        op_finish(op, op->ok > 0, p, len);
+        return;
+    case M_FLUSH:
+        if (op->ok < op->asked)
+            tg_info(LOG, "federated session of %s: flush reached %zu of %zu nodes", fed->who.principal, op->ok,
+                    op->asked);
+        op_finish(op, op->ok == op->asked && op->ok > 0, NULL, 0);
+        return;
+    default:
+        op_finish(op, op->ok > 0, NULL, 0);
+        return;
+    }
+}
+
+static void leg_reply(tg_ipc_client *cli, int success, int has_more, const uint8_t *reply, size_t len, void *arg)
+{
+    (void)cli;
+    struct fed_leg *leg = arg;
+    struct fed_op *op = leg->op;
+    struct fed *fed = op->fed;
+    struct fed_node *n = &fed->nodes[leg->node];
+    if (op->m == M_READ) {
+        if (success && len) {
+            char err[160];
+            if (tg_fed_rewrite_reply(&n->st, reply, len, op->merged, err, sizeof err) != 0) {
+                node_fail(n, err);
+                has_more = 0;
+                success = 0;
+                tg_ipc_client_cancel(n->cli, leg->rid);
+            } else if (send_slices(op, 0) != 0) {
+                leg->done = 1;
+                op_free(op); /* the client is gone: the host tears down */
+                return;
+            }
+        }
+        if (has_more)
+            return;
+        leg->done = 1;
+        if (!success && n->state != NODE_FAILED)
+            snprintf(n->error, sizeof n->error, "ReadBuffers failed");
+        if (!success && !n->failure_sent) {
+            n->failure_sent = 1;
+            tg_fed_failure_packet(&n->st, op->merged);
+        }
+        op->cursor++;
+        read_next(op);
+        return;
+    }
+    if (op->m == M_OBSERVE && success && has_more) {
+        tg_ipc_call_reply_bytes(op->call, reply, len, 1, -1); /* every node's events as they come */
+        return;
+    }
+    if (success && len && (op->m == M_STATS || op->m == M_QUERY || op->m == M_CAPS))
+        evbuffer_add(op->merged, reply, len);
+    if (has_more)
+        return;
+    leg->done = 1;
+    char why[200];
+    if (success && op->m == M_ENABLE && has_error_field(reply, len, why, sizeof why)) {
+        snprintf(n->error, sizeof n->error, "%s", why);
+        tg_warn(LOG, "federated session of %s: node %s: EnableTracing: %s", fed->who.principal, n->name, why);
+        success = 0;
+    } else if (!success && op->m == M_ENABLE) {
+        snprintf(n->error, sizeof n->error, "EnableTracing failed%s", n->state == NODE_FAILED ? " (node lost)" : "");
+    }
+    if (success)
+        op->ok++;
+    if (--op->waiting == 0)
+        finish_all(op);
+}
+
+static void read_next(struct fed_op *op)
+{
+    struct fed *fed = op->fed;
+    for (; op->cursor < fed->n; op->cursor++) {
+        struct fed_node *n = &fed->nodes[op->cursor];
+        if (n->state != NODE_READY) {
+            if (!n->failure_sent) {
+                n->failure_sent = 1;
+                tg_fed_failure_packet(&n->st, op->merged);
+            }
+            continue;
+        }
+        if (n->remote && !n->clock_sent) {
+            uint64_t peer[8][4], mine[8][4];
+            size_t k = tg_fleet_clock_rounds(fed->fo->fleet, n->name, peer, mine, 8);
+            n->clock_sent = 1;
+            tg_fed_clock_sync_packet(n->st.machine_id, (const uint64_t(*)[4])peer, (const uint64_t(*)[4])mine, k,
+                                     op->merged);
+        }
+        struct fed_leg *leg = &op->legs[op->cursor];
+        leg->op = op;
+        leg->node = op->cursor;
+        leg->done = 0;
+        leg->rid = tg_ipc_client_invoke_bytes(n->cli, n->proxy, "ReadBuffers", NULL, 0, -1, leg_reply, leg);
+        if (leg->rid)
+            return;
+        node_fail(n, "cannot send ReadBuffers");
+        n->failure_sent = 1;
+        tg_fed_failure_packet(&n->st, op->merged);
+    }
+    if (send_slices(op, 1) != 0) {
+        op_free(op);
+        return;
+    }
+    op_finish(op, 1, NULL, 0);
+}
+
+static void start_op(struct fed_op *op)
+{
+    struct fed *fed = op->fed;
+    op->started = 1;
+    switch (op->m) {
+    case M_DETACH:
+    case M_ATTACH:
+    case M_BUGREPORT:
+    case M_CLONE:
+        tg_info(LOG, "federated session of %s: %s is not supported across nodes", fed->who.principal, k_names[op->m]);
+        op_finish(op, 0, NULL, 0);
+        return;
+    case M_READ:
+        op->cursor = 0;
+        read_next(op);
+        return;
+    default:
+        break;
+    }
+    op->waiting = 1; /* held while the legs are sent, so a synchronous failure cannot finish early */
+    for (size_t i = 0; i < fed->n; i++) {
+        struct fed_node *n = &fed->nodes[i];
+        if (n->state != NODE_READY)
+            continue;
+        struct fed_leg *leg = &op->legs[i];
+        leg->op = op;
+        leg->node = i;
+        op->waiting++;
+        op->asked++;
+        leg->rid = tg_ipc_client_invoke_bytes(n->cli, n->proxy, k_names[op->m], op->args, op->args_len, -1, leg_reply,
+                                              leg);
+        if (!leg->rid) {
+            leg->done = 1;
+            op->waiting--;
+            node_fail(n, "cannot send the call");
+        }
+    }
+    if (--op->waiting == 0)
+        finish_all(op);
+}
+
+static void run_queued(struct fed *fed)
+{
+    if (fed->n_settled < fed->n)
+        return;
+    for (struct fed_op *op = fed->ops, *next; op; op = next) {
+        next = op->next;
+        if (!op->started)
+            start_op(op); /* may free op, never another op */
+    }
+}
+
+/* ------------------------------------------------------------ the client's calls */
+
+static void on_call(tg_ipc_call *call, enum method m, void *peer_state)
+{
+    struct fed *fed = peer_state;
+    if (!fed) {
+        tg_ipc_call_reject(call);
+        return;
+    }
+    struct fed_op *op = calloc(1, sizeof *op);
+    size_t alen = 0;
+    const uint8_t *args = tg_ipc_call_args(call, &alen);
+    if (op) {
+        op->legs = calloc(fed->n ? fed->n : 1, sizeof *op->legs);
+        op->merged = evbuffer_new();
+        op->args = alen ? malloc(alen) : NULL;
+    }
+    if (!op || !op->legs || !op->merged || (alen && !op->args)) {
+        if (op) {
+            free(op->legs);
+            free(op->args);
+            if (op->merged)
+                evbuffer_free(op->merged);
+            free(op);
+        }
+        tg_ipc_call_reject(call);
+        return;
+    }
+    if (alen)
+        memcpy(op->args, args, alen);
+    op->args_len = alen;
+    op->fed = fed;
+    op->call = call;
+    op->m = m;
+    struct fed_op **tail = &fed->ops;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = op;
+    if (fed->n_settled == fed->n)
+        start_op(op);
+}
+
+#define HANDLER(NAME, M)                                                                                              \
+    static void NAME(tg_ipc_call *call, const ProtobufCMessage *req, void *svc, void *ps)                            \
+    {                                                                                                                  \
+        (void)req;                                                                                                     \
+        (void)svc;                                                                                                     \
+        on_call(call, M, ps);                                                                                          \
+    }
+HANDLER(h_enable, M_ENABLE)
+HANDLER(h_disable, M_DISABLE)
+HANDLER(h_read, M_READ)
+HANDLER(h_free, M_FREE)
+HANDLER(h_flush, M_FLUSH)
+HANDLER(h_start, M_START)
+HANDLER(h_change, M_CHANGE)
+HANDLER(h_detach, M_DETACH)
+HANDLER(h_attach, M_ATTACH)
+HANDLER(h_stats, M_STATS)
+HANDLER(h_observe, M_OBSERVE)
+HANDLER(h_query, M_QUERY)
+HANDLER(h_caps, M_CAPS)
+HANDLER(h_bugreport, M_BUGREPORT)
+HANDLER(h_clone, M_CLONE)
+
+static const struct tg_ipc_method k_methods[M_COUNT] = {
+    {"EnableTracing", NULL, h_enable},   {"DisableTracing", NULL, h_disable},
+    {"ReadBuffers", NULL, h_read},       {"FreeBuffers", NULL, h_free},
+    {"Flush", NULL, h_flush},            {"StartTracing", NULL, h_start},
+    {"ChangeTraceConfig", NULL, h_change}, {"Detach", NULL, h_detach},
+    {"Attach", NULL, h_attach},          {"GetTraceStats", NULL, h_stats},
+    {"ObserveEvents", NULL, h_observe},  {"QueryServiceState", NULL, h_query},
+    {"QueryCapabilities", NULL, h_caps}, {"SaveTraceForBugreport", NULL, h_bugreport},
+    {"CloneSession", NULL, h_clone},
+};
+
+static void *peer_open(tg_ipc_peer *peer, void *svc_ctx)
+{
+    (void)svc_ctx;
+    return tg_ipc_peer_get_user(peer);
+}
+
+static const struct tg_ipc_service_def k_consumer_port = {
+    .name = "ConsumerPort",
+    .methods = k_methods,
+    .n_methods = M_COUNT,
+    .peer_open = peer_open,
+};
+
+/* ------------------------------------------------------------ nodes */
+
+static void node_settled(struct fed_node *n)
+{
+    struct fed *fed = n->fed;
+    fed->n_settled++;
+    run_queued(fed);
+}
+
+static void node_bound(tg_ipc_client *cli, tg_ipc_service_proxy *proxy, void *arg)
+{
+    (void)cli;
+    struct fed_node *n = arg;
+    if (n->state != NODE_BINDING)
+        return;
+    if (!proxy) {
+        node_fail(n, "its consumer port did not bind");
+    } else {
+        n->proxy = proxy;
+        n->state = NODE_READY;
+    }
+    node_settled(n);
+}
+
+static void node_disconnect(tg_ipc_client *cli, const char *reason, void *arg)
+{
+    (void)cli;
+    struct fed_node *n = arg;
+    int was_binding = n->state == NODE_BINDING;
+    node_fail(n, reason ? reason : "disconnected");
+    if (was_binding)
+        node_settled(n);
+}
+
+static int node_connect(struct fed *fed, struct fed_node *n, char *err, size_t errlen)
+{
+    struct tg_fleet *f = fed->fo->fleet;
+    struct tg_gw *gw = tg_fleet_gw(f);
+    int fd;
+    uint8_t idf[64];
+    size_t idl = 0;
+    if (!n->remote) {
+        struct tg_gw_upstream *u = tg_gw_upstream_for(gw, TG_GW_PORT_CONSUMER);
+        if (!u) {
+            snprintf(err, errlen, "this node serves no consumer port");
+            return -1;
+        }
+        fd = tg_gw_upstream_connect(u, &fed->who, err, errlen);
+        if (fd >= 0)
+            idl = tg_gw_upstream_identity_frame(u, &fed->who, idf, sizeof idf);
+    } else {
+        fd = tg_fleet_connect(f, n->name, 0, &fed->who, err, errlen);
+    }
+    if (fd < 0)
+        return -1;
+    struct tg_conn_opts o;
+    tg_conn_opts_default(&o);
+    o.max_frame = TG_FRAME_MAX_DEFAULT;
+    o.no_fd_passing = 1;
+    tg_conn *c = tg_conn_new_fd(tg_fleet_base(f), fd, &o, NULL, NULL);
+    if (!c) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    if (idl && tg_conn_send(c, idf + 4, idl - 4, -1) != 0) {
+        tg_conn_close(c, "cannot queue the identity frame");
+        snprintf(err, errlen, "cannot send the client's identity");
+        return -1;
+    }
+    static const struct tg_ipc_client_cbs cbs = {.on_disconnect = node_disconnect};
+    n->cli = tg_ipc_client_new(tg_fleet_base(f), c, &cbs, n);
+    if (!n->cli || tg_ipc_client_bind(n->cli, "ConsumerPort", node_bound, n) != 0) {
+        snprintf(err, errlen, "cannot bind its consumer port");
+        return -1;
+    }
+    return 0;
+}
+
+static void fed_free(struct fed *fed)
+{
+    while (fed->ops)
+        op_free(fed->ops);
+    for (size_t i = 0; i < fed->n; i++) {
+        if (fed->nodes[i].cli)
+            tg_ipc_client_free(fed->nodes[i].cli);
+        tg_fed_stream_clear(&fed->nodes[i].st);
+    }
+    if (fed->resume_ev)
+        event_free(fed->resume_ev);
+    free(fed->nodes);
+    free(fed);
+}
+
+static void peer_gone(tg_ipc_peer *peer, void *arg)
+{
+    (void)arg;
+    struct fed *fed = tg_ipc_peer_get_user(peer);
+    if (!fed)
+        return;
+    tg_ipc_peer_set_user(peer, NULL);
+    size_t packets = 0;
+    for (size_t i = 0; i < fed->n; i++)
+        packets += fed->nodes[i].st.packets;
+    tg_info(LOG, "federated session of %s over %zu node(s) closed (%zu packets read)", fed->who.principal, fed->n,
+            packets);
+    fed_free(fed);
+}
+
+/* Resolves "all" or "a,b,c" into node names (this node first for "all"). */
+static size_t resolve(struct tg_fleet *f, const char *spec, char (*names)[64], size_t max, char *err, size_t errlen)
+{
+    struct tg_fleet_node *all = calloc(MAX_FED_NODES, sizeof *all);
+    if (!all) {
+        snprintf(err, errlen, "out of memory");
+        return 0;
+    }
+    size_t n_all = tg_fleet_nodes(f, all, MAX_FED_NODES), n = 0;
+    if (n_all > MAX_FED_NODES)
+        n_all = MAX_FED_NODES;
+    if (!strcmp(spec, "all")) {
+        for (size_t i = 0; i < n_all && n < max; i++)
+            if (!strcmp(all[i].state, "self") || !strcmp(all[i].state, "up") || !strcmp(all[i].state, "raw"))
+                snprintf(names[n++], 64, "%s", all[i].name);
+        free(all);
+        return n;
+    }
+    const char *p = spec;
+    while (*p) {
+        size_t l = strcspn(p, ",");
+        int found = 0;
+        for (size_t i = 0; i < n_all; i++)
+            if (strlen(all[i].name) == l && !memcmp(all[i].name, p, l))
+                found = 1;
+        int dup = 0;
+        for (size_t i = 0; i < n; i++)
+            if (strlen(names[i]) == l && !memcmp(names[i], p, l))
+                dup = 1;
+        if (!found || l == 0 || l >= 64) {
+            snprintf(err, errlen, "no node \"%.*s\" in the fleet (see `tracectl nodes`)", (int)(l < 64 ? l : 64), p);
+            free(all);
+            return 0;
+        }
+        if (!dup && n < max)
+            snprintf(names[n++], 64, "%.*s", (int)l, p);
+        p += l;
+        if (*p == ',')
+            p++;
+    }
+    free(all);
+    return n;
+}
+
+int tg_fanout_connect(struct tg_fanout *fo, const char *spec, int producer, const struct tg_gw_client_info *who,
+                      char *err, size_t errlen)
+{
+    if (producer) {
+        snprintf(err, errlen, "a federated session (@%s) is a consumer: there is no federated producer port", spec);
+        return -1;
+    }
+    char names[MAX_FED_NODES][64];
+    size_t n = resolve(fo->fleet, spec, names, MAX_FED_NODES, err, errlen);
+    if (!n) {
+        if (!err[0])
+            snprintf(err, errlen, "no node to record");
+        return -1;
+    }
+    struct fed *fed = calloc(1, sizeof *fed);
+    if (!fed || !(fed->nodes = calloc(n, sizeof *fed->nodes)) ||
+        !(fed->resume_ev = evtimer_new(tg_fleet_base(fo->fleet), resume_cb, fed))) {
+        if (fed) {
+            free(fed->nodes);
+            free(fed);
+        }
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    fed->fo = fo;
+    fed->who = *who;
+    fed->n = n;
+    fed->alloc.next = 1;
+    const char *self = tg_fleet_node_name(fo->fleet);
+    for (size_t i = 0; i < n; i++) {
+        struct fed_node *nd = &fed->nodes[i];
+        nd->fed = fed;
+        nd->idx = i;
+        snprintf(nd->name, sizeof nd->name, "%s", names[i]);
+        nd->remote = strcmp(names[i], self) != 0;
+        if (tg_fed_stream_init(&nd->st, tg_fleet_machine_id(fo->fleet, names[i]), &fed->alloc, FED_MAX_PACKET) != 0) {
+            for (size_t k = 0; k <= i; k++)
+                tg_fed_stream_clear(&fed->nodes[k].st);
+            event_free(fed->resume_ev);
+            free(fed->nodes);
+            free(fed);
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+    }
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) != 0) {
+        snprintf(err, errlen, "socketpair: %s", strerror(errno));
+        fed_free(fed);
+        return -1;
+    }
+    fed->peer = tg_ipc_host_adopt_fd(fo->host, sv[0]);
+    if (!fed->peer) {
+        close(sv[1]);
+        fed_free(fed);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    tg_ipc_peer_set_user(fed->peer, fed);
+    tg_info(LOG, "federated session for %s over %zu node(s): %s", who->principal, n, spec);
+    for (size_t i = 0; i < n; i++) {
+        char why[200] = "";
+        if (node_connect(fed, &fed->nodes[i], why, sizeof why) != 0) {
+            node_fail(&fed->nodes[i], why);
+            fed->n_settled++;
+        }
+    }
+    return sv[1];
+}
+
+struct tg_fanout *tg_fanout_new(struct tg_fleet *f)
+{
+    struct tg_fanout *fo = calloc(1, sizeof *fo);
+    if (!fo)
+        return NULL;
+    fo->fleet = f;
+    struct tg_ipc_host_opts o;
+    memset(&o, 0, sizeof o);
+    tg_conn_opts_default(&o.conn);
+    o.conn.max_frame = TG_FRAME_MAX_DEFAULT;
+    o.conn.no_fd_passing = 1;
+    o.peer_gone = peer_gone;
+    o.peer_gone_arg = fo;
+    fo->host = tg_ipc_host_new(tg_fleet_base(f), &o);
+    if (!fo->host || !tg_ipc_host_add_service(fo->host, &k_consumer_port, fo)) {
+        tg_fanout_free(fo);
+        return NULL;
+    }
+    return fo;
+}
+
+void tg_fanout_free(struct tg_fanout *fo)
+{
+    if (!fo)
+        return;
+    if (fo->host)
+        tg_ipc_host_free(fo->host);
+    free(fo);
+}

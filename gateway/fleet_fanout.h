@@ -1,0 +1,27 @@
+/* fleet_fanout.h: federated sessions (docs/link-protocol.md §8). A client routed to "@all" or
+ * "@a,b,c" (tracectl record --all / --nodes, /traced/@all) is connected to a ConsumerPort served
+ * here, which fans every call out to each target node's consumer port (this node's service, a
+ * linked node through a channel, a raw node) and merges the answers: ReadBuffers streams every
+ * node's packets in turn, stamped with the node's machine id and preceded by its RemoteClockSync.
+ *
+ * Ownership: the fleet creates one fan-out and frees it (which disconnects its clients).
+ * Threading: the gateway's event loop thread. */
+#ifndef TRACEGATE_GATEWAY_FLEET_FANOUT_H
+#define TRACEGATE_GATEWAY_FLEET_FANOUT_H
+
+#include <stddef.h>
+
+#include "gw.h"
+
+struct tg_fleet;
+struct tg_fanout;
+
+struct tg_fanout *tg_fanout_new(struct tg_fleet *f);
+void tg_fanout_free(struct tg_fanout *fo);
+
+/* A connected socket to a federated ConsumerPort over `spec` ("all" or "a,b,c", without the
+ * '@') for client `who`; -1 with a message (the producer port, an unknown node, no node). */
+int tg_fanout_connect(struct tg_fanout *fo, const char *spec, int producer, const struct tg_gw_client_info *who,
+                      char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,88 @@
+/* tracectl_machines.c: the per-node outcome of a federated record (`tracectl record --nodes` /
+ * `--all`): packets counted by TracePacket.machine_id (98) as they are written, failures from the
+ * gateway's TraceStats{final_flush_outcome: FAILED} packet for a node, names from ListNodes. */
+#include "tracectl.h"
+
+#include <event2/buffer.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "tracegate/pbwire.h"
+#include "tracegate_gateway.pb-c.h"
+
+enum { PKT_TRACE_STATS = 35, PKT_MACHINE_ID = 98, STATS_FINAL_FLUSH_OUTCOME = 15, FINAL_FLUSH_FAILED = 2 };
+
+static int stats_failed(const uint8_t *p, size_t len)
+{
+    struct tg_pb_reader r;
+    struct tg_pb_field f;
+    int failed = 0;
+    tg_pb_reader_init(&r, p, len);
+    while (tg_pb_next(&r, &f) == 1)
+        if (f.number == STATS_FINAL_FLUSH_OUTCOME && f.wire == TG_PB_VARINT)
+            failed = f.value == FINAL_FLUSH_FAILED;
+    return failed;
+}
+
+void tc_count_machine(struct tc_session *s, const uint8_t *pkt, size_t len)
+{
+    struct tg_pb_reader r;
+    struct tg_pb_field f;
+    uint32_t id = 0;
+    int failed = 0;
+    tg_pb_reader_init(&r, pkt, len);
+    while (tg_pb_next(&r, &f) == 1) {
+        if (f.number == PKT_MACHINE_ID && f.wire == TG_PB_VARINT)
+            id = (uint32_t)f.value;
+        else if (f.number == PKT_TRACE_STATS && f.wire == TG_PB_LEN)
+            failed = stats_failed(f.data, f.len);
+    }
+    size_t i = 0;
+    while (i < s->n_machines && s->machines[i].id != id)
+        i++;
+    if (i == s->n_machines) {
+        if (s->n_machines == sizeof s->machines / sizeof s->machines[0])
+            return;
+        s->machines[s->n_machines++] = (struct tc_machine){.id = id};
+    }
+    if (failed)
+        s->machines[i].failed = 1;
+    else
+        s->machines[i].packets++;
+}
+
+static int collect(void *arg, const uint8_t *reply, size_t len, int has_more)
+{
+    (void)has_more;
+    evbuffer_add(arg, reply, len);
+    return 0;
+}
+
+void tc_print_machines(const struct tc_session *s, const struct tc_opts *opts, FILE *out)
+{
+    struct tc_opts o = *opts;
+    o.node = NULL;
+    struct tc_rpc rpc;
+    Tracegate__ListNodesResponse *nodes = NULL;
+    struct evbuffer *col = evbuffer_new();
+    if (col && tc_rpc_open(&rpc, &o, "TracegateFleet") == 0 &&
+        tc_rpc_call(&rpc, "ListNodes", NULL, 0, -1, collect, col, 10000) == 0) {
+        size_t n = evbuffer_get_length(col);
+        nodes = tracegate__list_nodes_response__unpack(NULL, n, evbuffer_pullup(col, (ev_ssize_t)n));
+    }
+    tc_rpc_close(&rpc);
+    if (col)
+        evbuffer_free(col);
+    fprintf(out, "tracectl: per node (%s):\n", opts->node + 1);
+    for (size_t i = 0; i < s->n_machines; i++) {
+        const struct tc_machine *m = &s->machines[i];
+        const char *name = NULL;
+        for (size_t k = 0; nodes && k < nodes->n_nodes; k++)
+            if (nodes->nodes[k]->machine_id == m->id && nodes->nodes[k]->name)
+                name = nodes->nodes[k]->name;
+        fprintf(out, "tracectl:   %-20s machine %-10" PRIu32 " %8" PRIu64 " packets%s\n", name ? name : "?", m->id,
+                m->packets, m->failed ? "  FAILED: its data is missing or incomplete (see the gateway's log)" : "");
+    }
+    if (nodes)
+        tracegate__list_nodes_response__free_unpacked(nodes, NULL);
+}

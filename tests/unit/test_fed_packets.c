@@ -1,0 +1,287 @@
+/* test_fed_packets.c: a federated trace's packet rewriting (gateway/fed_packets.c): packets
+ * reassembled across slices and replies keep their bytes, carry the node's machine id and a
+ * sequence id unique across nodes (the last occurrence, as the trace's readers take it); big
+ * packets are re-sliced; bad replies are refused; RemoteClockSync and failure packets decode as
+ * Perfetto's TracePacket with the values given. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <event2/buffer.h>
+
+#include "fed_packets.h"
+#include "trace_packet.pb-c.h"
+#include "tracegate/pbwire.h"
+
+/* ---- building ReadBuffersResponse bytes ---- */
+
+struct bytes {
+    uint8_t *p;
+    size_t n;
+};
+
+static void put(struct bytes *b, const void *d, size_t n)
+{
+    b->p = realloc(b->p, b->n + n + 1);
+    assert_non_null(b->p);
+    memcpy(b->p + b->n, d, n);
+    b->n += n;
+}
+
+static void put_varint_field(struct bytes *b, uint32_t field, uint64_t v)
+{
+    uint8_t t[24];
+    size_t n = tg_pb_put_tag(t, field, TG_PB_VARINT);
+    n += tg_pb_put_varint(t + n, v);
+    put(b, t, n);
+}
+
+static void put_len_field(struct bytes *b, uint32_t field, const void *d, size_t len)
+{
+    uint8_t t[24];
+    size_t n = tg_pb_put_tag(t, field, TG_PB_LEN);
+    n += tg_pb_put_varint(t + n, len);
+    put(b, t, n);
+    put(b, d, len);
+}
+
+static void add_slice(struct bytes *reply, const void *d, size_t len, int last)
+{
+    struct bytes s = {0};
+    put_len_field(&s, 1, d, len);
+    if (last)
+        put_varint_field(&s, 2, 1);
+    put_len_field(reply, 2, s.p, s.n);
+    free(s.p);
+}
+
+/* a node's packet: a payload field then the service's trusted slice (uid, sequence id) */
+static struct bytes node_packet(const char *payload, uint32_t seq)
+{
+    struct bytes p = {0};
+    put_len_field(&p, 36 /* a payload field the rewriter must keep as is */, payload, strlen(payload));
+    put_varint_field(&p, 3, 1000);
+    put_varint_field(&p, 10, seq);
+    return p;
+}
+
+/* ---- reading the rewriter's output: whole packets from the slices ---- */
+
+struct out_packets {
+    struct bytes pkt[16];
+    size_t n;
+    size_t slices;
+};
+
+static void collect(struct evbuffer *out, struct out_packets *o)
+{
+    size_t len = evbuffer_get_length(out);
+    const uint8_t *p = evbuffer_pullup(out, -1);
+    struct tg_pb_reader r;
+    struct tg_pb_field f;
+    struct bytes cur = {0};
+    tg_pb_reader_init(&r, p, len);
+    while (tg_pb_next(&r, &f) == 1) {
+        assert_int_equal(f.number, 2);
+        o->slices++;
+        struct tg_pb_reader sr;
+        struct tg_pb_field sf;
+        int last = 0;
+        tg_pb_reader_init(&sr, f.data, f.len);
+        while (tg_pb_next(&sr, &sf) == 1) {
+            if (sf.number == 1)
+                put(&cur, sf.data, sf.len);
+            if (sf.number == 2)
+                last = (int)sf.value;
+        }
+        if (last) {
+            assert_true(o->n < 16);
+            o->pkt[o->n++] = cur;
+            memset(&cur, 0, sizeof cur);
+        }
+    }
+    assert_int_equal(cur.n, 0); /* nothing left half-way */
+    free(cur.p);
+    evbuffer_drain(out, len);
+}
+
+static Perfetto__Protos__TracePacket *decode(const struct bytes *b)
+{
+    Perfetto__Protos__TracePacket *tp = perfetto__protos__trace_packet__unpack(NULL, b->n, b->p);
+    assert_non_null(tp);
+    return tp;
+}
+
+static void free_out(struct out_packets *o)
+{
+    for (size_t i = 0; i < o->n; i++)
+        free(o->pkt[i].p);
+    memset(o, 0, sizeof *o);
+}
+
+static void test_stamps_and_reassembles(void **state)
+{
+    (void)state;
+    struct tg_fed_seq_alloc alloc = {1};
+    struct tg_fed_stream a, b;
+    assert_int_equal(tg_fed_stream_init(&a, 0, &alloc, 1 << 20), 0);
+    assert_int_equal(tg_fed_stream_init(&b, 0xBEEF, &alloc, 1 << 20), 0);
+    struct evbuffer *out = evbuffer_new();
+    char err[128];
+
+    /* node A (machine 0): packet "one" in two slices of one reply; node A seq 2 */
+    struct bytes p1 = node_packet("one", 2), r1 = {0};
+    add_slice(&r1, p1.p, 2, 0);
+    add_slice(&r1, p1.p + 2, p1.n - 2, 1);
+    assert_int_equal(tg_fed_rewrite_reply(&a, r1.p, r1.n, out, err, sizeof err), 0);
+    /* node B (machine 0xBEEF): packet "two" split across two replies, also seq 2 on its side */
+    struct bytes p2 = node_packet("two", 2), r2 = {0}, r3 = {0};
+    add_slice(&r2, p2.p, 4, 0);
+    assert_int_equal(tg_fed_rewrite_reply(&b, r2.p, r2.n, out, err, sizeof err), 0);
+    add_slice(&r3, p2.p + 4, p2.n - 4, 1);
+    assert_int_equal(tg_fed_rewrite_reply(&b, r3.p, r3.n, out, err, sizeof err), 0);
+
+    struct out_packets o = {0};
+    collect(out, &o);
+    assert_int_equal(o.n, 2);
+    /* the node's bytes come first, unchanged */
+    assert_memory_equal(o.pkt[0].p, p1.p, p1.n);
+    assert_memory_equal(o.pkt[1].p, p2.p, p2.n);
+    Perfetto__Protos__TracePacket *t1 = decode(&o.pkt[0]), *t2 = decode(&o.pkt[1]);
+    /* both nodes used sequence 2: in the merged trace they differ */
+    assert_int_not_equal(t1->trusted_packet_sequence_id, t2->trusted_packet_sequence_id);
+    assert_int_equal(t1->trusted_packet_sequence_id, tg_fed_map_seq(&a, 2));
+    assert_int_equal(t2->trusted_packet_sequence_id, tg_fed_map_seq(&b, 2));
+    assert_false(t1->has_machine_id && t1->machine_id); /* this node: no machine id, as traced does */
+    assert_true(t2->has_machine_id);
+    assert_int_equal(t2->machine_id, 0xBEEF);
+    assert_int_equal(t2->trusted_uid, 1000);
+    perfetto__protos__trace_packet__free_unpacked(t1, NULL);
+    perfetto__protos__trace_packet__free_unpacked(t2, NULL);
+    assert_int_equal(a.packets, 1);
+    assert_int_equal(b.packets, 1);
+    /* the same node sequence keeps its mapping */
+    assert_int_equal(tg_fed_map_seq(&b, 2), tg_fed_map_seq(&b, 2));
+
+    free_out(&o);
+    free(p1.p), free(p2.p), free(r1.p), free(r2.p), free(r3.p);
+    evbuffer_free(out);
+    tg_fed_stream_clear(&a);
+    tg_fed_stream_clear(&b);
+}
+
+static void test_big_packet_is_resliced(void **state)
+{
+    (void)state;
+    struct tg_fed_seq_alloc alloc = {1};
+    struct tg_fed_stream st;
+    assert_int_equal(tg_fed_stream_init(&st, 7, &alloc, 1 << 20), 0);
+    size_t big = 200 * 1024;
+    char *payload = malloc(big + 1);
+    assert_non_null(payload);
+    memset(payload, 'x', big);
+    payload[big] = 0;
+    struct bytes p = node_packet(payload, 5), r = {0};
+    add_slice(&r, p.p, p.n, 1);
+    struct evbuffer *out = evbuffer_new();
+    char err[128];
+    assert_int_equal(tg_fed_rewrite_reply(&st, r.p, r.n, out, err, sizeof err), 0);
+    struct out_packets o = {0};
+    collect(out, &o);
+    assert_int_equal(o.n, 1);
+    assert_true(o.slices >= 4); /* no slice over 64 KiB: every reply stays under the frame limit */
+    assert_memory_equal(o.pkt[0].p, p.p, p.n);
+    Perfetto__Protos__TracePacket *t = decode(&o.pkt[0]);
+    assert_int_equal(t->machine_id, 7);
+    perfetto__protos__trace_packet__free_unpacked(t, NULL);
+    free_out(&o);
+    free(payload), free(p.p), free(r.p);
+    evbuffer_free(out);
+    tg_fed_stream_clear(&st);
+}
+
+static void test_bad_replies_refused(void **state)
+{
+    (void)state;
+    struct tg_fed_seq_alloc alloc = {1};
+    struct tg_fed_stream st;
+    assert_int_equal(tg_fed_stream_init(&st, 7, &alloc, 1000), 0);
+    struct evbuffer *out = evbuffer_new();
+    char err[128] = "";
+    /* truncated: a slice whose length runs past the end */
+    static const uint8_t trunc[] = {0x12, 0x10, 0x0a, 0x02, 'a'};
+    assert_int_equal(tg_fed_rewrite_reply(&st, trunc, sizeof trunc, out, err, sizeof err), -1);
+    assert_non_null(strstr(err, "malformed"));
+    /* a packet over the limit, even when it arrives in small slices */
+    char chunk[600];
+    memset(chunk, 'y', sizeof chunk);
+    struct bytes r = {0};
+    add_slice(&r, chunk, sizeof chunk, 0);
+    assert_int_equal(tg_fed_rewrite_reply(&st, r.p, r.n, out, err, sizeof err), 0);
+    assert_int_equal(tg_fed_rewrite_reply(&st, r.p, r.n, out, err, sizeof err), -1);
+    assert_non_null(strstr(err, "larger than"));
+    assert_int_equal(evbuffer_get_length(out), 0); /* nothing half-done went out */
+    free(r.p);
+    evbuffer_free(out);
+    tg_fed_stream_clear(&st);
+}
+
+static void test_clock_sync_and_failure_packets(void **state)
+{
+    (void)state;
+    uint64_t peer[2][4] = {{1000, 2000, 3000, 4000}, {1500, 2500, 3500, 4500}};
+    uint64_t mine[2][4] = {{900, 1900, 2900, 3900}, {1450, 2450, 3450, 4450}};
+    struct evbuffer *out = evbuffer_new();
+    assert_int_equal(tg_fed_clock_sync_packet(42, (const uint64_t(*)[4])peer, (const uint64_t(*)[4])mine, 2, out), 0);
+    struct tg_fed_seq_alloc alloc = {1};
+    struct tg_fed_stream st;
+    assert_int_equal(tg_fed_stream_init(&st, 42, &alloc, 1000), 0);
+    assert_int_equal(tg_fed_failure_packet(&st, out), 0);
+    assert_int_equal(tg_fed_clock_sync_packet(42, NULL, NULL, 0, out), 0); /* nothing for no records */
+    struct out_packets o = {0};
+    collect(out, &o);
+    assert_int_equal(o.n, 2);
+
+    Perfetto__Protos__TracePacket *cs = decode(&o.pkt[0]);
+    assert_int_equal(cs->machine_id, 42);
+    assert_int_equal(cs->data_case, PERFETTO__PROTOS__TRACE_PACKET__DATA_REMOTE_CLOCK_SYNC);
+    assert_int_equal(cs->remote_clock_sync->n_synced_clocks, 2);
+    for (size_t i = 0; i < 2; i++) {
+        const Perfetto__Protos__RemoteClockSync__SyncedClocks *sc = cs->remote_clock_sync->synced_clocks[i];
+        assert_int_equal(sc->client_clocks->n_clocks, 4);
+        assert_int_equal(sc->host_clocks->n_clocks, 4);
+        /* BOOTTIME (6) first, as the node read it, then ours on receipt */
+        assert_int_equal(sc->client_clocks->clocks[0]->clock_id, 6);
+        assert_int_equal(sc->client_clocks->clocks[0]->timestamp, peer[i][0]);
+        assert_int_equal(sc->host_clocks->clocks[0]->timestamp, mine[i][0]);
+        assert_int_equal(sc->client_clocks->clocks[1]->clock_id, 1); /* REALTIME */
+        assert_int_equal(sc->client_clocks->clocks[1]->timestamp, peer[i][1]);
+    }
+    perfetto__protos__trace_packet__free_unpacked(cs, NULL);
+
+    Perfetto__Protos__TracePacket *fp = decode(&o.pkt[1]);
+    assert_int_equal(fp->machine_id, 42);
+    assert_int_equal(fp->data_case, PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACE_STATS);
+    assert_int_equal(fp->trace_stats->final_flush_outcome,
+                     PERFETTO__PROTOS__TRACE_STATS__FINAL_FLUSH_OUTCOME__FINAL_FLUSH_FAILED);
+    assert_int_equal(fp->trusted_packet_sequence_id, tg_fed_map_seq(&st, 1));
+    perfetto__protos__trace_packet__free_unpacked(fp, NULL);
+    free_out(&o);
+    evbuffer_free(out);
+    tg_fed_stream_clear(&st);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stamps_and_reassembles),
+        cmocka_unit_test(test_big_packet_is_resliced),
+        cmocka_unit_test(test_bad_replies_refused),
+        cmocka_unit_test(test_clock_sync_and_failure_packets),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
