@@ -22,7 +22,8 @@ static void stats_usage(FILE *out)
 {
     fprintf(out, "usage: tracectl stats [URL] [--kcdata FILE]\n\n"
                  "A tracegate gateway's counters (connections, sessions, traffic, refusals, RPCs, links)\n"
-                 "and the nodes it reaches, as the gateway at URL reports them (observer or recorder role).\n\n"
+                 "and the nodes it reaches, as the gateway at URL reports them (observer or recorder role;\n"
+                 "default URL: the local gateway, " TC_DEFAULT_GATEWAY ").\n\n"
                  "  --kcdata FILE   write the snapshot as a KCDATA buffer to FILE ('-': stdout) instead of\n"
                  "                  printing it; `tracectl kcdata FILE` prints it back\n");
 }
@@ -127,7 +128,10 @@ int tc_cmd_stats(const struct tc_opts *opts, int argc, char **argv)
     struct tc_opts o = *opts;
     if (argc - optind == 1) {
         o.endpoint = argv[optind]; /* `stats --kcdata FILE URL` */
-    } else if (argc - optind > 1) {
+    } else if (o.endpoint_defaulted) {
+        o.endpoint = TC_DEFAULT_GATEWAY; /* the service's own socket has no gateway */
+    }
+    if (argc - optind > 1) {
         fprintf(stderr, "tracectl stats: expected at most one URL\n");
         stats_usage(stderr);
         return 2;

@@ -244,7 +244,7 @@ static void check_pulled(struct pulled *pu, struct link_channel *ch)
             if (idx > pu->whole)
                 pu->whole = idx;
         } else {
-            CHECK(type == TG_LINK_REC_ACK);
+            CHECK(type == TG_LINK_REC_ACK || type == TG_LINK_REC_ATTACH);
         }
         evbuffer_drain(pu->buf, (size_t)r);
     }
