@@ -7,8 +7,8 @@
  * is freed, or (inputs of odd length) the fleet is freed first, as when tracegated stops with a
  * link open. Must never crash, leak, or trip ASan/UBSan.
  *
- * The gateway (a token file with "fuzz-link-token" holding the link role, no upstream service) is
- * made once; each input gets a fresh fleet (node "hub"). The peer's bytes are written to the
+ * The gateway (a token file with "fuzz-link-token", named "edge" and holding the link role; no
+ * upstream service) is made once; each input gets a fresh fleet (node "hub"). The peer's bytes are written to the
  * socket as they are; the first byte of the input is not special. Seeds: corpus/fuzz_link_session
  * (made by make_link_seeds.c with nghttp2's client). TG_FUZZ_VERBOSE=1 shows the gateway's log. */
 #include <errno.h>
@@ -57,7 +57,8 @@ static void init_once(void)
     snprintf(tokens, sizeof tokens, "%s/tokens", dir);
     snprintf(nosock, sizeof nosock, "%s/no-service.sock", dir);
     tg_gw_sha256_hex(FUZZ_LINK_TOKEN, strlen(FUZZ_LINK_TOKEN), hash);
-    int n = snprintf(line, sizeof line, "peer link %s\n", hash);
+    /* a token links only under its own name: the seeds dial as node "edge" */
+    int n = snprintf(line, sizeof line, "edge link %s\n", hash);
     FILE *f = fopen(tokens, "w");
     if (!f || fwrite(line, 1, (size_t)n, f) != (size_t)n || fclose(f) != 0)
         __builtin_trap();
