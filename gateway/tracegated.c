@@ -508,8 +508,14 @@ int main(int argc, char **argv)
         tg_info(LOG, "listening: %s", tg_gw_listener_describe(tg_gw_listener_at(d.gw, i)));
     if (start_http(&d) != 0)
         goto out;
-    if (d.ws && d.fleet && tg_gw_ws_adb(d.ws)) /* /adb/NAME: another node's ADB server over a link */
-        tg_gw_adb_target_set_router(tg_gw_adb_target_of(tg_gw_ws_adb(d.ws)), tg_fleet_adb_connect, d.fleet);
+    if (d.ws && d.fleet && tg_gw_ws_adb(d.ws)) { /* /adb/NAME: another node's ADB server over a link */
+        struct tg_gw_adb_target *at = tg_gw_adb_target_of(tg_gw_ws_adb(d.ws));
+        tg_gw_adb_target_set_router(at, tg_fleet_adb_connect, d.fleet);
+        if (d.cfg.adb_node && d.cfg.adb_node[0]) {
+            tg_gw_adb_target_set_default_node(at, d.cfg.adb_node);
+            tg_info(LOG, "/adb reaches node %s's ADB server (adb-node)", d.cfg.adb_node);
+        }
+    }
 
     d.sigterm = evsignal_new(d.base, SIGTERM, on_terminate, &d);
     d.sigint = evsignal_new(d.base, SIGINT, on_terminate, &d);

@@ -70,12 +70,20 @@ grep -q '^OKAY' "$T/devices.txt" || fail "no device list: $(cat "$T/devices.txt"
 grep -q "ADB channel .* to lab for node:laptop/" "$T/lab.log" || fail "lab did not log the ADB channel with its principal"
 echo "host:version and host:devices through /adb/lab (adb $WANT_VERSION)"
 
+# ---- the Perfetto UI's fixed target, plain /adb, sent on to lab with adb-node ----
+start laptop3 --http "127.0.0.1:@HP@" --peer "tcp://127.0.0.1:$LAB_LP" --adb-node lab
+wait_for 30 linked "$HP" lab || fail "laptop3's link did not come up"
+$WSC --origin "$ORIGIN" "$HP" /adb request host:version >"$T/plain.txt" 2>&1 ||
+    fail "host:version through plain /adb with adb-node: $(cat "$T/plain.txt")"
+grep -q '^OKAY [0-9a-f]\{4\}$' "$T/plain.txt" || fail "plain /adb did not reach lab: $(cat "$T/plain.txt")"
+[ "$(grep -c "ADB channel .* to lab for node:laptop" "$T/lab.log")" -ge 3 ] ||
+    fail "lab did not serve laptop3's plain /adb: $(grep 'ADB channel' "$T/lab.log")"
+
 # ---- an unknown node: refused with a reason ----
 $WSC --origin "$ORIGIN" "$LAPTOP_HP" /adb/nosuch request host:version >"$T/nosuch.txt" 2>&1
 grep -q "close .*no node nosuch" "$T/nosuch.txt" || fail "/adb/nosuch: $(cat "$T/nosuch.txt")"
 
 # ---- a lab whose link roles lack adb refuses the channel ----
-kill "$NODE_PID" 2>/dev/null
 start lab2 --no-http --listen-link "tcp://127.0.0.1:@LP@" --adb-server "tcp:127.0.0.1:$APORT"
 LAB2_LP=$LP
 start laptop2 --http "127.0.0.1:@HP@" --peer "tcp://127.0.0.1:$LAB2_LP"
