@@ -3,7 +3,9 @@
  * inbound channels handed to the gateway, routing for the bridge, and the node list
  * (see fleet.h, docs/link-protocol.md). */
 #include "fleet.h"
+#include "fd_splice.h"
 #include "fleet_fanout.h"
+#include "gw_adb_target.h"
 #include "gw_identity.h"
 
 #include <arpa/inet.h>
@@ -79,6 +81,7 @@ struct tg_fleet {
     char *metrics_text; /* the fleet's /metrics families, rebuilt with status_json */
     uint64_t started_unix;
     struct tg_fanout *fanout; /* federated sessions (@all, @a,b) */
+    struct tg_gw_adb_target *adb; /* this node's ADB server, for ADB channels (NULL: none) */
 };
 
 struct event_base *tg_fleet_base(struct tg_fleet *f) { return f->base; }
@@ -463,6 +466,76 @@ int tg_fleet_connect(void *fleet, const char *node, int producer, const struct t
 
 /* ------------------------------------------------------------ inbound channels */
 
+/* An ADB channel: the link's roles must hold adb (a shell on every attached device); the stream
+ * goes to our ADB server, or one hop on to the node named in the path. */
+static int accept_adb(struct tg_fleet *f, struct tg_link *l, struct link_channel *ch, int fd,
+                      const struct tg_gw_client_info *info)
+{
+    char err[160] = "";
+    int status = 0, tfd = -1;
+    if (!(l->roles & (TG_GW_ROLE_ADB | TG_GW_ROLE_ADMIN))) {
+        status = 403;
+        snprintf(err, sizeof err, "the link's roles do not include adb (--link-roles)");
+    } else if ((tfd = tg_fleet_adb_connect(f, ch->node, info, err, sizeof err)) < 0) {
+        status = 502;
+    } else if (tg_fd_splice(f->base, fd, tfd, 256 * 1024, info->principal) != 0) {
+        tg_warn(LOG, "link %s: ADB channel %llx: out of memory", l->peer_name, (unsigned long long)ch->id);
+        return 503; /* the splice closed both */
+    }
+    if (status) {
+        tg_warn(LOG, "link %s: refused an ADB channel to %s for %s: %s", l->peer_name, ch->node, info->principal, err);
+        close(fd);
+        return status;
+    }
+    tg_info(LOG, "link %s: ADB channel %llx to %s for %s", l->peer_name, (unsigned long long)ch->id, ch->node,
+            info->principal);
+    return 0;
+}
+
+int tg_fleet_adb_connect(void *fleet, const char *node, const struct tg_gw_client_info *who, char *err, size_t errlen)
+{
+    struct tg_fleet *f = fleet;
+    if (!node[0] || !strcmp(node, f->name)) {
+        if (!f->adb) {
+            snprintf(err, errlen, "node %s has no ADB server configured", f->name);
+            return -1;
+        }
+        return tg_gw_adb_target_open(f->adb, "", who, err, errlen);
+    }
+    if (raw_by_name(f, node)) {
+        snprintf(err, errlen, "node %s is a raw Perfetto endpoint: no ADB server behind it", node);
+        return -1;
+    }
+    struct tg_link *l = route(f, node);
+    if (!l) {
+        snprintf(err, errlen, "no node %s here", node);
+        return -1;
+    }
+    int fd = -1;
+    struct link_channel *ch =
+        tg_link_channel_new(l, 0, node, LINK_KIND_ADB, who ? who->principal : "", 0, &fd);
+    if (!ch) {
+        snprintf(err, errlen, "cannot create a channel to %s", node);
+        return -1;
+    }
+    if ((l->dialer ? tg_link_submit_channel(l, ch) : tg_link_send_open(l, ch)) != 0) {
+        tg_link_channel_free(ch);
+        close(fd);
+        snprintf(err, errlen, "cannot open a channel to %s", node);
+        return -1;
+    }
+    tg_info(LOG, "link %s: ADB channel %llx to %s for %s", l->peer_name, (unsigned long long)ch->id, node,
+            ch->principal[0] ? ch->principal : "-");
+    return fd;
+}
+
+int tg_fleet_set_adb(struct tg_fleet *f, const struct tg_addr *server, const char *text)
+{
+    tg_gw_adb_target_free(f->adb);
+    f->adb = server ? tg_gw_adb_target_new(server, text, f->name) : NULL;
+    return server && !f->adb ? -1 : 0;
+}
+
 int tg_fleet_accept_channel(struct tg_fleet *f, struct tg_link *l, struct link_channel *ch, int fd)
 {
     struct tg_gw_client_info info;
@@ -480,6 +553,8 @@ int tg_fleet_accept_channel(struct tg_fleet *f, struct tg_link *l, struct link_c
              ch->principal[0] ? ch->principal : "-");
     if (strcmp(ch->node, f->name) != 0)
         snprintf(info.node, sizeof info.node, "%s", ch->node);
+    if (ch->producer == LINK_KIND_ADB)
+        return accept_adb(f, l, ch, fd, &info);
     struct tg_conn_opts o;
     tg_gw_client_conn_opts(f->gw, &o);
     o.no_fd_passing = 1;
@@ -1055,6 +1130,8 @@ void tg_fleet_free(struct tg_fleet *f)
     }
     tg_fanout_free(f->fanout);
     f->fanout = NULL;
+    tg_gw_adb_target_free(f->adb);
+    f->adb = NULL;
     /* connections no link holds: accepted ones still before their control stream, lost ones
      * waiting for their deferred free (they point at the fleet, and maybe at a link) */
     for (size_t i = f->n_conns; i-- > 0;) {

@@ -59,6 +59,13 @@ int tg_fleet_accept_link_fd(struct tg_fleet *f, int fd, char *err, size_t errlen
 int tg_fleet_connect(void *fleet, const char *node, int producer, const struct tg_gw_client_info *who, char *err,
                      size_t errlen);
 
+/* ADB over links (/adb/NAME): a stream socket to node `node`'s ADB server for `who` (this node's
+ * own, or through a link channel), or -1 with a message. The router of the /adb route. */
+int tg_fleet_adb_connect(void *fleet, const char *node, const struct tg_gw_client_info *who, char *err, size_t errlen);
+/* This node's ADB server, served to linked nodes whose link roles include adb (NULL: none). */
+struct tg_addr;
+int tg_fleet_set_adb(struct tg_fleet *f, const struct tg_addr *server, const char *text);
+
 /* One node as `tracectl nodes` shows it. */
 struct tg_fleet_node {
     char name[64];

@@ -10,6 +10,7 @@ struct tg_gw_adb_target {
     struct tg_addr server;
     char text[300];
     char node_name[64];
+    char default_node[64]; /* plain /adb goes there (adb-node), "" = this node */
     tg_gw_adb_router_fn router;
     void *router_ctx;
 };
@@ -40,9 +41,16 @@ int tg_gw_adb_target_is_local(const struct tg_gw_adb_target *t, const char *node
 
 const char *tg_gw_adb_target_describe(const struct tg_gw_adb_target *t) { return t->text; }
 
+void tg_gw_adb_target_set_default_node(struct tg_gw_adb_target *t, const char *node)
+{
+    snprintf(t->default_node, sizeof t->default_node, "%s", node ? node : "");
+}
+
 int tg_gw_adb_target_open(struct tg_gw_adb_target *t, const char *node, const struct tg_gw_client_info *who,
                           char *err, size_t errlen)
 {
+    if ((!node || !*node) && t->default_node[0])
+        node = t->default_node; /* plain /adb, sent on to the configured node (adb-node) */
     if (!tg_gw_adb_target_is_local(t, node)) {
         if (t->router)
             return t->router(t->router_ctx, node, who, err, errlen);

@@ -38,6 +38,10 @@ void tg_gw_adb_target_free(struct tg_gw_adb_target *t);
  * refused). */
 void tg_gw_adb_target_set_router(struct tg_gw_adb_target *t, tg_gw_adb_router_fn fn, void *ctx);
 
+/* Plain /adb (node "") goes to node `node` instead of this node's server ("" or NULL: back to
+ * this node's). */
+void tg_gw_adb_target_set_default_node(struct tg_gw_adb_target *t, const char *node);
+
 /* Whether node names this node ("" or its own name). */
 int tg_gw_adb_target_is_local(const struct tg_gw_adb_target *t, const char *node);
 

@@ -24,7 +24,7 @@ enum opt_id {
     O_PRODUCER_SOCKET, O_CONSUMER_SOCKET, O_PRODUCER_MODE, O_CONSUMER_MODE,
     O_UPSTREAM_CONSUMER, O_UPSTREAM_PRODUCER, O_PROBE_INTERVAL,
     O_LISTEN, O_HTTP, O_NO_HTTP, O_HTTP_TLS, O_WEB_ROOT, O_WS_MAX_MESSAGE, O_ALLOW_ORIGIN,
-    O_HTTP_HOST, O_HTTP_MAX_PENDING, O_HTTP_MAX_PENDING_PER_SOURCE, O_HTTP_ADB, O_ADB_SERVER, O_ADB_ROLES,
+    O_HTTP_HOST, O_HTTP_MAX_PENDING, O_HTTP_MAX_PENDING_PER_SOURCE, O_HTTP_ADB, O_ADB_SERVER, O_ADB_NODE, O_ADB_ROLES,
     O_TOKEN_FILE, O_LOCAL_ROLES, O_LOCAL_USER_ROLES, O_CERT_ROLES, O_INSECURE,
     O_TLS_CERT, O_TLS_KEY, O_TLS_CA, O_TLS_REQUIRE_CLIENT_CERT,
     O_MAX_FRAME, O_OUT_HIGH, O_OUT_LOW, O_OUT_SOFT, O_OUT_SOFT_GRACE, O_OUT_HARD, O_RATE, O_BURST,
@@ -83,6 +83,9 @@ static const struct opt_def k_opts[] = {
      0, "... per non-loopback source address (default 8, 0 = unlimited)"},
     {O_HTTP_ADB, "http-adb", "auto|on|off",
      0, "the /adb WebSocket (a pipe to the ADB server, as websocket_bridge); auto = on for a loopback --http only"},
+    {O_ADB_NODE, "adb-node", "NAME",
+     0, "plain /adb reaches node NAME's ADB server over a link (the Perfetto UI's fixed ADB target then records "
+        "phones attached to NAME; default: this node's)"},
     {O_ADB_SERVER, "adb-server", "SPEC",
      0, "the ADB server for /adb: tcp:PORT, tcp:HOST:PORT, localfilesystem:PATH "
         "(default $ADB_SERVER_SOCKET, else tcp:127.0.0.1:5037)"},
@@ -191,6 +194,7 @@ void tg_gw_config_free(struct tg_gw_config *c)
     free(c->http);
     free(c->web_root);
     free(c->adb_server);
+    free(c->adb_node);
     free(c->otlp_file);
     free(c->otlp_http);
     free_list(c->allow_origins, c->n_allow_origins);
@@ -359,6 +363,7 @@ int tg_gw_config_set(struct tg_gw_config *c, const char *name, const char *value
             return tg_errf(err, errlen, "http-adb: '%s' is not auto, on or off", value);
         return 0;
     case O_ADB_SERVER: return set_str(&c->adb_server, value, name, err, errlen); /* checked by validate */
+    case O_ADB_NODE: return set_str(&c->adb_node, value, name, err, errlen);
     case O_ADB_ROLES: {
         unsigned r = tg_gw_roles_parse(value);
         if (!r)

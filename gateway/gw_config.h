@@ -81,6 +81,7 @@ struct tg_gw_config {
      * $ADB_SERVER_SOCKET, else tcp:127.0.0.1:5037); the roles that grant it (0 = adb,admin) */
     int http_adb;
     char *adb_server;
+    char *adb_node;                /* plain /adb goes to this node ("" / NULL: this one) */
     unsigned adb_roles;
     /* filled by tg_gw_config_validate when /adb is served */
     int adb_enabled;

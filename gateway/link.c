@@ -843,7 +843,7 @@ static void accept_channel(struct link_conn *c, int32_t sid, struct stream_ctx *
         return;
     }
     if (tg_link_parse_path(x->path, strlen(x->path), node, sizeof node, &producer) != 0) {
-        refuse(c, sid, 400, "bad :path (want /node/NAME/consumer or /node/NAME/producer)");
+        refuse(c, sid, 400, "bad :path (want /node/NAME/consumer, /node/NAME/producer or /node/NAME/adb)");
         return;
     }
     struct link_channel *ch = tg_link_channel_find(l, id);
@@ -1221,7 +1221,7 @@ int tg_link_submit_channel(struct tg_link *l, struct link_channel *ch)
     if (!c || !c->dialer || l->state != LINK_UP)
         return 0; /* opened when the link is up */
     char path[96], id[24], rcv[24];
-    snprintf(path, sizeof path, "/node/%s/%s", ch->node, ch->producer ? "producer" : "consumer");
+    snprintf(path, sizeof path, "/node/%s/%s", ch->node, link_kind_name(ch->producer));
     snprintf(id, sizeof id, "%" PRIx64, ch->id);
     snprintf(rcv, sizeof rcv, "%" PRIu64, ch->rx_count);
     const char *scheme = c->tinfo.tls ? "https" : "http";
@@ -1278,7 +1278,7 @@ int tg_link_send_open(struct tg_link *l, struct link_channel *ch)
     if (!l->conn || l->state != LINK_UP)
         return 0;
     char path[96];
-    snprintf(path, sizeof path, "/node/%s/%s", ch->node, ch->producer ? "producer" : "consumer");
+    snprintf(path, sizeof path, "/node/%s/%s", ch->node, link_kind_name(ch->producer));
     Tracegate__Link__Open o = TRACEGATE__LINK__OPEN__INIT;
     o.has_channel_id = 1;
     o.channel_id = ch->id;

@@ -117,7 +117,23 @@ static int local_read(struct link_channel *ch)
 {
     struct evbuffer *in = bufferevent_get_input(ch->local);
     int added = 0;
-    while (evbuffer_get_length(ch->unacked) < LINK_CHANNEL_BUFFER) {
+    while (ch->producer == LINK_KIND_ADB && evbuffer_get_length(ch->unacked) < LINK_CHANNEL_BUFFER) {
+        /* an ADB stream has no frames: whatever arrived, in records of at most 64 KiB */
+        size_t have = evbuffer_get_length(in), n = have < 65536 ? have : 65536;
+        if (!n)
+            break;
+        uint8_t hdr[TG_LINK_REC_HDR_MAX];
+        size_t hl = tg_link_rec_header(hdr, TG_LINK_REC_IPC, n);
+        if (ring_push(ch, (uint32_t)(hl + n)) != 0) {
+            tg_link_channel_abort(ch, "out of memory");
+            return -1;
+        }
+        evbuffer_add(ch->unacked, hdr, hl);
+        evbuffer_remove_buffer(in, ch->unacked, n);
+        ch->tx_count++;
+        added = 1;
+    }
+    while (ch->producer != LINK_KIND_ADB && evbuffer_get_length(ch->unacked) < LINK_CHANNEL_BUFFER) {
         size_t have = evbuffer_get_length(in);
         if (have < 4)
             break;
@@ -135,7 +151,7 @@ static int local_read(struct link_channel *ch)
         /* OnePath: the frame's span context and send time, as a record of its own before it */
         uint8_t att[TG_LINK_REC_HDR_MAX + ONEPATH_ATTACH_OVERHEAD];
         size_t al = 0;
-        if (tg_link_op_on()) {
+        if (tg_link_op_on()) { /* (IPC channels only: an ADB stream has no frames to trace) */
             uint8_t pre[64];
             size_t pl = 4 + (size_t)n < sizeof pre ? 4 + (size_t)n : sizeof pre;
             evbuffer_copyout(in, pre, pl);
@@ -293,7 +309,7 @@ void tg_link_channel_reset(struct link_channel *ch, const char *reason, uint32_t
 {
     struct tg_link *l = ch->link;
     tg_info(LOG, "link %s: channel %llx to %s/%s closed: %s", l->peer_name, (unsigned long long)ch->id, ch->node,
-            ch->producer ? "producer" : "consumer", reason);
+            link_kind_name(ch->producer), reason);
     nghttp2_session *s = h2_of(ch);
     int32_t sid = ch->sid;
     /* gone before the RST goes out: sending it closes the stream, and the stream's close
@@ -382,9 +398,9 @@ int tg_link_channel_on_data(struct link_channel *ch, const uint8_t *data, size_t
             break;
         evbuffer_drain(ch->rx, (size_t)hl);
         if (type == TG_LINK_REC_IPC) {
-            if (plen < 4)
+            if (plen < (ch->producer == LINK_KIND_ADB ? 1u : 4u))
                 return -1;
-            if (tg_link_op_on() || ch->op.att_len) {
+            if ((tg_link_op_on() || ch->op.att_len) && ch->producer != LINK_KIND_ADB) {
                 uint8_t pre[64];
                 size_t pl = plen < sizeof pre ? plen : sizeof pre;
                 evbuffer_copyout(ch->rx, pre, pl);

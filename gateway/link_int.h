@@ -139,11 +139,21 @@ int tg_link_submit_channel(struct tg_link *l, struct link_channel *ch);
 int tg_link_clock_offset(const struct tg_link *l, int64_t *offset_ns);
 
 /* ---- link_channel.c ---- */
+/* Channel kinds (struct link_channel.producer): an IPC connection to the consumer or producer
+ * port, or a raw byte stream to the node's ADB server (IPC records then carry any bytes). */
+#define LINK_KIND_CONSUMER 0
+#define LINK_KIND_PRODUCER 1
+#define LINK_KIND_ADB 2
+static inline const char *link_kind_name(int kind)
+{
+    return kind == LINK_KIND_ADB ? "adb" : kind == LINK_KIND_PRODUCER ? "producer" : "consumer";
+}
+
 struct link_channel {
     struct tg_link *link;
     struct link_channel *next, *prev;
     uint64_t id;
-    int producer;
+    int producer;             /* the kind: LINK_KIND_CONSUMER, _PRODUCER or _ADB */
     char node[64];            /* the target node named in the path */
     char principal[160];      /* who is behind it on the opening node */
     int inbound;              /* the local side is a gateway client (we accepted the channel) */

@@ -138,6 +138,8 @@ int tg_link_parse_path(const char *path, size_t len, char *name, size_t namelen,
         *producer = 0;
     else if (rest == 8 && memcmp(slash + 1, "producer", 8) == 0)
         *producer = 1;
+    else if (rest == 3 && memcmp(slash + 1, "adb", 3) == 0)
+        *producer = 2; /* the node's ADB server, a raw byte stream (docs/link-protocol.md §3.3) */
     else
         return -1;
     return 0;

@@ -42,8 +42,9 @@ long tg_link_ctl_parse(const uint8_t *buf, size_t len, const uint8_t **msg, size
  * groups such as "@all"). */
 int tg_link_node_name_ok(const char *name);
 
-/* Parses "/node/NAME/consumer" or "/node/NAME/producer". Returns 0 with name (>= 64 bytes) and
- * *producer set, -1 otherwise. */
+/* Parses "/node/NAME/consumer", "/node/NAME/producer" or "/node/NAME/adb". Returns 0 with name
+ * (>= 64 bytes) and *producer set to the channel kind (0 consumer, 1 producer, 2 adb), -1
+ * otherwise. */
 int tg_link_parse_path(const char *path, size_t len, char *name, size_t namelen, int *producer);
 
 #endif

@@ -20,6 +20,9 @@
 #include "fleet.h"
 #include "fleet_service.h"
 #include "gw_stats_service.h"
+#include "gw_adb.h"
+#include "gw_adb_addr.h"
+#include "gw_adb_target.h"
 #include "gw_core.h"
 #include "gw_listener.h"
 #include "gw_smb_filter.h"
@@ -287,6 +290,14 @@ static int start_fleet(struct daemon *d, char *err, size_t errlen)
         snprintf(err, errlen, "cannot register TracegateGateway");
         return -1;
     }
+    /* this node's ADB server, for linked nodes allowed to reach it (link-roles with adb) */
+    const char *source, *spec = tg_gw_adb_addr_choose(c->adb_server, &source);
+    struct tg_addr adb;
+    char e2[200];
+    if (tg_gw_adb_addr_parse(spec, &adb, e2, sizeof e2) == 0 && tg_fleet_set_adb(d->fleet, &adb, spec) != 0) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
     return 0;
 }
 
@@ -502,6 +513,14 @@ int main(int argc, char **argv)
         tg_info(LOG, "listening: %s", tg_gw_listener_describe(tg_gw_listener_at(d.gw, i)));
     if (start_http(&d) != 0)
         goto out;
+    if (d.ws && d.fleet && tg_gw_ws_adb(d.ws)) { /* /adb/NAME: another node's ADB server over a link */
+        struct tg_gw_adb_target *at = tg_gw_adb_target_of(tg_gw_ws_adb(d.ws));
+        tg_gw_adb_target_set_router(at, tg_fleet_adb_connect, d.fleet);
+        if (d.cfg.adb_node && d.cfg.adb_node[0]) {
+            tg_gw_adb_target_set_default_node(at, d.cfg.adb_node);
+            tg_info(LOG, "/adb reaches node %s's ADB server (adb-node)", d.cfg.adb_node);
+        }
+    }
 
     d.sigterm = evsignal_new(d.base, SIGTERM, on_terminate, &d);
     d.sigint = evsignal_new(d.base, SIGINT, on_terminate, &d);
