@@ -8,9 +8,10 @@
  * link open. Must never crash, leak, or trip ASan/UBSan.
  *
  * The gateway (a token file with "fuzz-link-token", named "edge" and holding the link role; no
- * upstream service) is made once; each input gets a fresh fleet (node "hub"). The peer's bytes are written to the
- * socket as they are; the first byte of the input is not special. Seeds: corpus/fuzz_link_session
- * (made by make_link_seeds.c with nghttp2's client). TG_FUZZ_VERBOSE=1 shows the gateway's log. */
+ * upstream service) is made once; each input gets a fresh fleet (node "hub"). The peer's bytes
+ * are written to the socket as they are; the first byte of the input is not special. Seeds:
+ * corpus/fuzz_link_session (made by make_link_seeds.c with nghttp2's client). TG_FUZZ_VERBOSE=1
+ * shows the gateway's log. */
 #include <errno.h>
 #include <event2/event.h>
 #include <signal.h>
