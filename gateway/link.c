@@ -505,8 +505,19 @@ static void window_cb(evutil_socket_t fd, short what, void *arg)
     if (l->state != LINK_DOWN)
         return;
     tg_warn(LOG, "link %s: not back within the resume window; its channels close", l->peer_name);
-    while (l->channels)
-        tg_link_channel_abort(l->channels, "the link did not come back within the resume window");
+    while (l->channels) {
+        struct link_channel *ch = l->channels;
+        if (ch->inbound) {
+            tg_fleet_detach_channel(l->fleet, l, ch); /* a tracing session it owned here keeps running */
+        } else if (!ch->producer) {
+            char key[128];
+            tg_fleet_detach_key(tg_fleet_node_name(l->fleet), ch->id, key, sizeof key);
+            tg_warn(LOG, "link %s: channel %llx: if it owned a tracing session on %s, that node keeps it under key "
+                         "\"%s\" (tracectl --node %s attach URL %s)",
+                    l->peer_name, (unsigned long long)ch->id, ch->node, key, ch->node, key);
+        }
+        tg_link_channel_abort(ch, "the link did not come back within the resume window");
+    }
     l->has_id = 0;
     if (!l->dialer) {
         tg_fleet_remove_link(l->fleet, l);
