@@ -593,10 +593,11 @@ static void conn_lost(struct link_conn *c, const char *why)
     } else if (l && l->dialing == c) {
         l->dialing = NULL;
         snprintf(l->last_error, sizeof l->last_error, "%s", why);
-        tg_info(LOG, "link to %s: %s", l->peer_name[0] ? l->peer_name : c->tinfo.peer, why);
+        tg_info(LOG, "link to %s: %s", l->peer_name[0] ? l->peer_name : c->tr ? tg_link_tr_peer(c->tr) : "?", why);
         tg_link_schedule_redial(l);
     } else if (!l) {
-        tg_info(LOG, "link connection from %s closed: %s", c->tinfo.peer, why);
+        /* before the transport was up, only the accept knows who it was */
+        tg_info(LOG, "link connection from %s closed: %s", c->tinfo.peer[0] ? c->tinfo.peer : c->ainfo.source, why);
     }
     /* free from the loop: we may be inside nghttp2 or a transport callback */
     if (c->hello_ev)

@@ -6,11 +6,13 @@
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/dns.h>
 #include <event2/event.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,7 +58,8 @@ static void describe_peer(struct tg_link_tr *t, int fd)
 {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
-    snprintf(t->info.peer, sizeof t->info.peer, "fd%d", fd);
+    if (!t->info.peer[0]) /* a dialed transport already says host:port */
+        snprintf(t->info.peer, sizeof t->info.peer, "fd%d", fd);
     if (fd < 0 || getpeername(fd, (struct sockaddr *)&ss, &sl) != 0)
         return;
     char ip[INET6_ADDRSTRLEN] = "?";
@@ -141,9 +144,16 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
     } else if (what & BEV_EVENT_ERROR) {
         int e = EVUTIL_SOCKET_ERROR();
         int dns = bufferevent_socket_get_dns_error(bev);
-        if (dns)
+        unsigned long ssl = t->info.tls ? bufferevent_get_openssl_error(bev) : 0;
+        if (dns) {
             snprintf(why, sizeof why, "cannot resolve the host: %s", evutil_gai_strerror(dns));
-        else if (t->info.tls && !t->up)
+        } else if (ssl) {
+            /* what OpenSSL says: a certificate the peer does not trust shows up here, and with
+             * TLS 1.3 on the client only after its side of the handshake completed */
+            char tmp[200];
+            ERR_error_string_n(ssl, tmp, sizeof tmp);
+            snprintf(why, sizeof why, "TLS %s: %s", t->up ? "error" : "handshake failed", tmp);
+        } else if (t->info.tls && !t->up)
             snprintf(why, sizeof why, "TLS handshake failed%s%s", e ? ": " : "", e ? strerror(e) : "");
         else
             snprintf(why, sizeof why, "connection error: %s", e ? strerror(e) : "transport failure");
@@ -422,6 +432,7 @@ struct tg_link_tr *tg_link_tr_stdio(struct event_base *base, const struct tg_lin
 
 struct evbuffer *tg_link_tr_output(struct tg_link_tr *t) { return bufferevent_get_output(t->out); }
 size_t tg_link_tr_output_len(const struct tg_link_tr *t) { return evbuffer_get_length(bufferevent_get_output(t->out)); }
+const char *tg_link_tr_peer(const struct tg_link_tr *t) { return t->info.peer; }
 void tg_link_tr_set_arg(struct tg_link_tr *t, void *arg) { t->arg = arg; }
 
 void tg_link_tr_pause(struct tg_link_tr *t, int pause)
