@@ -4,7 +4,7 @@
 Sits between two tracegated nodes (the dialer connects to the relay, the relay connects to the
 acceptor) and does what a bad network would, on command:
 
-  link_relay.py --target HOST:PORT --ctl FIFO [--listen HOST:PORT] [--delay-ms N]
+  link_relay.py --target HOST:PORT|unix:PATH --ctl FIFO [--listen HOST:PORT] [--delay-ms N]
 
 It prints `relay: listening on HOST:PORT` once it accepts, then one line per event (flushed), so
 the tests wait for its lines instead of sleeping. Commands, one per line written to the FIFO:
@@ -14,6 +14,10 @@ the tests wait for its lines instead of sleeping. Commands, one per line written
   cut-after N    forward N more bytes from the target to the client, then `cut` (a cut in the
                  middle of a transfer: some bytes in flight are lost)
   allow          accept and relay new connections again
+  hold-after N   forward N more bytes from the target to the client, then stop reading from the
+                 target (to the target, the client stopped reading; to the client, the target
+                 went quiet) until `release`
+  release        read from the target again
   delay MS       hold every chunk MS milliseconds before forwarding it (both directions, order kept)
   stall MS       stop forwarding for MS milliseconds, then go on (TCP never loses bytes: a lossy
                  path shows as stalls and retransmission delays)
@@ -46,6 +50,9 @@ class Relay:
         self.refusing = False
         self.conns = set()  # (client_writer, upstream_writer)
         self.cut_after = None  # bytes target->client left before a cut
+        self.hold_after = None  # bytes target->client left before a hold
+        self.flowing = asyncio.Event()
+        self.flowing.set()
         self.stall_until = 0.0
         self.n = 0
         self.bytes = [0, 0]  # client->target, target->client
@@ -74,7 +81,9 @@ class Relay:
         loop = asyncio.get_running_loop()
         try:
             while True:
-                data = await reader.read(65536)
+                if direction == 1:
+                    await self.flowing.wait()
+                data = await reader.read(65536 if direction == 0 or self.hold_after is None else max(1, self.hold_after))
                 if not data:
                     break
                 now = loop.time()
@@ -91,6 +100,12 @@ class Relay:
                         self.cut("after the armed byte count")
                         break
                     self.cut_after -= len(data)
+                if direction == 1 and self.hold_after is not None:
+                    self.hold_after -= len(data)
+                    if self.hold_after <= 0:
+                        self.hold_after = None
+                        self.flowing.clear()
+                        log("holding: no longer reading from the target (%d bytes down so far)" % (self.bytes[1] + len(data)))
                 writer.write(data)
                 self.bytes[direction] += len(data)
                 await writer.drain()
@@ -110,7 +125,10 @@ class Relay:
             log("refused a connection")
             return
         try:
-            ureader, uwriter = await asyncio.open_connection(*self.target)
+            if isinstance(self.target, str):
+                ureader, uwriter = await asyncio.open_unix_connection(self.target)
+            else:
+                ureader, uwriter = await asyncio.open_connection(*self.target)
         except OSError as e:
             log("cannot reach the target: %s" % e)
             self.abort(cwriter)
@@ -149,6 +167,13 @@ class Relay:
             elif cmd == "cut-after" and arg:
                 self.cut_after = int(arg)
                 log("done cut-after %s (bytes so far: %d up, %d down)" % (arg, self.bytes[0], self.bytes[1]))
+            elif cmd == "hold-after" and arg:
+                self.hold_after = int(arg)
+                log("done hold-after %s (bytes so far: %d up, %d down)" % (arg, self.bytes[0], self.bytes[1]))
+            elif cmd == "release":
+                self.hold_after = None
+                self.flowing.set()
+                log("done release")
             elif cmd == "allow":
                 self.refusing = False
                 log("done allow")
@@ -174,7 +199,8 @@ async def main():
     a = ap.parse_args()
     if not os.path.exists(a.ctl):
         os.mkfifo(a.ctl, 0o600)
-    r = Relay(split_hostport(a.target), a.delay_ms)
+    target = a.target[5:] if a.target.startswith("unix:") else split_hostport(a.target)
+    r = Relay(target, a.delay_ms)
     host, port = split_hostport(a.listen)
     server = await asyncio.start_server(r.handle, host, port)
     addr = server.sockets[0].getsockname()
