@@ -90,6 +90,7 @@ struct event_base *tg_fleet_base(struct tg_fleet *f) { return f->base; }
 struct tg_gw *tg_fleet_gw(struct tg_fleet *f) { return f->gw; }
 const char *tg_fleet_node_name(const struct tg_fleet *f) { return f->name; }
 const struct tg_fleet_config *tg_fleet_config_of(const struct tg_fleet *f) { return &f->cfg; }
+const char *tg_fleet_peer_host(const struct tg_fleet_peer *p) { return p->host; }
 
 /* Remembers a connection so tg_fleet_free can free it even when no link holds it (accepted and
  * waiting for its control stream, or lost and waiting to be freed). Returns 0 or -1. */

@@ -1181,6 +1181,16 @@ struct link_conn *tg_link_conn_new(struct tg_fleet *f, struct tg_link *link, int
     return c;
 }
 
+/* :authority of the dialer's requests: the peer as dialed. A transport to a child (ssh) names
+ * itself "ssh(pid N)" for the logs, which is no valid authority (the peer's nghttp2 resets the
+ * stream): there it is the host the ssh URL names. */
+static const char *link_authority(const struct link_conn *c)
+{
+    if (c->tinfo.stdio && c->link && c->link->peer)
+        return tg_fleet_peer_host(c->link->peer);
+    return c->tinfo.peer;
+}
+
 /* Dialer: the control request, once the acceptor allowed extended CONNECT. */
 void tg_link_send_control_request(struct link_conn *c)
 {
@@ -1191,7 +1201,7 @@ void tg_link_send_control_request(struct link_conn *c)
     if (cfg->link_token && !c->tinfo.stdio)
         snprintf(auth, sizeof auth, "Bearer %s", cfg->link_token);
     const char *scheme = c->tinfo.tls ? "https" : "http";
-    const char *authority = c->tinfo.peer;
+    const char *authority = link_authority(c);
     nghttp2_nv nv[9];
     size_t n = 0;
 #define NV(k, v) nv[n++] = (nghttp2_nv){(uint8_t *)(k), (uint8_t *)(v), sizeof(k) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE}
@@ -1244,7 +1254,7 @@ int tg_link_submit_channel(struct tg_link *l, struct link_channel *ch)
     NV(":protocol", "perfetto-ipc");
     NV(":scheme", scheme);
     NV(":path", path);
-    NV(":authority", c->tinfo.peer);
+    NV(":authority", link_authority(c));
     NV("tracegate-channel", id);
     if (ch->principal[0])
         NV("tracegate-principal", ch->principal);

@@ -221,6 +221,8 @@ int tg_fleet_can_route(struct tg_fleet *f, const char *name);
 unsigned tg_fleet_auth_link(struct tg_fleet *f, struct link_conn *c, const char *authorization, const char *node,
                             char *principal, size_t plen, int *status);
 const struct tg_fleet_config *tg_fleet_config_of(const struct tg_fleet *f);
+/* The host a --peer/--hub URL names (without user and port). */
+const char *tg_fleet_peer_host(const struct tg_fleet_peer *p);
 void tg_fleet_link_state_changed(struct tg_fleet *f, struct tg_link *l);
 /* Rebuilds the node list /api/status shows (a new RTT or clock reading). */
 void tg_fleet_refresh_status(struct tg_fleet *f);
