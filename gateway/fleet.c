@@ -1233,6 +1233,7 @@ void tg_fleet_free(struct tg_fleet *f)
         if (f->listeners[i].tls)
             tg_tls_server_free(f->listeners[i].tls);
     }
+    tg_link_tr_orphans_free();
     if (f->dns)
         evdns_base_free(f->dns, 0);
     free(f->conns);

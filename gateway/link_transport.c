@@ -450,7 +450,26 @@ struct orphan {
     pid_t pid;
     int tries;
     struct event *ev;
+    struct orphan *next;
 };
+static struct orphan *orphans; /* still being reaped (the event loop's thread only) */
+
+static void orphan_forget(struct orphan *o)
+{
+    for (struct orphan **pp = &orphans; *pp; pp = &(*pp)->next)
+        if (*pp == o) {
+            *pp = o->next;
+            break;
+        }
+    event_free(o->ev);
+    free(o);
+}
+
+void tg_link_tr_orphans_free(void)
+{
+    while (orphans) /* signalled already; whoever outlives us is reaped by init */
+        orphan_forget(orphans);
+}
 
 static void orphan_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -460,8 +479,7 @@ static void orphan_cb(evutil_socket_t fd, short what, void *arg)
     if (waitpid(o->pid, NULL, WNOHANG) != 0 || ++o->tries > 100) {
         if (o->tries > 100)
             kill(o->pid, SIGKILL), waitpid(o->pid, NULL, 0);
-        event_free(o->ev);
-        free(o);
+        orphan_forget(o);
         return;
     }
     struct timeval tv = {0, 50000};
@@ -477,6 +495,8 @@ void tg_link_tr_free(struct tg_link_tr *t)
         struct orphan *o = calloc(1, sizeof *o);
         if (o && (o->ev = evtimer_new(t->base, orphan_cb, o)) != NULL) {
             o->pid = t->pid;
+            o->next = orphans;
+            orphans = o;
             event_active(o->ev, EV_TIMEOUT, 0);
         } else {
             free(o);

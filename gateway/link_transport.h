@@ -65,5 +65,7 @@ const char *tg_link_tr_peer(const struct tg_link_tr *t);
 void tg_link_tr_set_arg(struct tg_link_tr *t, void *arg);
 /* Frees the transport: the socket is closed, an ssh child is sent SIGTERM and reaped later. */
 void tg_link_tr_free(struct tg_link_tr *t);
+/* At exit, once the event loop stopped: forgets the children still being reaped. */
+void tg_link_tr_orphans_free(void);
 
 #endif
