@@ -666,10 +666,11 @@ static int name_bound(struct tg_fleet *f, const char *principal, unsigned cred_r
 }
 
 unsigned tg_fleet_auth_link(struct tg_fleet *f, struct link_conn *c, const char *authorization, const char *node,
-                            char *principal, size_t plen, int *status)
+                            char *principal, size_t plen, int *status, const char **why)
 {
     unsigned grant = f->cfg.link_roles;
     *status = 401;
+    *why = "authentication required";
     if (c->tinfo.stdio) {
         snprintf(principal, plen, "ssh:uid:%u", (unsigned)getuid());
         return grant;
@@ -682,6 +683,7 @@ unsigned tg_fleet_auth_link(struct tg_fleet *f, struct link_conn *c, const char 
     if (c->auth_principal[0] && (c->auth_roles & (TG_GW_ROLE_LINK | TG_GW_ROLE_ADMIN))) {
         if (!name_bound(f, c->auth_principal, c->auth_roles, node)) {
             *status = 403;
+            *why = "this certificate links only under its CN as the node name";
             tg_warn(LOG, "link from %s (%s): refused the node name \"%s\" (a certificate links as its CN)",
                     c->tinfo.peer, c->auth_principal, node);
             return 0;
@@ -695,16 +697,18 @@ unsigned tg_fleet_auth_link(struct tg_fleet *f, struct link_conn *c, const char 
         if (!roles) {
             tg_gw_count_auth_failure(f->gw, TG_GW_T_LINK, "bad_token");
             tg_warn(LOG, "link from %s: bad token", c->tinfo.peer);
-            return 0;
+            return 0; /* "authentication required": the peer learns nothing about the token */
         }
         if (!(roles & (TG_GW_ROLE_LINK | TG_GW_ROLE_ADMIN))) {
             *status = 403;
+            *why = "this token lacks the link role";
             tg_warn(LOG, "link from %s: token %s lacks the link role", c->tinfo.peer, name);
             return 0;
         }
         snprintf(principal, plen, "token:%s", name);
         if (!name_bound(f, principal, roles, node)) {
             *status = 403;
+            *why = "this token links only under its own name as the node name";
             tg_warn(LOG, "link from %s: token %s may link only as node \"%s\", not \"%s\"", c->tinfo.peer, name, name,
                     node);
             return 0;
@@ -713,6 +717,7 @@ unsigned tg_fleet_auth_link(struct tg_fleet *f, struct link_conn *c, const char 
     }
     if (c->auth_principal[0]) { /* a known local uid or certificate without the link role */
         *status = 403;
+        *why = "this principal lacks the link role";
         tg_warn(LOG, "link from %s (%s): not allowed to link", c->tinfo.peer, c->auth_principal);
         return 0;
     }

@@ -137,7 +137,7 @@ static const struct opt_def k_opts[] = {
      0, "a traced-compatible consumer socket as node NAME (tcp://H:P, a path, @name; or consumer:A,producer:B)"},
     {O_EXPORT_NODE, "export-node", "NAME:PORT=PATH",
      0, "a local UNIX socket for node NAME's consumer or producer port, e.g. dev1:consumer=/tmp/dev1-consumer"},
-    {O_LINK_STDIO, "link-stdio", NULL, 0, "serve one link on stdin/stdout (what --peer ssh:// runs on the remote)"},
+    {O_LINK_STDIO, "link-stdio", NULL, 0, "serve one link on stdin/stdout (what --peer ssh:// runs on the remote); no HTTP port unless --http"},
     {O_LINK_TOKEN_FILE, "link-token-file", "FILE", 0, "bearer token presented when dialing peers (first line of FILE)"},
     {O_PEER_CA, "peer-ca", "FILE", 0, "CA certificates verifying tls:// peers (default: the system store)"},
     {O_PEER_CERT, "peer-cert", "FILE", 0, "client certificate presented to tls:// peers"},
@@ -977,6 +977,10 @@ int tg_gw_config_validate(struct tg_gw_config *c, char *err, size_t errlen)
         }
     }
 
+    /* a node serving a link on its stdio (started by a peer's ssh) has no HTTP port unless asked:
+     * several such nodes on one host would all want 127.0.0.1:8037 */
+    if (c->link_stdio && !c->http)
+        c->no_http = 1;
     if (!c->no_http) {
         const char *h = c->http ? c->http : "127.0.0.1:8037";
         if (tg_addr_parse(h, &a, e2, sizeof e2) != 0 || a.family == AF_UNIX)

@@ -766,10 +766,10 @@ static void accept_control(struct link_conn *c, int32_t sid, struct stream_ctx *
     }
     char principal[160];
     int status = 401;
-    unsigned roles = tg_fleet_auth_link(f, c, x->authorization, x->node, principal, sizeof principal, &status);
+    const char *why = "";
+    unsigned roles = tg_fleet_auth_link(f, c, x->authorization, x->node, principal, sizeof principal, &status, &why);
     if (!roles) {
-        refuse(c, sid, status,
-               status == 401 ? "authentication required" : "this principal may not link (under this node name)");
+        refuse(c, sid, status, why);
         return;
     }
     struct tg_link *l = NULL;

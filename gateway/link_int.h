@@ -219,7 +219,7 @@ int tg_fleet_accept_channel(struct tg_fleet *f, struct tg_link *l, struct link_c
 int tg_fleet_can_route(struct tg_fleet *f, const char *name);
 /* Authenticates a control request (acceptor). Returns roles (0: refused, *status set). */
 unsigned tg_fleet_auth_link(struct tg_fleet *f, struct link_conn *c, const char *authorization, const char *node,
-                            char *principal, size_t plen, int *status);
+                            char *principal, size_t plen, int *status, const char **why);
 const struct tg_fleet_config *tg_fleet_config_of(const struct tg_fleet *f);
 /* The host a --peer/--hub URL names (without user and port). */
 const char *tg_fleet_peer_host(const struct tg_fleet_peer *p);

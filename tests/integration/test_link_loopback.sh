@@ -166,12 +166,12 @@ refused() {
 # shellcheck disable=SC2086
 if [ -n "$FOREIGN" ]; then
     refused cert_no_link noded 'link from 127\.0\.0\.1:[0-9]* \(cert:/CN=nodea\): not allowed to link' \
-        'the peer refused the link \(403\): this principal may not link' "$FOREIGN" -- --peer "tls://127.0.0.1:$PD" $CERT
+        'the peer refused the link \(403\): this principal lacks the link role' "$FOREIGN" -- --peer "tls://127.0.0.1:$PD" $CERT
     refused cert_other_name nodec 'link from 127\.0\.0\.1:[0-9]* \(cert:/CN=nodea\): refused the node name "cert_other_name"' \
-        'the peer refused the link \(403\): this principal may not link \(under this node name\)' "$FOREIGN" -- \
+        'the peer refused the link \(403\): this certificate links only under its CN as the node name' "$FOREIGN" -- \
         --peer "tls://127.0.0.1:$PC" $CERT
     refused token_other_name nodeb 'link from 127\.0\.0\.1:[0-9]*: token nodea may link only as node "nodea", not "token_other_name"' \
-        'the peer refused the link \(403\): this principal may not link \(under this node name\)' "$FOREIGN" -- \
+        'the peer refused the link \(403\): this token links only under its own name as the node name' "$FOREIGN" -- \
         --peer "tcp://127.0.0.1:$PB" --link-token-file "$T/a.token"
     refused bad_token nodeb 'link from 127\.0\.0\.1:[0-9]*: bad token' \
         'the peer refused the link \(401\): authentication required' "$FOREIGN" -- \
@@ -179,7 +179,7 @@ if [ -n "$FOREIGN" ]; then
     refused no_token nodeb 'link from 127\.0\.0\.1:[0-9]*: no credentials' \
         'the peer refused the link \(401\): authentication required' "$FOREIGN" -- --peer "tcp://127.0.0.1:$PB"
     refused rec_token nodeb 'link from 127\.0\.0\.1:[0-9]*: token rec lacks the link role' \
-        'the peer refused the link \(403\): this principal may not link' "$FOREIGN" -- \
+        'the peer refused the link \(403\): this token lacks the link role' "$FOREIGN" -- \
         --peer "tcp://127.0.0.1:$PB" --link-token-file "$T/rec.token"
 fi
 # the refused ones never became nodes; the real links stayed up
