@@ -22,7 +22,8 @@
  *       --conns N (stream): N connections streaming at once, read round-robin; prints the aggregate
  *       MB/s and each connection's share (fairness). --stalls MS [--pace US] (link_bench.sh):
  *       QueryCapabilities calls US microseconds apart (default 1000) for S seconds (or --rr N calls);
- *       prints `stall start=T end=T` (CLOCK_MONOTONIC) for every gap of MS or more between replies.
+ *       prints `stall start=T end=T` (CLOCK_MONOTONIC) for every gap of MS or more between replies,
+ *       and stops with `wrong_reply=1` if a reply is not the answer to the call just made.
  *
  *   bench_gw idle tcp://H:P --conns N [--pid PID] [--hold S]
  *       Opens N connections, binds ConsumerPort on each, and reports PID's RSS before and after
@@ -886,6 +887,13 @@ static int run_stalls(struct rc *r, struct sink *s, uint8_t *buf, uint32_t sid, 
         size_t fl = tg_ipc_encode_invoke(f, sizeof f, (uint64_t)(i + 2), sid, method, NULL, 0, 0);
         if (rc_send_frame(r, f, fl) != 0 || rc_wait_frame(r, s, buf) != 0) {
             fprintf(stderr, "bench_gw: call %ld failed: %s\n", i, r->err);
+            return 1;
+        }
+        uint64_t rid;
+        int ok, more;
+        if (reply_prefix(s->body, s->blen, &rid, &ok, &more) != 0 || rid != (uint64_t)(i + 2) || !ok) {
+            /* a resumed link must lose and duplicate nothing: every reply answers its own call */
+            printf("calls=%ld wrong_reply=1 expected_id=%ld got_id=%llu\n", i, i + 2, (unsigned long long)rid);
             return 1;
         }
         double t = now_s();
