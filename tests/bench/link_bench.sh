@@ -152,6 +152,7 @@ TLSKEYS="--tls-cert $T/pki/server.crt --tls-key $T/pki/server.key"
 #   link A->B   client -> A's export socket -> [TLS link, A opened the channel] -> B -> srv_b
 #   link B->A   client -> B's export socket -> [TLS link, B asked A to open it] -> A -> srv_a
 #   TLS to B    client -> tls:// consumer listener of B -> srv_b   (and TLS to A: mirror)
+#   link D->B   as A->B from node D over an h2c link (tcp://), vs plain TCP to B: no TLS
 #   direct      client -> srv_b's UNIX socket (no gateway)
 NODES_UP=0
 if want link1 || want link16 || want restore; then
@@ -165,17 +166,25 @@ if want link1 || want link16 || want restore; then
     P_TLS_B=$PORT
     free_port
     P_TLS_A=$PORT
+    free_port
+    P_H2C=$PORT
+    free_port
+    P_TCP_B=$PORT
     # shellcheck disable=SC2086
     node nodeb "$FAR" --upstream-consumer "$T/srv_b.sock" --listen-link "tls://127.0.0.1:$P_LINK" $TLSKEYS \
-        --listen "consumer=tls://127.0.0.1:$P_TLS_B" --export-node "nodea:consumer=$T/exp-a.sock"
+        --listen "consumer=tls://127.0.0.1:$P_TLS_B" --export-node "nodea:consumer=$T/exp-a.sock" \
+        --listen-link "tcp://127.0.0.1:$P_H2C" --listen "consumer=tcp://127.0.0.1:$P_TCP_B"
     NB=$LASTPID
     # shellcheck disable=SC2086
     node nodea "$NEAR" --upstream-consumer "$T/srv_a.sock" --peer "tls://127.0.0.1:$P_LINK" --peer-ca "$CA" \
         --listen "consumer=tls://127.0.0.1:$P_TLS_A" $TLSKEYS --export-node "nodeb:consumer=$T/exp-b.sock"
     NA=$LASTPID
+    # node D: as A, over an h2c link (tcp:// on loopback): the link's cost without TLS
+    node noded "$NEAR" --peer "tcp://127.0.0.1:$P_H2C" --export-node "nodeb:consumer=$T/exp-d.sock"
+    ND=$LASTPID
     if ready "unix:$T/srv_b.sock" "$SRV_B" && ready "unix:$T/srv_a.sock" "$SRV_A" &&
         ready "tls://127.0.0.1:$P_TLS_B" "$NB" && ready "unix:$T/exp-b.sock" "$NA" &&
-        ready "unix:$T/exp-a.sock" "$NB"; then
+        ready "unix:$T/exp-a.sock" "$NB" && ready "unix:$T/exp-d.sock" "$ND"; then
         NODES_UP=1
     else
         echo "link_bench: the nodes did not come up; logs:"
@@ -195,8 +204,10 @@ stream_once() { # key extra...: keeps the best line in STREAM_key (an undisturbe
     shift
     eval "url=\$URL_$key pre=\$PRE_$key"
     # shellcheck disable=SC2086
+    near=$NA
+    [ "$key" = link_db ] && near=$ND # node D stands in node A's column
     line=$(timeout 60 $pre "$BG" client "$url" --cacert "$CA" --seconds "$SECS" \
-        --watch "nodea=$NA" --watch "nodeb=$NB" --watch "srv=$SRV_B" --watch "srva=$SRV_A" "$@" 2>>"$T/client.log")
+        --watch "nodea=$near" --watch "nodeb=$NB" --watch "srv=$SRV_B" --watch "srva=$SRV_A" "$@" 2>>"$T/client.log")
     v=$(field mb_per_s "$line")
     [ -n "$v" ] || return 0
     eval "old=\${STREAM_$key:-}"
@@ -235,6 +246,8 @@ if [ "$NODES_UP" = 1 ] && want link1; then
     add_row link_ab "link A->B, 1 channel (TLS link)" "unix:$T/exp-b.sock" "$NEAR"
     add_row tls_a "plain TLS to A (mirror)" "tls://127.0.0.1:$P_TLS_A" "$FAR"
     add_row link_ba "link B->A, 1 channel (reverse open)" "unix:$T/exp-a.sock" "$FAR"
+    add_row tcp_b "plain TCP to B (no TLS)" "tcp://127.0.0.1:$P_TCP_B" "$NEAR"
+    add_row link_db "link D->B, 1 channel, h2c (no TLS)" "unix:$T/exp-d.sock" "$NEAR"
     r=0
     while [ $r -lt "$REPS" ]; do
         r=$((r + 1))
@@ -248,8 +261,8 @@ if [ "$NODES_UP" = 1 ] && want link1; then
     echo
     echo "1. one channel: stream of 64 KiB frames (MB/s of IPC bytes at the client) and QueryCapabilities"
     echo "   round trips ($RR calls; us); CPU% = share of one CPU during the stream window:"
-    printf '%-38s %8s | %6s %6s %6s %6s %6s | %8s %8s\n' "path" "MB/s" "nodeA" "nodeB" "server" "client" \
-        "others" "p50" "p99"
+    printf '%-38s %7s %7s | %5s %5s %6s %6s %6s | %7s %8s\n' "path" "MB/s" "/bneck" "nodeA" "nodeB" "server" \
+        "client" "others" "p50" "p99"
     printf '%s\n' "----------------------------------------------------------------------------------------------------"
     for k in $ROWS; do
         eval "lab=\$LABEL_$k st=\${STREAM_$k:-} rl=\${RR_$k:-}"
@@ -257,19 +270,31 @@ if [ "$NODES_UP" = 1 ] && want link1; then
         srv=$(field cpu_srv "$st")
         case $k in tls_a | link_ba) srv=$(field cpu_srva "$st") ;; esac
         oth=$(field cpu_others "$st")
+        ca=$(field cpu_nodea "$st")
+        cb=$(field cpu_nodeb "$st")
+        # MB/s per CPU-second of the busiest gateway node: what one saturated node would carry
+        bn=""
+        [ -n "$mb" ] && [ "$k" != direct ] &&
+            bn=$(awk -v m="$mb" -v a="${ca:-0}" -v b="${cb:-0}" 'BEGIN{c = a > b ? a : b; if (c > 0) printf "%.0f", m * 100 / c}')
         mark "$oth"
-        printf '%-38s %8s | %6s %6s %6s %6s %6s | %8s %8s%s\n' "$lab" "${mb:--}" "$(field cpu_nodea "$st")" \
-            "$(field cpu_nodeb "$st")" "$srv" "$(field cpu_client "$st")" "$oth" "$(field p50_us "$rl")" \
-            "$(field p99_us "$rl")" "$MARK"
-        eval "MB_$k=\${mb:-} P50_$k=\$(field p50_us \"\$rl\")"
+        printf '%-38s %7s %7s | %5s %5s %6s %6s %6s | %7s %8s%s\n' "$lab" "${mb:--}" "${bn:--}" "$ca" "$cb" "$srv" \
+            "$(field cpu_client "$st")" "$oth" "$(field p50_us "$rl")" "$(field p99_us "$rl")" "$MARK"
+        eval "MB_$k=\${mb:-} BN_$k=\${bn:-} P50_$k=\$(field p50_us \"\$rl\")"
     done
+    echo "/bneck = MB/s per CPU-second of the busiest gateway node (MB/s x 100 / its CPU%): the rate one saturated"
+    echo "node would carry. On a busy machine the nodes get unequal CPU shares, so compare this column."
     [ $DISTURBED = 1 ] && echo "* other processes used >= 15% of a CPU during this cell's best run: its number is low and its ratios unreliable"
     c1=$(field cipher "${STREAM_tls_b:-}")
     [ -n "$c1" ] && echo "(plain TLS negotiated $c1; the link: TLS 1.3, ALPN h2, the same server certificate)"
     echo
     echo "targets (1 channel):"
-    verdict "link A->B MB/s / plain TLS to B MB/s" "$(ratio "${MB_link_ab:-}" "${MB_tls_b:-}")" ">=" 0.8
-    verdict "link B->A MB/s / plain TLS to A MB/s" "$(ratio "${MB_link_ba:-}" "${MB_tls_a:-}")" ">=" 0.8
+    verdict "link A->B / plain TLS to B, MB/s as measured" "$(ratio "${MB_link_ab:-}" "${MB_tls_b:-}")" ">=" 0.8
+    verdict "link B->A / plain TLS to A, MB/s as measured" "$(ratio "${MB_link_ba:-}" "${MB_tls_a:-}")" ">=" 0.8
+    verdict "link A->B / plain TLS to B, per busiest-node CPU (/bneck)" "$(ratio "${BN_link_ab:-}" "${BN_tls_b:-}")" ">=" 0.8
+    verdict "link B->A / plain TLS to A, per busiest-node CPU (/bneck)" "$(ratio "${BN_link_ba:-}" "${BN_tls_a:-}")" ">=" 0.8
+    echo "  (no target: h2c link D->B / plain TCP to B: $(ratio "${MB_link_db:-}" "${MB_tcp_b:-}")x as measured," \
+        "$(ratio "${BN_link_db:-}" "${BN_tcp_b:-}")x per busiest-node CPU; TLS link A->B / h2c link D->B:" \
+        "$(ratio "${BN_link_ab:-}" "${BN_link_db:-}")x per busiest-node CPU)"
     echo "  (latency, no target: p50 link A->B ${P50_link_ab:--} us vs plain TLS ${P50_tls_b:--} us;" \
         "B->A ${P50_link_ba:--} us vs ${P50_tls_a:--} us)"
 
@@ -317,8 +342,8 @@ if [ "$NODES_UP" = 1 ] && want link16; then
     echo
     echo "2. $NCH streams at once (MB/s; fair share = aggregate / $NCH; min share = slowest / fair share;"
     echo "   the best run by aggregate, the worst min share over all $REPS runs):"
-    printf '%-38s %9s %9s %9s %9s %9s | %6s %6s\n' "path" "aggregate" "slowest" "fastest" "min share" "worst" \
-        "nodeA" "nodeB"
+    printf '%-38s %9s %7s %8s %8s %9s %6s | %5s %5s\n' "path" "aggregate" "/bneck" "slowest" "fastest" "min share" \
+        "worst" "nodeA" "nodeB"
     printf '%s\n' "--------------------------------------------------------------------------------------------------"
     DISTURBED=0
     for k in link tls; do
@@ -327,9 +352,13 @@ if [ "$NODES_UP" = 1 ] && want link16; then
         [ $k = tls ] && lab="$NCH plain TLS connections to B"
         oth=$(field cpu_others "$st")
         mark "$oth"
-        printf '%-38s %9s %9s %9s %9s %9s | %6s %6s%s\n' "$lab" "$(field mb_per_s "$st")" "$(field min_mb_per_s "$st")" \
-            "$(field max_mb_per_s "$st")" "$(field min_share "$st")" "${worst:--}" "$(field cpu_nodea "$st")" \
-            "$(field cpu_nodeb "$st")" "$MARK"
+        mb=$(field mb_per_s "$st")
+        ca=$(field cpu_nodea "$st")
+        cb=$(field cpu_nodeb "$st")
+        bn=""
+        [ -n "$mb" ] && bn=$(awk -v m="$mb" -v a="${ca:-0}" -v b="${cb:-0}" 'BEGIN{c = a > b ? a : b; if (c > 0) printf "%.0f", m * 100 / c}')
+        printf '%-38s %9s %7s %8s %8s %9s %6s | %5s %5s%s\n' "$lab" "${mb:--}" "${bn:--}" "$(field min_mb_per_s "$st")" \
+            "$(field max_mb_per_s "$st")" "$(field min_share "$st")" "${worst:--}" "$ca" "$cb" "$MARK"
     done
     [ $DISTURBED = 1 ] && echo "* disturbed by other processes (>= 15% of a CPU)"
     echo "   per channel (best run): $(field per_conn_mb_per_s "${MULTI_link:-}")"
@@ -435,7 +464,7 @@ fi
 # `tracectl record --all -t Ns` through fed1 against four `tracectl --node X record -t Ns` one
 # after the other (each through fed1, as a user would record each node).
 if want federated; then
-    [ "$NODES_UP" = 1 ] && for p in $NA $NB $SRV_A $SRV_B; do stop "$p"; done
+    [ "$NODES_UP" = 1 ] && for p in $NA $NB $ND $SRV_A $SRV_B; do stop "$p"; done
     FEDOK=1
     PEERS=""
     for n in fed2 fed3 fed4; do
