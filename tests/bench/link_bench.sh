@@ -339,6 +339,14 @@ if [ "$NODES_UP" = 1 ] && want link16; then
             if [ -z "$worst" ] || awk "BEGIN{exit !($sh < $worst)}"; then eval "WORST_$k=\$sh"; fi
         done
     done
+    # one more channel making small calls while the others stream: is it stuck behind their data?
+    # shellcheck disable=SC2086
+    timeout 60 $NEAR "$BG" client "unix:$T/exp-b.sock" --conns "$NCH" --seconds 3 --warmup 0.2 >/dev/null 2>&1 &
+    BGP=$!
+    sleep 0.5
+    # shellcheck disable=SC2086
+    HOL=$(timeout 60 $NEAR "$BG" client "unix:$T/exp-b.sock" --rr 500 2>>"$T/client.log")
+    wait "$BGP"
     echo
     echo "2. $NCH streams at once (MB/s; fair share = aggregate / $NCH; min share = slowest / fair share;"
     echo "   the best run by aggregate, the worst min share over all $REPS runs):"
@@ -362,6 +370,8 @@ if [ "$NODES_UP" = 1 ] && want link16; then
     done
     [ $DISTURBED = 1 ] && echo "* disturbed by other processes (>= 15% of a CPU)"
     echo "   per channel (best run): $(field per_conn_mb_per_s "${MULTI_link:-}")"
+    echo "   a channel making QueryCapabilities calls while $NCH others stream on the link: p50 $(field p50_us "$HOL") us," \
+        "p99 $(field p99_us "$HOL") us (idle link: p50 ${P50_link_ab:--} us)"
     echo
     echo "targets ($NCH channels):"
     verdict "worst min share over the runs (slowest / fair share)" "${WORST_link:-}" ">=" 0.03125
