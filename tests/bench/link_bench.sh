@@ -74,12 +74,28 @@ start() { # name command...: in the background, output to $T/name.log; sets LAST
     PIDS="$PIDS $LASTPID"
 }
 
-stop() { # pid
-    kill "$1" 2>/dev/null
+stop() { # pid...: TERM, then KILL what is left after 3 s
+    for p in "$@"; do kill "$p" 2>/dev/null; done
     i=0
-    while kill -0 "$1" 2>/dev/null && [ $i -lt 30 ]; do sleep 0.1; i=$((i + 1)); done
-    kill -9 "$1" 2>/dev/null
-    wait "$1" 2>/dev/null
+    while [ $i -lt 30 ]; do
+        alive=0
+        for p in "$@"; do kill -0 "$p" 2>/dev/null && alive=1; done
+        [ $alive = 0 ] && break
+        sleep 0.1
+        i=$((i + 1))
+    done
+    for p in "$@"; do
+        kill -9 "$p" 2>/dev/null
+        wait "$p" 2>/dev/null
+    done
+}
+
+T_START=$(date +%s)
+T_ROW=$T_START
+took() { # prints how long the row took (a run must stay within a few minutes)
+    t=$(date +%s)
+    echo "   (this row: $((t - T_ROW)) s; total so far $((t - T_START)) s)"
+    T_ROW=$t
 }
 
 want() { [ -z "$ONLY" ] || case " $ONLY " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
@@ -297,6 +313,7 @@ if [ "$NODES_UP" = 1 ] && want link1; then
         "$(ratio "${BN_link_ab:-}" "${BN_link_db:-}")x per busiest-node CPU)"
     echo "  (latency, no target: p50 link A->B ${P50_link_ab:--} us vs plain TLS ${P50_tls_b:--} us;" \
         "B->A ${P50_link_ba:--} us vs ${P50_tls_a:--} us)"
+    took
 
     if [ "${BENCH_PERF:-0}" = 1 ] && command -v perf >/dev/null 2>&1; then
         # where the link's CPU goes: both nodes profiled during one 3 s link A->B stream
@@ -379,6 +396,7 @@ if [ "$NODES_UP" = 1 ] && want link16; then
     if [ -n "$one" ]; then
         echo "  (aggregate of $NCH channels / one channel: $(ratio "$(field mb_per_s "${MULTI_link:-}")" "$one")x, no target)"
     fi
+    took
 fi
 
 # ---------------------------------------------------------------- row 3: restore -> flowing
@@ -458,13 +476,13 @@ if [ "$NODES_UP" = 1 ] && want restore; then
             echo "  node C: $(grep -c 'link nodeb down' "$T/nodec.log") link losses, $(grep -c 'link nodeb resumed' "$T/nodec.log")" \
                 "resumptions"
             stop "$CL"
+            took
         else
             echo
             echo "3. restore: node C did not link to B through the relay:"
             tail -n 10 "$T/nodec.log" "$T/relay.log"
         fi
-        stop "$NC"
-        stop "$RL"
+        stop "$NC" "$RL"
     fi
 fi
 
@@ -474,7 +492,7 @@ fi
 # `tracectl record --all -t Ns` through fed1 against four `tracectl --node X record -t Ns` one
 # after the other (each through fed1, as a user would record each node).
 if want federated; then
-    [ "$NODES_UP" = 1 ] && for p in $NA $NB $ND $SRV_A $SRV_B; do stop "$p"; done
+    [ "$NODES_UP" = 1 ] && stop "$NA" "$NB" "$ND" "$SRV_A" "$SRV_B"
     FEDOK=1
     PEERS=""
     for n in fed2 fed3 fed4; do
@@ -557,6 +575,7 @@ if want federated; then
         verdict "federated wall time / 4 sequential records" "$(ratio "$FED_BEST" "$SEQ_BEST")" "<" 0.5
         verdict "federated wall time - record duration (s of overhead)" \
             "$(awk "BEGIN{if (\"$FED_BEST\" != \"\") printf \"%.2f\", ${FED_BEST:-0} - $FED_SECS}")" "<" 1.0
+        took
     fi
 fi
 exit 0
