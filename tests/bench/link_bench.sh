@@ -1,7 +1,8 @@
 #!/bin/sh
 # link_bench.sh: gateway-to-gateway links (docs/links.md) measured in one run, on loopback:
-#   1. one channel over a TLS link vs a plain TLS stream of the same frames (MB/s; p50/p99 of
-#      request/reply calls), for a channel opened by the dialer (A->B) and by the acceptor (B->A)
+#   1. one channel over a TLS link vs a plain TLS stream of the same frames (MB/s, and MB/s per
+#      CPU-second of the busiest node; p50/p99 of request/reply calls), for a channel opened by the
+#      dialer (A->B) and by the acceptor (B->A); and over an h2c link vs plain TCP
 #   2. 16 channels sharing one link: aggregate MB/s and the slowest channel's share
 #   3. link restore -> first reply on an open channel, through a relay that cuts and restores
 #   4. a federated record of 4 nodes vs 4 records one after the other (wall time)
