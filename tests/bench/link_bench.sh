@@ -91,6 +91,22 @@ stop() { # pid...: TERM, then KILL what is left after 3 s
     done
 }
 
+# nodes_check NAME=PID...: says which node died during a row (a crash is a bug worth reporting)
+nodes_check() {
+    for np in "$@"; do
+        nn=${np%%=*}
+        pp=${np#*=}
+        if [ -n "$pp" ] && ! kill -0 "$pp" 2>/dev/null; then
+            wait "$pp" 2>/dev/null
+            rc=$?
+            how="exit status $rc"
+            [ $rc -gt 128 ] && how="killed by signal $((rc - 128))"
+            echo "   !! $nn (pid $pp) is gone ($how): the rows after it cannot run; the end of its log:"
+            tail -n 8 "$T/$nn.log" | sed 's/^/      /'
+        fi
+    done
+}
+
 T_START=$(date +%s)
 T_ROW=$T_START
 took() { # prints how long the row took (a run must stay within a few minutes)
@@ -314,6 +330,7 @@ if [ "$NODES_UP" = 1 ] && want link1; then
         "$(ratio "${BN_link_ab:-}" "${BN_link_db:-}")x per busiest-node CPU)"
     echo "  (latency, no target: p50 link A->B ${P50_link_ab:--} us vs plain TLS ${P50_tls_b:--} us;" \
         "B->A ${P50_link_ba:--} us vs ${P50_tls_a:--} us)"
+    nodes_check "nodea=$NA" "nodeb=$NB" "noded=$ND"
     took
 
     if [ "${BENCH_PERF:-0}" = 1 ] && command -v perf >/dev/null 2>&1; then
@@ -388,15 +405,17 @@ if [ "$NODES_UP" = 1 ] && want link16; then
     done
     [ $DISTURBED = 1 ] && echo "* disturbed by other processes (>= 15% of a CPU)"
     echo "   per channel (best run): $(field per_conn_mb_per_s "${MULTI_link:-}")"
-    echo "   a channel making QueryCapabilities calls while $NCH others stream on the link: p50 $(field p50_us "$HOL") us," \
+    hp50=$(field p50_us "$HOL")
+    echo "   a channel making QueryCapabilities calls while $NCH others stream on the link: p50 ${hp50:--} us," \
         "p99 $(field p99_us "$HOL") us (idle link: p50 ${P50_link_ab:--} us)"
     echo
     echo "targets ($NCH channels):"
     verdict "worst min share over the runs (slowest / fair share)" "${WORST_link:-}" ">=" 0.03125
     one=${MB_link_ab:-}
-    if [ -n "$one" ]; then
+    if [ -n "$one" ] && [ -n "$(field mb_per_s "${MULTI_link:-}")" ]; then
         echo "  (aggregate of $NCH channels / one channel: $(ratio "$(field mb_per_s "${MULTI_link:-}")" "$one")x, no target)"
     fi
+    nodes_check "nodea=$NA" "nodeb=$NB"
     took
 fi
 
@@ -473,6 +492,7 @@ if [ "$NODES_UP" = 1 ] && want restore; then
                 eval "BEST_$mode=\${best:-}"
             done
             kill -0 "$CL" 2>/dev/null || echo "  the client's channel failed: $(tail -n 2 "$T/stalls.log")"
+            nodes_check "nodeb=$NB" "nodec=$NC"
             echo "  ('none': no reply within 15 s of the restore: the channel stalled)"
             echo "  node C: $(grep -c 'link nodeb down' "$T/nodec.log") link losses, $(grep -c 'link nodeb resumed' "$T/nodec.log")" \
                 "resumptions"
