@@ -3,7 +3,9 @@
  * inbound channels handed to the gateway, routing for the bridge, and the node list
  * (see fleet.h, docs/link-protocol.md). */
 #include "fleet.h"
+#include "fd_splice.h"
 #include "fleet_fanout.h"
+#include "gw_adb_target.h"
 #include "gw_identity.h"
 
 #include <arpa/inet.h>
@@ -72,17 +74,36 @@ struct tg_fleet {
     size_t n_listeners;
     struct tg_link *links;
     struct link_conn *stdio_conn;
+    struct link_conn **conns;  /* every link connection made or accepted, until freed */
+    size_t n_conns, cap_conns;
     pthread_mutex_t status_mu;
     char *status_json;
     char *metrics_text; /* the fleet's /metrics families, rebuilt with status_json */
     uint64_t started_unix;
     struct tg_fanout *fanout; /* federated sessions (@all, @a,b) */
+    struct tg_gw_adb_target *adb; /* this node's ADB server, for ADB channels (NULL: none) */
 };
 
 struct event_base *tg_fleet_base(struct tg_fleet *f) { return f->base; }
 struct tg_gw *tg_fleet_gw(struct tg_fleet *f) { return f->gw; }
 const char *tg_fleet_node_name(const struct tg_fleet *f) { return f->name; }
 const struct tg_fleet_config *tg_fleet_config_of(const struct tg_fleet *f) { return &f->cfg; }
+
+/* Remembers a connection so tg_fleet_free can free it even when no link holds it (accepted and
+ * waiting for its control stream, or lost and waiting to be freed). Returns 0 or -1. */
+static int track_conn(struct tg_fleet *f, struct link_conn *c)
+{
+    if (f->n_conns == f->cap_conns) {
+        size_t cap = f->cap_conns ? f->cap_conns * 2 : 16;
+        struct link_conn **n = realloc(f->conns, cap * sizeof *n);
+        if (!n)
+            return -1;
+        f->conns = n;
+        f->cap_conns = cap;
+    }
+    f->conns[f->n_conns++] = c;
+    return 0;
+}
 
 /* ------------------------------------------------------------ the node list */
 
@@ -445,6 +466,76 @@ int tg_fleet_connect(void *fleet, const char *node, int producer, const struct t
 
 /* ------------------------------------------------------------ inbound channels */
 
+/* An ADB channel: the link's roles must hold adb (a shell on every attached device); the stream
+ * goes to our ADB server, or one hop on to the node named in the path. */
+static int accept_adb(struct tg_fleet *f, struct tg_link *l, struct link_channel *ch, int fd,
+                      const struct tg_gw_client_info *info)
+{
+    char err[160] = "";
+    int status = 0, tfd = -1;
+    if (!(l->roles & (TG_GW_ROLE_ADB | TG_GW_ROLE_ADMIN))) {
+        status = 403;
+        snprintf(err, sizeof err, "the link's roles do not include adb (--link-roles)");
+    } else if ((tfd = tg_fleet_adb_connect(f, ch->node, info, err, sizeof err)) < 0) {
+        status = 502;
+    } else if (tg_fd_splice(f->base, fd, tfd, 256 * 1024, info->principal) != 0) {
+        tg_warn(LOG, "link %s: ADB channel %llx: out of memory", l->peer_name, (unsigned long long)ch->id);
+        return 503; /* the splice closed both */
+    }
+    if (status) {
+        tg_warn(LOG, "link %s: refused an ADB channel to %s for %s: %s", l->peer_name, ch->node, info->principal, err);
+        close(fd);
+        return status;
+    }
+    tg_info(LOG, "link %s: ADB channel %llx to %s for %s", l->peer_name, (unsigned long long)ch->id, ch->node,
+            info->principal);
+    return 0;
+}
+
+int tg_fleet_adb_connect(void *fleet, const char *node, const struct tg_gw_client_info *who, char *err, size_t errlen)
+{
+    struct tg_fleet *f = fleet;
+    if (!node[0] || !strcmp(node, f->name)) {
+        if (!f->adb) {
+            snprintf(err, errlen, "node %s has no ADB server configured", f->name);
+            return -1;
+        }
+        return tg_gw_adb_target_open(f->adb, "", who, err, errlen);
+    }
+    if (raw_by_name(f, node)) {
+        snprintf(err, errlen, "node %s is a raw Perfetto endpoint: no ADB server behind it", node);
+        return -1;
+    }
+    struct tg_link *l = route(f, node);
+    if (!l) {
+        snprintf(err, errlen, "no node %s here", node);
+        return -1;
+    }
+    int fd = -1;
+    struct link_channel *ch =
+        tg_link_channel_new(l, 0, node, LINK_KIND_ADB, who ? who->principal : "", 0, &fd);
+    if (!ch) {
+        snprintf(err, errlen, "cannot create a channel to %s", node);
+        return -1;
+    }
+    if ((l->dialer ? tg_link_submit_channel(l, ch) : tg_link_send_open(l, ch)) != 0) {
+        tg_link_channel_free(ch);
+        close(fd);
+        snprintf(err, errlen, "cannot open a channel to %s", node);
+        return -1;
+    }
+    tg_info(LOG, "link %s: ADB channel %llx to %s for %s", l->peer_name, (unsigned long long)ch->id, node,
+            ch->principal[0] ? ch->principal : "-");
+    return fd;
+}
+
+int tg_fleet_set_adb(struct tg_fleet *f, const struct tg_addr *server, const char *text)
+{
+    tg_gw_adb_target_free(f->adb);
+    f->adb = server ? tg_gw_adb_target_new(server, text, f->name) : NULL;
+    return server && !f->adb ? -1 : 0;
+}
+
 int tg_fleet_accept_channel(struct tg_fleet *f, struct tg_link *l, struct link_channel *ch, int fd)
 {
     struct tg_gw_client_info info;
@@ -462,6 +553,8 @@ int tg_fleet_accept_channel(struct tg_fleet *f, struct tg_link *l, struct link_c
              ch->principal[0] ? ch->principal : "-");
     if (strcmp(ch->node, f->name) != 0)
         snprintf(info.node, sizeof info.node, "%s", ch->node);
+    if (ch->producer == LINK_KIND_ADB)
+        return accept_adb(f, l, ch, fd, &info);
     struct tg_conn_opts o;
     tg_gw_client_conn_opts(f->gw, &o);
     o.no_fd_passing = 1;
@@ -571,7 +664,8 @@ void tg_link_start_dial(struct tg_link *l)
     if (l->state == LINK_UP || l->state == LINK_CLOSED || l->conn)
         return;
     struct link_conn *c = tg_link_conn_new(f, l, 1);
-    if (!c) {
+    if (!c || track_conn(f, c) != 0) {
+        tg_link_conn_free(c);
         dial_failed(l, "out of memory");
         return;
     }
@@ -714,6 +808,11 @@ static int ip_is_loopback(const struct sockaddr_storage *ss)
 
 void tg_fleet_conn_gone(struct tg_fleet *f, struct link_conn *c)
 {
+    for (size_t i = 0; i < f->n_conns; i++)
+        if (f->conns[i] == c) {
+            f->conns[i] = f->conns[--f->n_conns];
+            break;
+        }
     if (c->admitted) {
         c->admitted = 0;
         tg_gw_client_gone(f->gw, &c->ainfo, NULL, 1);
@@ -725,56 +824,72 @@ void tg_fleet_conn_gone(struct tg_fleet *f, struct link_conn *c)
     }
 }
 
+/* One accepted link connection: limits before anything is spent on it, the uid of a local
+ * peer, then the transport (TLS or h2c) as the HTTP/2 acceptor. Takes fd. */
+static int accept_link(struct tg_fleet *f, int fd, struct tg_tls_server *tls, const char *where, char *err,
+                       size_t errlen)
+{
+    struct link_conn *c = tg_link_conn_new(f, NULL, 0);
+    if (!c || track_conn(f, c) != 0) {
+        tg_link_conn_free(c);
+        close(fd);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    struct tg_gw_client_info *ai = &c->ainfo;
+    ai->transport = TG_GW_T_LINK;
+    struct tg_peer_cred cred;
+    {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        char ip[64] = "?";
+        unsigned port = 0;
+        if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) {
+            ai->loopback = ip_is_loopback(&ss);
+            format_ip(&ss, ip, sizeof ip, &port);
+        }
+        snprintf(ai->source, sizeof ai->source, "%s", ip);
+        snprintf(ai->peer, sizeof ai->peer, "link %s:%u", ip, port);
+    }
+    const char *label, *why;
+    if (tg_gw_admit(f->gw, ai, &label, &why) != 0) {
+        tg_gw_count_rejected(f->gw, label);
+        tg_warn(LOG, "%s: refused a link connection from %s: %s", where, ai->source, why);
+        close(fd);
+        tg_link_conn_free(c);
+        snprintf(err, errlen, "%s", why);
+        return -1;
+    }
+    c->admitted = 1;
+    if (ai->loopback && tg_peer_cred_of(fd, &cred) == 0 && (cred.uid == 0 || cred.uid == geteuid())) {
+        snprintf(c->auth_principal, sizeof c->auth_principal, "uid:%u", (unsigned)cred.uid);
+        c->auth_roles = TG_GW_ROLE_LINK;
+    }
+    int hs = (int)(f->cfg.handshake_timeout_ms ? f->cfg.handshake_timeout_ms : 10000);
+    c->tr = tg_link_tr_accept(f->base, fd, tls, hs, &tg_link_conn_tr_cbs, c, err, errlen);
+    if (!c->tr) {
+        tg_warn(LOG, "%s: %s", where, err);
+        tg_link_conn_free(c);
+        return -1;
+    }
+    return 0;
+}
+
+int tg_fleet_accept_link_fd(struct tg_fleet *f, int fd, char *err, size_t errlen)
+{
+    return accept_link(f, fd, NULL, "link socket", err, errlen);
+}
+
 static void listener_accept_cb(evutil_socket_t lfd, short what, void *arg)
 {
     (void)what;
     struct link_listener *ll = arg;
-    struct tg_fleet *f = ll->f;
     for (int i = 0; i < 32; i++) {
         int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
             return;
-        struct link_conn *c = tg_link_conn_new(f, NULL, 0);
-        if (!c) {
-            close(fd);
-            continue;
-        }
-        /* limits before anything is spent on it */
-        struct tg_gw_client_info *ai = &c->ainfo;
-        ai->transport = TG_GW_T_LINK;
-        struct tg_peer_cred cred;
-        {
-            struct sockaddr_storage ss;
-            socklen_t sl = sizeof ss;
-            char ip[64] = "?";
-            unsigned port = 0;
-            if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) {
-                ai->loopback = ip_is_loopback(&ss);
-                format_ip(&ss, ip, sizeof ip, &port);
-            }
-            snprintf(ai->source, sizeof ai->source, "%s", ip);
-            snprintf(ai->peer, sizeof ai->peer, "link %s:%u", ip, port);
-        }
-        const char *label, *why;
-        if (tg_gw_admit(f->gw, ai, &label, &why) != 0) {
-            tg_gw_count_rejected(f->gw, label);
-            tg_warn(LOG, "%s: refused a link connection from %s: %s", ll->bound, ai->source, why);
-            close(fd);
-            tg_link_conn_free(c);
-            continue;
-        }
-        c->admitted = 1;
-        if (ai->loopback && tg_peer_cred_of(fd, &cred) == 0 && (cred.uid == 0 || cred.uid == geteuid())) {
-            snprintf(c->auth_principal, sizeof c->auth_principal, "uid:%u", (unsigned)cred.uid);
-            c->auth_roles = TG_GW_ROLE_LINK;
-        }
         char err[256];
-        int hs = (int)(f->cfg.handshake_timeout_ms ? f->cfg.handshake_timeout_ms : 10000);
-        c->tr = tg_link_tr_accept(f->base, fd, ll->tls, hs, &tg_link_conn_tr_cbs, c, err, sizeof err);
-        if (!c->tr) {
-            tg_warn(LOG, "%s: %s", ll->bound, err);
-            tg_link_conn_free(c);
-        }
+        accept_link(ll->f, fd, ll->tls, ll->bound, err, sizeof err);
     }
 }
 
@@ -971,11 +1086,11 @@ struct tg_fleet *tg_fleet_new(struct event_base *base, struct tg_gw *gw, const s
     }
     if (cfg->link_stdio) {
         struct link_conn *c = tg_link_conn_new(f, NULL, 0);
-        char e2[256];
-        if (c)
+        char e2[256] = "out of memory";
+        if (c && track_conn(f, c) == 0)
             c->tr = tg_link_tr_stdio(base, &tg_link_conn_tr_cbs, c, e2, sizeof e2);
         if (!c || !c->tr) {
-            snprintf(err, errlen, "link-stdio: %s", c ? e2 : "out of memory");
+            snprintf(err, errlen, "link-stdio: %s", e2);
             tg_link_conn_free(c);
             tg_fleet_free(f);
             return NULL;
@@ -1015,6 +1130,19 @@ void tg_fleet_free(struct tg_fleet *f)
     }
     tg_fanout_free(f->fanout);
     f->fanout = NULL;
+    tg_gw_adb_target_free(f->adb);
+    f->adb = NULL;
+    /* connections no link holds: accepted ones still before their control stream, lost ones
+     * waiting for their deferred free (they point at the fleet, and maybe at a link) */
+    for (size_t i = f->n_conns; i-- > 0;) {
+        if (i >= f->n_conns)
+            continue;
+        struct link_conn *c = f->conns[i];
+        if (c->link && (c->link->conn == c || c->link->dialing == c))
+            continue;
+        c->link = NULL;
+        tg_link_conn_free(c);
+    }
     while (f->links) {
         struct tg_link *l = f->links;
         f->links = l->next;
@@ -1033,10 +1161,9 @@ void tg_fleet_free(struct tg_fleet *f)
         if (f->listeners[i].tls)
             tg_tls_server_free(f->listeners[i].tls);
     }
-    if (f->stdio_conn && !f->stdio_conn->link)
-        tg_link_conn_free(f->stdio_conn);
     if (f->dns)
         evdns_base_free(f->dns, 0);
+    free(f->conns);
     free(f->peers);
     free(f->raw);
     free(f->status_json);

@@ -188,6 +188,12 @@ int tg_gw_upstream_healthy(struct tg_gw *gw)
     return any;
 }
 
+const char *tg_gw_port_target(struct tg_gw *gw, enum tg_gw_port port)
+{
+    struct tg_gw_upstream *u = tg_gw_upstream_for(gw, port);
+    return u ? tg_gw_upstream_describe(u) : NULL;
+}
+
 char *tg_gw_metrics_text(struct tg_gw *gw)
 {
     tg_gw_metrics_set_upstream_healthy(gw->metrics, tg_gw_upstream_healthy(gw));

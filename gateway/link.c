@@ -61,11 +61,18 @@ void tg_link_conn_flush(struct link_conn *c)
 {
     if (!c || !c->h2 || c->dead)
         return;
+    /* nghttp2 must not be re-entered from its own callbacks (mem_send inside mem_recv or
+     * mem_send): what they submit goes out when the outermost call flushes (tr_read ends with a
+     * flush, and this loop runs until nghttp2 has nothing more) */
+    if (c->in_callback)
+        return;
     struct evbuffer *out = tg_link_tr_output(c->tr);
+    c->in_callback = 1;
     while (evbuffer_get_length(out) < OUT_HIGH) {
         const uint8_t *data;
         ssize_t n = nghttp2_session_mem_send(c->h2, &data);
         if (n < 0) {
+            c->in_callback = 0;
             conn_lost(c, nghttp2_strerror((int)n));
             return;
         }
@@ -75,6 +82,9 @@ void tg_link_conn_flush(struct link_conn *c)
         if (c->link)
             c->link->bytes_out += (uint64_t)n;
     }
+    c->in_callback = 0;
+    if (c->dead)
+        return;
     if (!nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2) && evbuffer_get_length(out) == 0)
         conn_lost(c, "the HTTP/2 session ended");
 }
@@ -833,7 +843,7 @@ static void accept_channel(struct link_conn *c, int32_t sid, struct stream_ctx *
         return;
     }
     if (tg_link_parse_path(x->path, strlen(x->path), node, sizeof node, &producer) != 0) {
-        refuse(c, sid, 400, "bad :path (want /node/NAME/consumer or /node/NAME/producer)");
+        refuse(c, sid, 400, "bad :path (want /node/NAME/consumer, /node/NAME/producer or /node/NAME/adb)");
         return;
     }
     struct link_channel *ch = tg_link_channel_find(l, id);
@@ -1025,11 +1035,8 @@ static int on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t sid, const u
         return 0;
     }
     if (x && x->kind == STREAM_CHANNEL && x->ch) {
-        if (tg_link_channel_on_data(x->ch, data, len) != 0) {
-            struct link_channel *ch = x->ch;
-            nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, sid, NGHTTP2_PROTOCOL_ERROR);
-            tg_link_channel_abort(ch, "protocol error in the channel's records");
-        }
+        if (tg_link_channel_on_data(x->ch, data, len) != 0 && x->ch)
+            tg_link_channel_reset(x->ch, "protocol error in the channel's records", NGHTTP2_PROTOCOL_ERROR);
         return 0;
     }
     nghttp2_session_consume(s, sid, len); /* a stream we do not keep: drop its bytes */
@@ -1126,7 +1133,9 @@ static void tr_read(void *arg, struct evbuffer *in)
         struct evbuffer_iovec v;
         if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
             break;
+        c->in_callback = 1;
         ssize_t n = nghttp2_session_mem_recv(c->h2, v.iov_base, v.iov_len);
+        c->in_callback = 0;
         if (n < 0) {
             conn_lost(c, nghttp2_strerror((int)n));
             return;
@@ -1212,7 +1221,7 @@ int tg_link_submit_channel(struct tg_link *l, struct link_channel *ch)
     if (!c || !c->dialer || l->state != LINK_UP)
         return 0; /* opened when the link is up */
     char path[96], id[24], rcv[24];
-    snprintf(path, sizeof path, "/node/%s/%s", ch->node, ch->producer ? "producer" : "consumer");
+    snprintf(path, sizeof path, "/node/%s/%s", ch->node, link_kind_name(ch->producer));
     snprintf(id, sizeof id, "%" PRIx64, ch->id);
     snprintf(rcv, sizeof rcv, "%" PRIu64, ch->rx_count);
     const char *scheme = c->tinfo.tls ? "https" : "http";
@@ -1269,7 +1278,7 @@ int tg_link_send_open(struct tg_link *l, struct link_channel *ch)
     if (!l->conn || l->state != LINK_UP)
         return 0;
     char path[96];
-    snprintf(path, sizeof path, "/node/%s/%s", ch->node, ch->producer ? "producer" : "consumer");
+    snprintf(path, sizeof path, "/node/%s/%s", ch->node, link_kind_name(ch->producer));
     Tracegate__Link__Open o = TRACEGATE__LINK__OPEN__INIT;
     o.has_channel_id = 1;
     o.channel_id = ch->id;

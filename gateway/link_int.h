@@ -47,7 +47,7 @@ struct link_conn {
     struct evbuffer *ctl_tx, *ctl_rx;
     int ctl_open;              /* the control request was answered 200 (dialer) / accepted (acceptor) */
     int dead;
-    int in_callback;           /* nghttp2 is calling us: defer frees */
+    int in_callback;           /* inside nghttp2_session_mem_recv/mem_send: flushing waits for the outer call */
     struct event *hello_ev;    /* acceptor: absolute deadline for the control stream */
     struct event *free_ev;
     struct stream_ctx *streams;
@@ -139,11 +139,21 @@ int tg_link_submit_channel(struct tg_link *l, struct link_channel *ch);
 int tg_link_clock_offset(const struct tg_link *l, int64_t *offset_ns);
 
 /* ---- link_channel.c ---- */
+/* Channel kinds (struct link_channel.producer): an IPC connection to the consumer or producer
+ * port, or a raw byte stream to the node's ADB server (IPC records then carry any bytes). */
+#define LINK_KIND_CONSUMER 0
+#define LINK_KIND_PRODUCER 1
+#define LINK_KIND_ADB 2
+static inline const char *link_kind_name(int kind)
+{
+    return kind == LINK_KIND_ADB ? "adb" : kind == LINK_KIND_PRODUCER ? "producer" : "consumer";
+}
+
 struct link_channel {
     struct tg_link *link;
     struct link_channel *next, *prev;
     uint64_t id;
-    int producer;
+    int producer;             /* the kind: LINK_KIND_CONSUMER, _PRODUCER or _ADB */
     char node[64];            /* the target node named in the path */
     char principal[160];      /* who is behind it on the opening node */
     int inbound;              /* the local side is a gateway client (we accepted the channel) */
@@ -153,10 +163,13 @@ struct link_channel {
     /* to the peer */
     struct evbuffer *unacked; /* encoded records not acknowledged yet */
     size_t tx_off;            /* bytes of unacked handed to nghttp2 on the current stream */
+    size_t tx_next;           /* records of unacked handed out whole on the current stream */
+    size_t tx_rec_left;       /* bytes of record tx_next still to hand out (0: at a record boundary) */
     uint32_t *rec_len;        /* ring: encoded length of each unacked IPC record (attachment included) */
     size_t rec_head, rec_count, rec_cap;
     uint64_t tx_acked, tx_count;
     struct evbuffer *ack_out;
+    int ack_partial;          /* part of ack_out was handed out: append, never replace */
     int local_eof, eof_sent;
     /* from the peer */
     struct evbuffer *rx;
@@ -174,8 +187,10 @@ struct link_channel {
 struct link_channel *tg_link_channel_new(struct tg_link *l, uint64_t id, const char *node, int producer,
                                          const char *principal, int inbound, int *other_fd);
 void tg_link_channel_free(struct link_channel *ch);
-/* Closes the channel now (local peer sees EOF); reason logged. */
+/* Closes the channel now (local peer sees EOF); reason logged; its stream, if any, is reset with
+ * CANCEL (abort) or error_code (reset). The channel is freed before the RST_STREAM is sent. */
 void tg_link_channel_abort(struct link_channel *ch, const char *reason);
+void tg_link_channel_reset(struct link_channel *ch, const char *reason, uint32_t error_code);
 struct link_channel *tg_link_channel_find(struct tg_link *l, uint64_t id);
 /* Binds to an HTTP/2 stream; peer_received = what the peer said it got (resume), or 0. */
 void tg_link_channel_bind(struct link_channel *ch, int32_t sid, uint64_t peer_received);
