@@ -227,10 +227,10 @@ static void local_event_cb(struct bufferevent *bev, short what, void *arg)
             /* the local peer is gone (EPIPE, ECONNRESET): what the peer still sends can never be
              * delivered. Drop it and give its window back, or this stream's window stays closed,
              * the peer never finishes (no END_STREAM, the channel is never freed) and a dozen
-             * such channels hold the whole connection window: every channel of the link stalls. */
+             * such channels hold the whole connection window: every channel of the link stalls.
+             * (What already waits in the output stays there until the channel is freed: a socket
+             * bufferevent's output cannot be drained from outside.) */
             ch->local_gone = 1;
-            struct evbuffer *out = bufferevent_get_output(ch->local);
-            evbuffer_drain(out, evbuffer_get_length(out));
             consume(ch);
             event_active(ch->ack_ev, EV_TIMEOUT, 0); /* ack_cb: reset once the peer has our records */
         }
