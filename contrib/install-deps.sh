@@ -14,6 +14,7 @@ PKGS=(
   openssl socat stunnel4 websockify python3 procps iproute2 jq
   protobuf-compiler
   adb   # tests: a real ADB server for /adb (test_ws_adb.sh)
+  nftables openssh-server openssh-client util-linux   # tests: test_link_netns.sh (NAT), test_link_ssh.sh (sshd), setpriv
 )
 # browser tests (issue 4): chromium + node for playwright-core
 if [ "${TRACEGATE_BROWSER_DEPS:-0}" = "1" ]; then

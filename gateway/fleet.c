@@ -22,6 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "consumer_port.pb-c.h"
+#include "gw_bridge.h"
 #include "gw_core.h"
 #include "link_int.h"
 #include "link_wire.h"
@@ -88,6 +90,7 @@ struct event_base *tg_fleet_base(struct tg_fleet *f) { return f->base; }
 struct tg_gw *tg_fleet_gw(struct tg_fleet *f) { return f->gw; }
 const char *tg_fleet_node_name(const struct tg_fleet *f) { return f->name; }
 const struct tg_fleet_config *tg_fleet_config_of(const struct tg_fleet *f) { return &f->cfg; }
+const char *tg_fleet_peer_host(const struct tg_fleet_peer *p) { return p->host; }
 
 /* Remembers a connection so tg_fleet_free can free it even when no link holds it (accepted and
  * waiting for its control stream, or lost and waiting to be freed). Returns 0 or -1. */
@@ -563,6 +566,75 @@ int tg_fleet_accept_channel(struct tg_fleet *f, struct tg_link *l, struct link_c
         return 503;
     tg_gw_accept(f->gw, c, &info);
     return 0;
+}
+
+/* ------------------------------------------------------------ channels lost past the window */
+
+void tg_fleet_detach_key(const char *opener, uint64_t channel_id, char *key, size_t len)
+{
+    snprintf(key, len, "tracegate-link-%s-%llx", opener, (unsigned long long)channel_id);
+}
+
+struct lost_channel {
+    char key[128];
+};
+
+static void on_lost_detach_reply(struct tg_gw_session *s, int success, int has_more, const uint8_t *reply,
+                                 size_t len, void *arg)
+{
+    struct lost_channel *lc = arg;
+    (void)reply;
+    (void)len;
+    if (has_more)
+        return;
+    if (success)
+        tg_warn(LOG, "session %llu: its link is gone; the tracing session was detached with key \"%s\" and keeps "
+                     "running. Collect it with `tracectl --node NAME attach URL %s` once the link is back",
+                (unsigned long long)tg_gw_session_id(s), lc->key, lc->key);
+    else
+        tg_info(LOG, "session %llu: its link is gone and it owned no tracing session to keep",
+                (unsigned long long)tg_gw_session_id(s));
+    free(lc);
+    tg_gw_session_close(s, "the link did not come back within the resume window", 0);
+}
+
+void tg_fleet_detach_channel(struct tg_fleet *f, struct tg_link *l, struct link_channel *ch)
+{
+    if (!ch->inbound || ch->producer)
+        return;
+    char peer[128];
+    snprintf(peer, sizeof peer, "link(%s#%llx)", l->peer_name, (unsigned long long)ch->id);
+    struct tg_gw_session *s = f->gw->sessions;
+    for (; s; s = tg_gw_session_next(s)) {
+        const struct tg_gw_client_info *i = tg_gw_session_info(s);
+        if (i->transport == TG_GW_T_LINK && !strcmp(i->peer, peer))
+            break;
+    }
+    if (!s || !tg_gw_session_up(s))
+        return;
+    uint32_t sid = tg_gw_session_service_id(s, "ConsumerPort");
+    uint32_t mid = tg_gw_session_method_id(s, "ConsumerPort", "Detach");
+    struct lost_channel *lc = calloc(1, sizeof *lc);
+    if (!sid || !mid || !lc) {
+        free(lc);
+        return;
+    }
+    tg_fleet_detach_key(l->peer_name, ch->id, lc->key, sizeof lc->key);
+    Perfetto__Protos__DetachRequest dr = PERFETTO__PROTOS__DETACH_REQUEST__INIT;
+    dr.key = lc->key;
+    uint8_t buf[160];
+    size_t n = perfetto__protos__detach_request__get_packed_size(&dr);
+    if (n > sizeof buf) {
+        free(lc);
+        return;
+    }
+    perfetto__protos__detach_request__pack(&dr, buf);
+    /* the client's end closes now: hold its reads so the session lives until the reply */
+    tg_gw_session_hold_down(s, 1);
+    if (tg_gw_session_call_up(s, sid, mid, buf, n, -1, on_lost_detach_reply, lc) != 0) {
+        tg_gw_session_hold_down(s, 0);
+        free(lc);
+    }
 }
 
 /* ------------------------------------------------------------ authentication of links */
@@ -1161,6 +1233,7 @@ void tg_fleet_free(struct tg_fleet *f)
         if (f->listeners[i].tls)
             tg_tls_server_free(f->listeners[i].tls);
     }
+    tg_link_tr_orphans_free();
     if (f->dns)
         evdns_base_free(f->dns, 0);
     free(f->conns);

@@ -505,8 +505,19 @@ static void window_cb(evutil_socket_t fd, short what, void *arg)
     if (l->state != LINK_DOWN)
         return;
     tg_warn(LOG, "link %s: not back within the resume window; its channels close", l->peer_name);
-    while (l->channels)
-        tg_link_channel_abort(l->channels, "the link did not come back within the resume window");
+    while (l->channels) {
+        struct link_channel *ch = l->channels;
+        if (ch->inbound) {
+            tg_fleet_detach_channel(l->fleet, l, ch); /* a tracing session it owned here keeps running */
+        } else if (!ch->producer) {
+            char key[128];
+            tg_fleet_detach_key(tg_fleet_node_name(l->fleet), ch->id, key, sizeof key);
+            tg_warn(LOG, "link %s: channel %llx: if it owned a tracing session on %s, that node keeps it under key "
+                         "\"%s\" (tracectl --node %s attach URL %s)",
+                    l->peer_name, (unsigned long long)ch->id, ch->node, key, ch->node, key);
+        }
+        tg_link_channel_abort(ch, "the link did not come back within the resume window");
+    }
     l->has_id = 0;
     if (!l->dialer) {
         tg_fleet_remove_link(l->fleet, l);
@@ -582,10 +593,11 @@ static void conn_lost(struct link_conn *c, const char *why)
     } else if (l && l->dialing == c) {
         l->dialing = NULL;
         snprintf(l->last_error, sizeof l->last_error, "%s", why);
-        tg_info(LOG, "link to %s: %s", l->peer_name[0] ? l->peer_name : c->tinfo.peer, why);
+        tg_info(LOG, "link to %s: %s", l->peer_name[0] ? l->peer_name : c->tr ? tg_link_tr_peer(c->tr) : "?", why);
         tg_link_schedule_redial(l);
     } else if (!l) {
-        tg_info(LOG, "link connection from %s closed: %s", c->tinfo.peer, why);
+        /* before the transport was up, only the accept knows who it was */
+        tg_info(LOG, "link connection from %s closed: %s", c->tinfo.peer[0] ? c->tinfo.peer : c->ainfo.source, why);
     }
     /* free from the loop: we may be inside nghttp2 or a transport callback */
     if (c->hello_ev)
@@ -1169,6 +1181,16 @@ struct link_conn *tg_link_conn_new(struct tg_fleet *f, struct tg_link *link, int
     return c;
 }
 
+/* :authority of the dialer's requests: the peer as dialed. A transport to a child (ssh) names
+ * itself "ssh(pid N)" for the logs, which is no valid authority (the peer's nghttp2 resets the
+ * stream): there it is the host the ssh URL names. */
+static const char *link_authority(const struct link_conn *c)
+{
+    if (c->tinfo.stdio && c->link && c->link->peer)
+        return tg_fleet_peer_host(c->link->peer);
+    return c->tinfo.peer;
+}
+
 /* Dialer: the control request, once the acceptor allowed extended CONNECT. */
 void tg_link_send_control_request(struct link_conn *c)
 {
@@ -1179,7 +1201,7 @@ void tg_link_send_control_request(struct link_conn *c)
     if (cfg->link_token && !c->tinfo.stdio)
         snprintf(auth, sizeof auth, "Bearer %s", cfg->link_token);
     const char *scheme = c->tinfo.tls ? "https" : "http";
-    const char *authority = c->tinfo.peer;
+    const char *authority = link_authority(c);
     nghttp2_nv nv[9];
     size_t n = 0;
 #define NV(k, v) nv[n++] = (nghttp2_nv){(uint8_t *)(k), (uint8_t *)(v), sizeof(k) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE}
@@ -1232,7 +1254,7 @@ int tg_link_submit_channel(struct tg_link *l, struct link_channel *ch)
     NV(":protocol", "perfetto-ipc");
     NV(":scheme", scheme);
     NV(":path", path);
-    NV(":authority", c->tinfo.peer);
+    NV(":authority", link_authority(c));
     NV("tracegate-channel", id);
     if (ch->principal[0])
         NV("tracegate-principal", ch->principal);

@@ -222,10 +222,18 @@ int tg_fleet_can_route(struct tg_fleet *f, const char *name);
 unsigned tg_fleet_auth_link(struct tg_fleet *f, struct link_conn *c, const char *authorization, const char *node,
                             char *principal, size_t plen, int *status);
 const struct tg_fleet_config *tg_fleet_config_of(const struct tg_fleet *f);
+/* The host a --peer/--hub URL names (without user and port). */
+const char *tg_fleet_peer_host(const struct tg_fleet_peer *p);
 void tg_fleet_link_state_changed(struct tg_fleet *f, struct tg_link *l);
 /* Rebuilds the node list /api/status shows (a new RTT or clock reading). */
 void tg_fleet_refresh_status(struct tg_fleet *f);
 /* A connection is being freed: gives back its gateway slot; the end of --link-stdio ends us. */
 void tg_fleet_conn_gone(struct tg_fleet *f, struct link_conn *c);
+/* Past the resume window: a consumer channel this node accepted (its local end is a gateway
+ * client here) gets its tracing session Detached upstream with the key tg_fleet_detach_key()
+ * makes (logged), so it keeps running and can be collected when the link is back. */
+void tg_fleet_detach_channel(struct tg_fleet *f, struct tg_link *l, struct link_channel *ch);
+/* "tracegate-link-<opener node>-<channel id hex>". */
+void tg_fleet_detach_key(const char *opener, uint64_t channel_id, char *key, size_t len);
 
 #endif
