@@ -30,7 +30,7 @@ BG=$B/tests/bench/bench_gw
 GWD=$B/gateway/tracegated
 TC=$B/src/tracectl/tracectl
 DEMO=$B/src/demo/tracegate-demo
-RELAY=$S/tests/bench/link_relay.py
+RELAY=$S/tests/bench/cut_relay.py
 SECS=${BENCH_SECONDS:-1}
 REPS=${BENCH_REPS:-3}
 RR=${BENCH_RR:-2000}
@@ -420,7 +420,7 @@ if [ "$NODES_UP" = 1 ] && want link16; then
 fi
 
 # ---------------------------------------------------------------- row 3: restore -> flowing
-# node C dials B through link_relay.py; a client makes QueryCapabilities calls 1 ms apart on a
+# node C dials B through cut_relay.py; a client makes QueryCapabilities calls 1 ms apart on a
 # channel C->B (through C's export socket) the whole time. The relay cuts every connection and
 # restores after BENCH_CUT_MS: "pending" holds the redial C makes during the cut and forwards it
 # at restore (the time is TLS + HTTP/2 + link resumption + channel re-open + resend); "refused"

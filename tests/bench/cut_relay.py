@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""link_relay.py: a loopback TCP relay that link_bench.sh cuts and restores (docs/benchmarks.md).
+"""cut_relay.py: a loopback TCP relay that link_bench.sh cuts and restores (docs/benchmarks.md).
 
-    link_relay.py LISTEN_PORT TARGET_PORT
+    cut_relay.py LISTEN_PORT TARGET_PORT
 
 Relays every connection accepted on 127.0.0.1:LISTEN_PORT to 127.0.0.1:TARGET_PORT (one thread
 per direction). Signals:
@@ -12,7 +12,9 @@ per direction). Signals:
     SIGUSR2  restore: held connections are connected to the target, the listener reopened
     SIGTERM  exit
 Prints `ready`, `cut T`, `restore T` lines; T is time.monotonic() (CLOCK_MONOTONIC, the clock
-bench_gw's --stalls prints) taken when the state changed. Loopback only.
+bench_gw's --stalls prints) taken when the state changed. Loopback only. (The integration tests'
+relay, tests/integration/link_relay.py, is driven over a FIFO and refuses dials while cut; this
+one can also hold a redial pending, and stamps its changes for timing.)
 """
 import signal
 import socket
