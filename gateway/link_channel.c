@@ -85,9 +85,19 @@ static void queue_ack(struct link_channel *ch)
 
 static void ack_cb(evutil_socket_t fd, short what, void *arg)
 {
+    struct link_channel *ch = arg;
     (void)fd;
     (void)what;
-    queue_ack(arg);
+    if (ch->local_gone && ch->tx_acked == ch->tx_count) {
+        /* The local peer is gone and the peer has all our records: the channel is over. Waiting
+         * for the peer's END_STREAM can be forever: after our END_STREAM we cannot ACK, its
+         * unacked records reach LINK_CHANNEL_BUFFER, it stops reading its local socket, and a
+         * gateway bridge there (which stops reading a client that does not read its replies)
+         * never sees the end of the connection. */
+        tg_link_channel_abort(ch, "the local peer is gone");
+        return;
+    }
+    queue_ack(ch);
 }
 
 /* ---- the local socket ---- */
@@ -213,6 +223,17 @@ static void local_event_cb(struct bufferevent *bev, short what, void *arg)
             ch->local_eof = 1;
         }
         bufferevent_disable(ch->local, EV_READ);
+        if ((what & BEV_EVENT_ERROR) && !ch->local_gone) {
+            /* the local peer is gone (EPIPE, ECONNRESET): what the peer still sends can never be
+             * delivered. Drop it and give its window back, or this stream's window stays closed,
+             * the peer never finishes (no END_STREAM, the channel is never freed) and a dozen
+             * such channels hold the whole connection window: every channel of the link stalls.
+             * (What already waits in the output stays there until the channel is freed: a socket
+             * bufferevent's output cannot be drained from outside.) */
+            ch->local_gone = 1;
+            consume(ch);
+            event_active(ch->ack_ev, EV_TIMEOUT, 0); /* ack_cb: reset once the peer has our records */
+        }
         if (!ch->ever_bound && ch->link->state != LINK_UP) {
             tg_link_channel_abort(ch, "the local peer closed before the channel opened");
             return;
@@ -406,11 +427,16 @@ int tg_link_channel_on_data(struct link_channel *ch, const uint8_t *data, size_t
                 evbuffer_copyout(ch->rx, pre, pl);
                 tg_link_op_recv(ch, pre, pl, plen);
             }
-            evbuffer_remove_buffer(ch->rx, out, plen);
+            if (ch->local_gone) { /* nobody to deliver to (local_event_cb): dropped, consumed at once */
+                evbuffer_drain(ch->rx, plen);
+                immediate += (size_t)hl + plen;
+            } else {
+                evbuffer_remove_buffer(ch->rx, out, plen);
+                ch->unconsumed += (size_t)hl + plen;
+            }
             ch->rx_count++;
             ch->rx_since_ack_recs++;
             ch->rx_since_ack_bytes += plen;
-            ch->unconsumed += (size_t)hl + plen;
         } else if (type == TG_LINK_REC_ACK) {
             uint8_t pl[10];
             uint64_t v;
@@ -441,6 +467,8 @@ int tg_link_channel_on_data(struct link_channel *ch, const uint8_t *data, size_t
         struct timeval tv = {0, 20000};
         evtimer_add(ch->ack_ev, &tv);
     }
+    if (ch->local_gone)
+        event_active(ch->ack_ev, EV_TIMEOUT, 0); /* ack_cb: over once the peer has all our records */
     return 0;
 }
 

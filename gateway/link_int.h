@@ -176,6 +176,7 @@ struct link_channel {
     uint64_t rx_count, rx_acked_sent;
     size_t rx_since_ack_bytes, rx_since_ack_recs, unconsumed;
     int peer_eof;
+    int local_gone;           /* the local socket failed (its peer closed): the peer's data is dropped */
     struct event *ack_ev, *open_ev;
     struct stream_ctx *ctx;   /* of the bound stream (its ch points back), NULL when unbound */
     struct link_op op;        /* OnePath: the channel's span context, a pending attachment */

@@ -10,7 +10,9 @@
  * records or 64 KiB and when idle, and a partial record lost with the stream is not counted;
  * protocol errors; the 8 MiB send buffer stops reading the local socket and an ACK starts it
  * again; a local frame over 128 KiB closes the channel (also when found after an ACK, while the
- * channel is still processing the peer's data); end of stream in both directions. */
+ * channel is still processing the peer's data); end of stream in both directions; a local peer
+ * that is gone (its socket closed while the peer's records arrive): later records are dropped
+ * with their window given back at once, and the channel resets when the peer has all of ours. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,6 +24,7 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -734,8 +737,60 @@ static void test_end_of_stream(void **state)
     h_close(&h);
 }
 
+static int local_gone_noted(void *arg) { return ((struct h *)arg)->ch->local_gone; }
+
+/* The local peer closes its socket while the peer streams to it (a consumer leaving in the middle
+ * of ReadBuffers): the records it can no longer receive must not hold HTTP/2 window (a dozen such
+ * channels used to stall every channel of the link), and the channel must end although no
+ * END_STREAM will come (we cannot ACK after ours, so the peer stops at its 8 MiB buffer). */
+static void test_local_peer_gone(void **state)
+{
+    (void)state;
+    struct h h;
+    h_open(&h);
+    uint8_t req[64];
+    size_t rql = make_frame(req, 20, 0x42);
+    write_local(&h, req, rql); /* one request, still unacknowledged */
+    wait_tx_count(&h, 1);
+    struct evbuffer *out = evbuffer_new();
+    pull(&h, out, NULL);
+
+    uint8_t rec[1100];
+    uint8_t f[1000];
+    size_t fl = make_frame(f, 900, 0x11);
+    size_t hl = tg_link_rec_header(rec, TG_LINK_REC_IPC, fl);
+    memcpy(rec + hl, f, fl);
+    for (int i = 0; i < 4; i++) /* replies the local peer will never read */
+        assert_int_equal(feed(&h, rec, hl + fl), 0);
+    close(h.fd);
+    h.fd = -1;
+    for (int i = 0; i < 4; i++) /* more keep coming: writing them fails */
+        assert_int_equal(feed(&h, rec, hl + fl), 0);
+    assert_true(tg_test_run_until(g_base, local_gone_noted, &h, WAIT_MS));
+
+    /* from now on records are counted (and acknowledged) but dropped: no window is held */
+    size_t unconsumed = h.ch->unconsumed;
+    size_t queued = evbuffer_get_length(bufferevent_get_output(h.ch->local));
+    uint64_t rx = h.ch->rx_count;
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(feed(&h, rec, hl + fl), 0);
+    assert_int_equal(h.ch->unconsumed, unconsumed);
+    assert_int_equal(h.ch->rx_count, rx + 20);
+    assert_int_equal(evbuffer_get_length(bufferevent_get_output(h.ch->local)), queued);
+
+    /* our request is not acknowledged yet: the channel waits for it */
+    tg_test_run_until(g_base, NULL, NULL, 50);
+    assert_false(h_gone(&h));
+    /* the peer has it: nothing is left to do either way, the channel resets */
+    assert_int_equal(feed_ack(&h, 1), 0);
+    assert_true(tg_test_run_until(g_base, gone_cb, &h, WAIT_MS));
+    evbuffer_free(out);
+    h_close(&h);
+}
+
 int main(void)
 {
+    signal(SIGPIPE, SIG_IGN); /* as in tracegated: a closed local socket is an error, not a signal */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kept_until_acked),
         cmocka_unit_test(test_resend_after_resume),
@@ -747,6 +802,7 @@ int main(void)
         cmocka_unit_test(test_local_frame_too_big),
         cmocka_unit_test(test_bad_frame_found_after_ack),
         cmocka_unit_test(test_end_of_stream),
+        cmocka_unit_test(test_local_peer_gone),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
