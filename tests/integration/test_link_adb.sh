@@ -70,6 +70,18 @@ grep -q '^OKAY' "$T/devices.txt" || fail "no device list: $(cat "$T/devices.txt"
 grep -q "ADB channel .* to lab for node:laptop/" "$T/lab.log" || fail "lab did not log the ADB channel with its principal"
 echo "host:version and host:devices through /adb/lab (adb $WANT_VERSION)"
 
+# ---- tracectl nodes --adb: which nodes have an ADB server and what it sees (as adb devices does) ----
+tg_timeout 60 "$TRACECTL" nodes "ws://127.0.0.1:$LAPTOP_HP/traced" --adb >"$T/nodes-adb.txt" 2>&1 ||
+    fail "tracectl nodes --adb: $(cat "$T/nodes-adb.txt")"
+cat "$T/nodes-adb.txt"
+DEVICES=$(adb_p devices | sed -n '2,$p' | grep -c .)
+if [ "$DEVICES" -eq 0 ]; then
+    grep -q '^  lab  *adb: server up, no devices$' "$T/nodes-adb.txt" || fail "lab's ADB server is not shown"
+else
+    grep -q '^  lab  *adb: ' "$T/nodes-adb.txt" || fail "lab's devices are not shown"
+fi
+grep -q '^  laptop  *adb: ' "$T/nodes-adb.txt" || fail "laptop's ADB line is missing"
+
 # ---- the Perfetto UI's fixed target, plain /adb, sent on to lab with adb-node ----
 start laptop3 --http "127.0.0.1:@HP@" --peer "tcp://127.0.0.1:$LAB_LP" --adb-node lab
 wait_for 30 linked "$HP" lab || fail "laptop3's link did not come up"

@@ -47,6 +47,12 @@ static void test_roles_parse(void **state)
     assert_string_equal(tg_gw_role_name(TG_GW_ROLE_ADB), "adb");
     assert_false(tg_gw_acl_allows(TG_GW_ROLE_ADB, "ConsumerPort", "QueryServiceState"));
     assert_false(tg_gw_acl_allows(TG_GW_ROLE_ADB, "ProducerPort", "InitializeConnection"));
+    /* listing a node's ADB devices goes through its ADB server: the adb role, nothing less */
+    assert_true(tg_gw_acl_allows(TG_GW_ROLE_ADB, "TracegateFleet", "AdbDevices"));
+    assert_true(tg_gw_acl_allows(TG_GW_ROLE_ADMIN, "TracegateFleet", "AdbDevices"));
+    assert_false(tg_gw_acl_allows(TG_GW_ROLE_RECORDER | TG_GW_ROLE_OBSERVER | TG_GW_ROLE_PRODUCER, "TracegateFleet",
+                                  "AdbDevices"));
+    assert_true(tg_gw_acl_allows(TG_GW_ROLE_OBSERVER, "TracegateFleet", "ListNodes"));
     char buf[64];
     tg_gw_roles_format(TG_GW_ROLE_OBSERVER | TG_GW_ROLE_ADMIN, buf, sizeof buf);
     assert_string_equal(buf, "observer,admin");
