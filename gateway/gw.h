@@ -13,6 +13,7 @@
 #define TRACEGATE_GATEWAY_GW_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <sys/types.h>
 

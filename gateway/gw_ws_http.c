@@ -12,6 +12,7 @@
 
 #include "gw_adb.h"
 #include "gw_adb_target.h"
+#include "base/json_str.h"
 #include "gw_ws_int.h"
 #include "gw_ws_policy.h"
 #include "tracegate/log.h"
@@ -257,20 +258,6 @@ static int check_access(struct tg_gw_ws *ws, struct lws *wsi, enum tg_ws_route r
 
 /* ------------------------------------------------------------ /api/status routes */
 
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
 
 static void json_roles(FILE *f, unsigned roles)
 {
@@ -280,7 +267,7 @@ static void json_roles(FILE *f, unsigned roles)
         if (!(roles & bit))
             continue;
         fputs(first ? "" : ",", f);
-        json_str(f, tg_gw_role_name(bit));
+        tg_json_str(f, tg_gw_role_name(bit));
         first = 0;
     }
     fputc(']', f);
@@ -292,14 +279,14 @@ static void route(FILE *f, int *first, const char *path, const char *kind, int a
 {
     fputs(*first ? "{\"path\":" : ",{\"path\":", f);
     *first = 0;
-    json_str(f, path);
+    tg_json_str(f, path);
     fprintf(f, ",\"kind\":\"%s\",\"roles\":", kind);
     if (any)
         fputs("\"any\"", f);
     else
         json_roles(f, roles);
     fputs(",\"target\":", f);
-    json_str(f, target);
+    tg_json_str(f, target);
     fprintf(f, ",\"enabled\":%s}", enabled ? "true" : "false");
 }
 
