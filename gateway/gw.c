@@ -85,7 +85,7 @@ void tg_gw_client_conn_opts(struct tg_gw *gw, struct tg_conn_opts *o)
 
 /* ------------------------------------------------------------ accept */
 
-static const struct tg_conn_cbs k_null_cbs = {NULL, NULL, NULL};
+static const struct tg_conn_cbs k_null_cbs = {.on_frame = NULL};
 
 static void refuse(struct tg_gw *gw, tg_conn *down, const struct tg_gw_client_info *info, struct tg_gw_listener *l,
                    const char *label, const char *why)

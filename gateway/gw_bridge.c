@@ -296,6 +296,14 @@ int tg_gw_session_send_down(struct tg_gw_session *s, const uint8_t *body, size_t
     return 0;
 }
 
+static void after_send_up(struct tg_gw_session *s, tg_conn *up)
+{
+    if (tg_conn_is_congested(up)) {
+        s->down_pause |= P_PEER;
+        apply_pause(s);
+    }
+}
+
 int tg_gw_session_send_up(struct tg_gw_session *s, const uint8_t *body, size_t len, int fd)
 {
     tg_conn *up = tg_gw_session_ensure_up(s);
@@ -304,10 +312,32 @@ int tg_gw_session_send_up(struct tg_gw_session *s, const uint8_t *body, size_t l
     if (tg_conn_send(up, body, len, fd) != 0)
         return -1;
     tg_gw_metrics_traffic(s->gw->metrics, TG_GW_DIR_TO_SERVICE, 1, len + TG_FRAME_HEADER_SIZE);
-    if (tg_conn_is_congested(up)) {
-        s->down_pause |= P_PEER;
-        apply_pause(s);
-    }
+    after_send_up(s, up);
+    return 0;
+}
+
+/* The zero-copy variants: the frame `from` is offering (on_frame_head) goes to the other side's
+ * output by reference (tg_conn_forward_frame), with the same accounting and backpressure. */
+static int move_down(struct tg_gw_session *s, tg_conn *from, size_t len)
+{
+    if (!s->down || tg_conn_is_closing(s->down))
+        return -1;
+    if (tg_conn_forward_frame(from, s->down) != 0)
+        return -1;
+    tg_gw_metrics_traffic(s->gw->metrics, TG_GW_DIR_TO_CLIENT, 1, len + TG_FRAME_HEADER_SIZE);
+    after_send_down(s);
+    return 0;
+}
+
+static int move_up(struct tg_gw_session *s, tg_conn *from, size_t len)
+{
+    tg_conn *up = tg_gw_session_ensure_up(s);
+    if (!up || tg_conn_is_closing(up))
+        return -1;
+    if (tg_conn_forward_frame(from, up) != 0)
+        return -1;
+    tg_gw_metrics_traffic(s->gw->metrics, TG_GW_DIR_TO_SERVICE, 1, len + TG_FRAME_HEADER_SIZE);
+    after_send_up(s, up);
     return 0;
 }
 
@@ -454,10 +484,25 @@ static enum tg_gw_verdict run_up_filters(struct tg_gw_session *s, struct tg_gw_f
     return TG_GW_FORWARD;
 }
 
+/* Whether a filter of the session may read or keep this frame's bytes, so it must take the copying
+ * path. A filter without needs_body always gets them. */
+static int filters_need_body(struct tg_gw_session *s, const struct tg_frame_info *fi, int up)
+{
+    for (size_t i = 0; i < s->n_filt; i++) {
+        const struct filter_inst *fi_ = &s->filt[i];
+        if (up ? !fi_->f->on_up_frame : !fi_->f->on_down_frame)
+            continue;
+        if (!fi_->f->needs_body || fi_->f->needs_body(s, fi, up, fi_->ctx, fi_->state))
+            return 1;
+    }
+    return 0;
+}
+
 /* Runs the filters, then forwards the frame upstream. Consumes fd. Returns 1
- * if the frame went upstream. */
+ * if the frame went upstream. `from` != NULL: the frame is the one that
+ * connection offers, moved without its bytes at hand (body is NULL). */
 static int forward_up(struct tg_gw_session *s, const uint8_t *body, size_t len, const struct tg_frame_info *info,
-                      const char *svc, const char *method, int fd)
+                      const char *svc, const char *method, int fd, tg_conn *from)
 {
     struct tg_gw_frame f = {body, len, info, svc, method, fd, NULL};
     enum tg_gw_verdict v = s->n_filt ? run_down_filters(s, &f) : TG_GW_FORWARD;
@@ -470,7 +515,7 @@ static int forward_up(struct tg_gw_session *s, const uint8_t *body, size_t len, 
     }
     int sent = 0;
     if (v == TG_GW_FORWARD && !s->closing)
-        sent = tg_gw_session_send_up(s, body, len, fd) == 0;
+        sent = (from ? move_up(s, from, len) : tg_gw_session_send_up(s, body, len, fd)) == 0;
     if (fd >= 0)
         close(fd);
     return sent;
@@ -710,7 +755,7 @@ static void handle_bind(struct tg_gw_session *s, const uint8_t *body, size_t len
     memset(pb, 0, sizeof *pb);
     pb->rid = fi->request_id;
     snprintf(pb->name, sizeof pb->name, "%s", name);
-    if (!forward_up(s, body, len, fi, name, NULL, fd)) {
+    if (!forward_up(s, body, len, fi, name, NULL, fd, NULL)) {
         ssize_t i = find_bind(s, fi->request_id);
         if (i >= 0)
             remove_bind(s, (size_t)i);
@@ -733,7 +778,7 @@ static void deny_call(struct tg_gw_session *s, const struct tg_frame_info *fi, s
 }
 
 static void handle_invoke(struct tg_gw_session *s, const uint8_t *body, size_t len, const struct tg_frame_info *fi,
-                          int fd)
+                          int fd, tg_conn *from)
 {
     struct bound_svc *b = find_svc(s, fi->service_id);
     if (b && b->local) {
@@ -768,7 +813,7 @@ static void handle_invoke(struct tg_gw_session *s, const uint8_t *body, size_t l
     snprintf(svc, sizeof svc, "%s", b->name);
     snprintf(method, sizeof method, "%s", m->name);
     int metric = m->metric;
-    if (forward_up(s, body, len, fi, svc, method, fd) && !fi->drop_reply) {
+    if (forward_up(s, body, len, fi, svc, method, fd, from) && !fi->drop_reply) {
         struct pending_call *pc = push_call(s);
         if (pc) {
             pc->rid = fi->request_id;
@@ -793,15 +838,9 @@ static void rate_cb(evutil_socket_t fd, short what, void *arg)
     apply_pause(s);
 }
 
-static void on_down_frame(tg_conn *c, const uint8_t *body, size_t len, void *arg)
+/* A client frame arrived: activity and the message bucket. */
+static void down_arrived(struct tg_gw_session *s)
 {
-    struct tg_gw_session *s = arg;
-    int fd = tg_conn_is_unix(c) ? tg_conn_take_fd(c) : -1;
-    if (s->closing) {
-        if (fd >= 0)
-            close(fd);
-        return;
-    }
     uint64_t now = tg_gw_now_us();
     s->last_activity_us = now;
     if (!tg_gw_bucket_consume(&s->bucket, now)) {
@@ -812,6 +851,18 @@ static void on_down_frame(tg_conn *c, const uint8_t *body, size_t len, void *arg
         event_add(s->rate_ev, &tv);
         apply_pause(s);
     }
+}
+
+static void on_down_frame(tg_conn *c, const uint8_t *body, size_t len, void *arg)
+{
+    struct tg_gw_session *s = arg;
+    int fd = tg_conn_is_unix(c) ? tg_conn_take_fd(c) : -1;
+    if (s->closing) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    down_arrived(s);
     /* Strict and closed: the frame is forwarded only if the service cannot read it differently
      * (a repeated field, a scalar in another wire type, a second `msg` member or a field the
      * gateway does not know would each let the client show the ACL one frame and the service
@@ -849,7 +900,7 @@ static void on_down_frame(tg_conn *c, const uint8_t *body, size_t len, void *arg
         handle_bind(s, body, len, &fi, fd);
         return;
     case TG_MSG_INVOKE_METHOD:
-        handle_invoke(s, body, len, &fi, fd);
+        handle_invoke(s, body, len, &fi, fd, NULL);
         return;
     default:
         /* empty `msg`: the host would answer "unknown request"; so do we */
@@ -863,6 +914,49 @@ static void on_down_frame(tg_conn *c, const uint8_t *body, size_t len, void *arg
         send_request_error(s, fi.request_id, "unknown request");
         return;
     }
+}
+
+/* ------------------------------------------------------------ forwarding without copying */
+
+/* The bytes a frame's routing fields are read from when its body is not contiguous: every encoder
+ * writes the payload last, so a few dozen bytes decide; a frame they do not decide takes the
+ * copying path, which scans it whole. */
+#define PEEK_BYTES 512
+
+/* Offers the frame at the head of c's input to the zero-copy path: scanned from its first bytes
+ * (tg_frame_scan_prefix: the same strict checks, on the bytes at hand) and, when the bridge would
+ * forward it unchanged and nothing needs its bytes, moved to the other side by reference. Returns
+ * 0 (the copying path: on_frame gets it) when a check needs the whole frame, the frame is refused
+ * (the copying path gives the reason), carries an fd, or may be answered, rewritten or kept. */
+static int peek_scan(tg_conn *c, size_t len, unsigned flags, struct tg_frame_info *fi)
+{
+    if (tg_conn_has_fd(c))
+        return -1;
+    uint8_t scratch[PEEK_BYTES];
+    size_t avail;
+    const uint8_t *p = tg_conn_frame_peek(c, scratch, sizeof scratch, &avail);
+    return p && tg_frame_scan_prefix(p, avail, len, fi, flags) == 0 ? 0 : -1;
+}
+
+/* An InvokeMethod the client may make, of a method of a service bound upstream. */
+static int down_movable(struct tg_gw_session *s, const struct tg_frame_info *fi)
+{
+    if (fi->msg != TG_MSG_INVOKE_METHOD || (fi->request_id & TG_GW_PRIVATE_REQUEST_ID) || !s->info.roles)
+        return 0;
+    struct bound_svc *b = find_svc(s, fi->service_id);
+    struct method_ent *m = b && !b->local ? find_method(b, fi->method_id) : NULL;
+    return m && tg_gw_acl_allows(s->info.roles, b->name, m->name) && !filters_need_body(s, fi, 0);
+}
+
+static int on_down_head(tg_conn *c, size_t len, void *arg)
+{
+    struct tg_gw_session *s = arg;
+    struct tg_frame_info fi;
+    if (s->closing || peek_scan(c, len, TG_SCAN_CLOSED, &fi) != 0 || !down_movable(s, &fi))
+        return 0;
+    down_arrived(s);
+    handle_invoke(s, NULL, len, &fi, -1, c);
+    return 1;
 }
 
 /* ------------------------------------------------------------ upstream frames */
@@ -1016,10 +1110,9 @@ static void route_private(struct tg_gw_session *s, const struct tg_frame_info *f
         pc.cb(s, ok, final ? 0 : 1, ok ? fi->payload : NULL, ok ? fi->payload_len : 0, pc.arg);
 }
 
-static void on_up_frame(tg_conn *c, const uint8_t *body, size_t len, void *arg)
+/* A service frame arrived: activity, and the upstream is known to work. */
+static void up_arrived(struct tg_gw_session *s)
 {
-    struct tg_gw_session *s = arg;
-    int fd = tg_conn_is_unix(c) ? tg_conn_take_fd(c) : -1;
     s->last_activity_us = tg_gw_now_us();
     if (!s->up_seen_data) {
         s->up_seen_data = 1;
@@ -1027,8 +1120,17 @@ static void on_up_frame(tg_conn *c, const uint8_t *body, size_t len, void *arg)
         if (u)
             tg_gw_upstream_report(u, 1);
     }
+}
+
+static void up_dispatch(struct tg_gw_session *s, const uint8_t *body, size_t len, const struct tg_frame_info *fi,
+                        int fd, tg_conn *from);
+
+static void on_up_frame(tg_conn *c, const uint8_t *body, size_t len, void *arg)
+{
+    struct tg_gw_session *s = arg;
+    int fd = tg_conn_is_unix(c) ? tg_conn_take_fd(c) : -1;
+    up_arrived(s);
     struct tg_frame_info fi;
-    const char *svc = NULL, *method = NULL;
     char why[200];
     int src = tg_frame_scan_ex(body, len, &fi, TG_SCAN_STRICT, why, sizeof why);
     if (src != 0) {
@@ -1042,32 +1144,42 @@ static void on_up_frame(tg_conn *c, const uint8_t *body, size_t len, void *arg)
         tg_gw_session_close(s, "the service sent a frame the gateway refuses", 0);
         return;
     }
-    if (fi.request_id & TG_GW_PRIVATE_REQUEST_ID) {
+    up_dispatch(s, body, len, &fi, fd, NULL);
+}
+
+/* A scanned service frame: the gateway's own replies, method learning, call metrics, filters,
+ * then to the client. `from` != NULL: the frame that connection offers, moved without its bytes
+ * at hand (body is NULL). */
+static void up_dispatch(struct tg_gw_session *s, const uint8_t *body, size_t len, const struct tg_frame_info *fi,
+                        int fd, tg_conn *from)
+{
+    const char *svc = NULL, *method = NULL;
+    if (fi->request_id & TG_GW_PRIVATE_REQUEST_ID) {
         if (fd >= 0)
             close(fd);
-        route_private(s, &fi);
+        route_private(s, fi);
         return;
     }
-    if (fi.msg == TG_MSG_BIND_SERVICE_REPLY) {
-        if (learn_bind(s, &fi) != 0) {
+    if (fi->msg == TG_MSG_BIND_SERVICE_REPLY) {
+        if (learn_bind(s, fi) != 0) {
             if (fd >= 0)
                 close(fd);
             return;
         }
-    } else if (fi.msg == TG_MSG_INVOKE_METHOD_REPLY || fi.msg == TG_MSG_REQUEST_ERROR) {
-        ssize_t ci = find_call(s, fi.request_id);
+    } else if (fi->msg == TG_MSG_INVOKE_METHOD_REPLY || fi->msg == TG_MSG_REQUEST_ERROR) {
+        ssize_t ci = find_call(s, fi->request_id);
         if (ci >= 0) {
             struct pending_call *pc = &s->calls[ci];
             tg_gw_metrics_method_names(s->gw->metrics, pc->metric, &svc, &method);
-            if (fi.msg == TG_MSG_REQUEST_ERROR || !fi.has_more) {
-                int ok = fi.msg == TG_MSG_INVOKE_METHOD_REPLY && fi.success;
+            if (fi->msg == TG_MSG_REQUEST_ERROR || !fi->has_more) {
+                int ok = fi->msg == TG_MSG_INVOKE_METHOD_REPLY && fi->success;
                 tg_gw_metrics_rpc_done(s->gw->metrics, pc->metric, tg_gw_now_us() - pc->start_us, ok);
                 remove_call(s, (size_t)ci);
             }
         }
     }
     if (s->n_filt) {
-        struct tg_gw_frame f = {body, len, &fi, svc, method, fd, NULL};
+        struct tg_gw_frame f = {body, len, fi, svc, method, fd, NULL};
         enum tg_gw_verdict v = run_up_filters(s, &f);
         fd = f.fd;
         if (v != TG_GW_FORWARD) {
@@ -1080,11 +1192,27 @@ static void on_up_frame(tg_conn *c, const uint8_t *body, size_t len, void *arg)
     }
     if (!s->down) {
         tg_gw_metrics_frame_rejected(s->gw->metrics, "detached_drop");
+    } else if (from) {
+        move_down(s, from, len);
     } else {
         tg_gw_session_send_down(s, body, len, fd);
     }
     if (fd >= 0)
         close(fd);
+}
+
+/* A reply or error for the client (not the gateway's own, not a BindServiceReply it learns from)
+ * that no filter needs the bytes of, while a client is there to take it. */
+static int on_up_head(tg_conn *c, size_t len, void *arg)
+{
+    struct tg_gw_session *s = arg;
+    struct tg_frame_info fi;
+    if (!s->down || peek_scan(c, len, TG_SCAN_STRICT, &fi) != 0 || (fi.request_id & TG_GW_PRIVATE_REQUEST_ID) ||
+        fi.msg == TG_MSG_BIND_SERVICE_REPLY || filters_need_body(s, &fi, 1))
+        return 0;
+    up_arrived(s);
+    up_dispatch(s, NULL, len, &fi, -1, c);
+    return 1;
 }
 
 /* ------------------------------------------------------------ connection events */
@@ -1220,8 +1348,10 @@ static void on_up_close(tg_conn *c, const char *reason, void *arg)
         schedule_free(s);
 }
 
-static const struct tg_conn_cbs k_down_cbs = {on_down_frame, on_down_close, on_down_drain};
-static const struct tg_conn_cbs k_up_cbs = {on_up_frame, on_up_close, on_up_drain};
+static const struct tg_conn_cbs k_down_cbs = {
+    .on_frame = on_down_frame, .on_close = on_down_close, .on_drain = on_down_drain, .on_frame_head = on_down_head};
+static const struct tg_conn_cbs k_up_cbs = {
+    .on_frame = on_up_frame, .on_close = on_up_close, .on_drain = on_up_drain, .on_frame_head = on_up_head};
 
 /* ------------------------------------------------------------ lifecycle */
 

@@ -13,6 +13,14 @@
  *    name (a denied call gets InvokeMethodReply{success:false} from the
  *    gateway, the connection stays open); then the filters run; then the
  *    frame is forwarded byte for byte (with its fd, if any).
+ *  Frames are forwarded without copying when they can be: tg_conn offers
+ *    each frame before pulling it up (on_frame_head); the bridge scans its
+ *    first bytes with the same strict checks (tg_frame_scan_prefix) and, for
+ *    an InvokeMethod it would relay unchanged or a reply/error for the client,
+ *    with no fd and no filter needing the bytes, moves it to the other side
+ *    by reference (tg_conn_forward_frame). Every other frame (fd-carrying,
+ *    binds, local services, the gateway's own replies, refused frames, frames
+ *    a filter reads or rewrites) takes the copying path described here.
  *  upstream -> client: strict scan (a frame the gateway might read
  *    differently from the client closes the session, as does a method
  *    table listing an id or a name twice); replies to the gateway's own calls are routed to
@@ -66,7 +74,10 @@ struct tg_gw_session;
 enum tg_gw_verdict { TG_GW_FORWARD = 0, TG_GW_CONSUME = 1, TG_GW_CLOSE = 2 };
 
 struct tg_gw_frame {
-    const uint8_t *body; /* the IPCFrame, without the 4-byte header; valid during the call */
+    /* The IPCFrame, without the 4-byte header; valid during the call. NULL when
+     * the bridge moves the frame without its bytes at hand (every filter's
+     * needs_body said no): len and info are still set. */
+    const uint8_t *body;
     size_t len;
     const struct tg_frame_info *info; /* scanned fields (request id, msg kind, ids, payload) */
     /* InvokeMethod: the bound service and method names. InvokeMethodReply and
@@ -98,6 +109,13 @@ struct tg_gw_filter {
     void (*on_up_close)(struct tg_gw_session *s, const char *reason, void *ctx, void *state);
     /* The session is being freed: release state. Optional. */
     void (*detach)(struct tg_gw_session *s, void *ctx, void *state);
+    /* Optional: whether on_down_frame (up == 0) or on_up_frame (up == 1)
+     * may read or keep this frame's bytes; only `fi` is known. Must not
+     * change anything. Returning 0 lets the bridge forward the frame without
+     * copying it (the filter then gets body == NULL); a filter without
+     * needs_body always gets the bytes, and so every frame it sees takes the
+     * copying path. */
+    int (*needs_body)(struct tg_gw_session *s, const struct tg_frame_info *fi, int up, void *ctx, void *state);
 };
 
 /* Registers a filter for every session created afterwards (at most 8;

@@ -661,6 +661,19 @@ static enum tg_gw_verdict f_up(struct tg_gw_session *s, struct tg_gw_frame *f, v
     return TG_GW_FORWARD;
 }
 
+/* What f_up keeps a copy of: frames for an absent or replaying client (queued) and, for a client
+ * that holds a token, every forwarded frame (retained for re-sending). f_down reads only the
+ * scanned fields and names: the bridge may move those frames without copying them. */
+static int f_needs_body(struct tg_gw_session *s, const struct tg_frame_info *fi, int up, void *ctx, void *state)
+{
+    const struct rs_state *st = state;
+    (void)fi;
+    (void)ctx;
+    if (!up || st->detaching)
+        return 0;
+    return st->detached || st->replaying || (st->has_token && tg_gw_session_down(s));
+}
+
 static int f_down_close(struct tg_gw_session *s, const char *reason, void *ctx, void *state)
 {
     struct rs_state *st = state;
@@ -748,7 +761,8 @@ static void f_detach(struct tg_gw_session *s, void *ctx, void *state)
     free(st);
 }
 
-static const struct tg_gw_filter k_filter = {"resume", f_attach, f_down, f_up, f_down_close, f_up_close, f_detach};
+static const struct tg_gw_filter k_filter = {"resume",     f_attach,   f_down,   f_up,
+                                             f_down_close, f_up_close, f_detach, f_needs_body};
 
 /* ------------------------------------------------------------ lifecycle */
 

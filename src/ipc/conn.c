@@ -1,5 +1,6 @@
 /* conn.c: framed IPC connection over a socket (with SCM_RIGHTS) or a bufferevent (see tracegate/conn.h). */
 #include "tracegate/conn.h"
+#include "ipc/rbuf.h"
 #include "tracegate/clock.h"
 #include "tracegate/frame.h"
 #include "tracegate/log.h"
@@ -20,9 +21,17 @@
 #include <unistd.h>
 
 #define MAX_FDS_PER_READ 4
-#define READ_CHUNK 65536
 #define MAX_READS_PER_EVENT 32
 #define FLUSH_CLOSE_DEFAULT_MS 5000
+/* tg_conn_forward_frame: frames this big go by reference, smaller ones are copied (a reference
+ * chain costs an allocation); and references stop (frames are copied) while the blocks this
+ * connection read into and that are still alive exceed PIN_LIMIT, so a peer cannot make small
+ * frames keep many large blocks alive. */
+#define FORWARD_REF_MIN 2048u
+#define FORWARD_PIN_LIMIT (8u << 20)
+
+/* The frame being offered to on_frame_head. */
+enum { HEAD_NONE = 0, HEAD_OFFERED, HEAD_MOVED };
 
 struct pending_fd {
     uint64_t offset; /* absolute output offset of the frame's first byte */
@@ -40,6 +49,7 @@ struct tg_conn {
     struct bufferevent *bev;
     struct event *read_ev, *write_ev;
     struct evbuffer *in, *out; /* for bev: its own buffers */
+    struct tg_rbuf *rb;        /* socket backend: the blocks `in` refers to */
 
     struct event *timer_ev;  /* send timeout / idle timeout / flush-close deadline */
     struct event *close_ev;  /* runs on_close from the loop */
@@ -62,6 +72,8 @@ struct tg_conn {
     int congested;
     int dispatching;
     int peer_eof; /* the peer hung up while reading was paused with frames still buffered */
+    int head_state;  /* HEAD_*: a frame is being offered to on_frame_head */
+    size_t head_len; /* its body length */
     char reason[160];
 
     uint64_t last_progress_ms, last_input_ms, flush_deadline_ms;
@@ -258,6 +270,73 @@ int tg_conn_send(tg_conn *c, const void *body, size_t len, int fd)
     return after_enqueue(c);
 }
 
+/* Output accounting for n framed bytes just added to c->out. */
+static int enqueued(tg_conn *c, size_t n)
+{
+    c->out_enqueued += n;
+    c->stats.frames_out++;
+    if (c->bev)
+        c->stats.bytes_out += n;
+    return after_enqueue(c);
+}
+
+int tg_conn_forward_frame(tg_conn *from, tg_conn *to)
+{
+    if (from->head_state != HEAD_OFFERED || from == to || to->closing || to->flushing)
+        return -1;
+    size_t n = from->head_len + TG_FRAME_HEADER_SIZE;
+    int rc;
+    size_t by_ref = 0;
+    if (from->rb) {
+        int ref = n >= FORWARD_REF_MIN && tg_rbuf_pinned(from->rb) <= FORWARD_PIN_LIMIT;
+        rc = tg_rbuf_forward(from->rb, from->in, to->out, n, ref, &by_ref);
+    } else {
+        rc = tg_frame_move(from->in, to->out, from->head_len); /* whole chains move, a partial one is copied */
+    }
+    if (rc != 0) {
+        /* part of the frame may be queued: that stream is unusable */
+        schedule_close(to, "out of memory");
+        return -1;
+    }
+    from->head_state = HEAD_MOVED;
+    from->stats.frames_forwarded++;
+    from->stats.bytes_forwarded_by_ref += by_ref;
+    return enqueued(to, n);
+}
+
+const uint8_t *tg_conn_frame_peek(tg_conn *c, uint8_t *scratch, size_t cap, size_t *avail)
+{
+    *avail = 0;
+    if (c->head_state != HEAD_OFFERED)
+        return NULL;
+    size_t len = c->head_len;
+    const uint8_t *p = NULL;
+    if (c->rb) {
+        p = tg_rbuf_view(c->rb, c->in, TG_FRAME_HEADER_SIZE, len);
+    } else {
+        struct evbuffer_ptr pos;
+        struct evbuffer_iovec v;
+        if (evbuffer_ptr_set(c->in, &pos, TG_FRAME_HEADER_SIZE, EVBUFFER_PTR_SET) == 0 &&
+            evbuffer_peek(c->in, (ev_ssize_t)len, &pos, &v, 1) >= 1 && v.iov_len >= len)
+            p = v.iov_base;
+    }
+    if (p) {
+        *avail = len;
+        return p;
+    }
+    size_t n = len < cap ? len : cap;
+    struct evbuffer_ptr pos;
+    if (evbuffer_ptr_set(c->in, &pos, TG_FRAME_HEADER_SIZE, EVBUFFER_PTR_SET) != 0)
+        return NULL;
+    ev_ssize_t got = evbuffer_copyout_from(c->in, &pos, scratch, n);
+    if (got < 0)
+        return NULL;
+    *avail = (size_t)got;
+    return scratch;
+}
+
+int tg_conn_has_fd(const tg_conn *c) { return c->received_fd >= 0; }
+
 int tg_conn_send_framed(tg_conn *c, struct evbuffer *buf)
 {
     if (c->closing || c->flushing)
@@ -265,11 +344,7 @@ int tg_conn_send_framed(tg_conn *c, struct evbuffer *buf)
     size_t n = evbuffer_get_length(buf);
     if (evbuffer_remove_buffer(buf, c->out, n) != (int)n)
         return -1;
-    c->out_enqueued += n;
-    c->stats.frames_out++;
-    if (c->bev)
-        c->stats.bytes_out += n;
-    return after_enqueue(c);
+    return enqueued(c, n);
 }
 
 /* ----------------------------------------------------------------- input */
@@ -289,19 +364,15 @@ static void sock_read_cb(evutil_socket_t sfd, short what, void *arg)
     (void)what;
     int eof = 0;
     for (int iter = 0; iter < MAX_READS_PER_EVENT && !c->closing; iter++) {
-        struct evbuffer_iovec v[2];
-        int nv = evbuffer_reserve_space(c->in, READ_CHUNK, v, 2);
-        if (nv <= 0) {
+        /* into a block of our own, appended to `in` by reference: frames can then leave by
+         * reference too (tg_conn_forward_frame); the block grows while reads fill it */
+        uint8_t *dst;
+        size_t room;
+        if (tg_rbuf_space(c->rb, &dst, &room) != 0) {
             schedule_close(c, "out of memory");
             return;
         }
-        struct iovec iov[2];
-        size_t room = 0;
-        for (int i = 0; i < nv; i++) {
-            iov[i].iov_base = v[i].iov_base;
-            iov[i].iov_len = v[i].iov_len;
-            room += v[i].iov_len;
-        }
+        struct iovec iov[1] = {{dst, room}};
         union {
             char buf[CMSG_SPACE(sizeof(int) * MAX_FDS_PER_READ)];
             struct cmsghdr align;
@@ -309,14 +380,13 @@ static void sock_read_cb(evutil_socket_t sfd, short what, void *arg)
         struct msghdr msg;
         memset(&msg, 0, sizeof msg);
         msg.msg_iov = iov;
-        msg.msg_iovlen = (size_t)nv;
+        msg.msg_iovlen = 1;
         if (c->is_unix) {
             msg.msg_control = ctl.buf;
             msg.msg_controllen = sizeof ctl.buf;
         }
         ssize_t n = recvmsg(c->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
         if (n < 0) {
-            evbuffer_commit_space(c->in, v, 0);
             if (errno == EINTR)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK)
@@ -343,34 +413,42 @@ static void sock_read_cb(evutil_socket_t sfd, short what, void *arg)
             }
         }
         if (msg.msg_flags & (MSG_CTRUNC | MSG_TRUNC)) {
-            evbuffer_commit_space(c->in, v, 0);
             schedule_close(c, "control data truncated (too many file descriptors)");
             return;
         }
         if (n == 0) {
-            evbuffer_commit_space(c->in, v, 0);
             eof = 1;
             break;
         }
-        size_t left = (size_t)n;
-        for (int i = 0; i < nv; i++) {
-            if (v[i].iov_len > left)
-                v[i].iov_len = left;
-            left -= v[i].iov_len;
+        if (tg_rbuf_commit(c->rb, c->in, (size_t)n) != 0) {
+            schedule_close(c, "out of memory");
+            return;
         }
-        evbuffer_commit_space(c->in, v, nv);
         c->stats.bytes_in += (uint64_t)n;
         c->last_input_ms = tg_mono_ms();
         if ((size_t)n < room)
             break;
     }
     dispatch_frames(c);
+    tg_rbuf_event_end(c->rb, c->in);
     if (eof && !c->closing) {
         if (c->read_paused && evbuffer_get_length(c->in) > 0)
             c->peer_eof = 1; /* deliver what it sent first: dispatch_frames closes after resume */
         else
             schedule_close(c, "peer closed the connection");
     }
+}
+
+/* The body of the frame at the head of `in`, contiguous: in place when its bytes sit back to back
+ * in one read block (or one chain), else pulled up. */
+static const uint8_t *frame_body(tg_conn *c, size_t len)
+{
+    if (c->rb) {
+        const uint8_t *p = tg_rbuf_view(c->rb, c->in, TG_FRAME_HEADER_SIZE, len);
+        if (p)
+            return p;
+    }
+    return tg_frame_body(c->in, len);
 }
 
 static void dispatch_frames(tg_conn *c)
@@ -387,14 +465,28 @@ static void dispatch_frames(tg_conn *c)
             schedule_close(c, "IPC frame too large");
             break;
         }
-        const uint8_t *body = tg_frame_body(c->in, len);
+        c->stats.frames_in++;
+        if (c->bev)
+            c->stats.bytes_in += len + TG_FRAME_HEADER_SIZE;
+        if (c->cbs.on_frame_head) {
+            c->head_state = HEAD_OFFERED;
+            c->head_len = len;
+            int taken = c->cbs.on_frame_head(c, len, c->arg);
+            int moved = c->head_state == HEAD_MOVED;
+            c->head_state = HEAD_NONE;
+            if (c->closing)
+                break;
+            if (taken) {
+                if (!moved)
+                    tg_frame_drain(c->in, len);
+                continue;
+            }
+        }
+        const uint8_t *body = frame_body(c, len);
         if (!body) {
             schedule_close(c, "out of memory");
             break;
         }
-        c->stats.frames_in++;
-        if (c->bev)
-            c->stats.bytes_in += len + TG_FRAME_HEADER_SIZE;
         if (c->cbs.on_frame)
             c->cbs.on_frame(c, body, len, c->arg);
         if (c->closing)
@@ -465,6 +557,7 @@ static void conn_free(tg_conn *c)
             evbuffer_free(c->in);
         if (c->out)
             evbuffer_free(c->out);
+        tg_rbuf_free(c->rb);
         if (c->fd >= 0)
             close(c->fd);
     }
@@ -650,9 +743,10 @@ tg_conn *tg_conn_new_fd(struct event_base *base, int fd, const struct tg_conn_op
         describe_peer(c, fd);
     c->in = evbuffer_new();
     c->out = evbuffer_new();
+    c->rb = tg_rbuf_new();
     c->read_ev = event_new(base, fd, EV_READ | EV_PERSIST, sock_read_cb, c);
     c->write_ev = event_new(base, fd, EV_WRITE | EV_PERSIST, sock_write_cb, c);
-    if (!c->in || !c->out || !c->read_ev || !c->write_ev) {
+    if (!c->in || !c->out || !c->rb || !c->read_ev || !c->write_ev) {
         conn_free(c);
         return NULL;
     }
@@ -709,9 +803,12 @@ void tg_conn_pause_read(tg_conn *c)
 
 static void resume_cb(evutil_socket_t fd, short what, void *arg)
 {
+    tg_conn *c = arg;
     (void)fd;
     (void)what;
-    dispatch_frames(arg);
+    dispatch_frames(c);
+    if (c->rb)
+        tg_rbuf_event_end(c->rb, c->in); /* a connection that goes idle now holds no block */
 }
 
 void tg_conn_resume_read(tg_conn *c)

@@ -13,6 +13,59 @@
 #include <stdio.h>
 #include <string.h>
 
+/* ------------------------------------------------------------ reading a window */
+
+/* The scans below run over a frame of which only [body, avail) may be at hand (tg_frame_scan_prefix:
+ * the bridge reads a frame's first bytes without pulling up its body). SCAN_PARTIAL means the
+ * answer needs a byte past the window; with the whole frame at hand (avail == end) it never
+ * happens and every read is tg_pb_next's. */
+#define SCAN_PARTIAL 2 /* distinct from next_in's 1 (a field) and from the tg_frame_scan_error codes */
+
+/* tg_pb_next over [r->p, r->end) when only the bytes before `avail` may be read. A length-delimited
+ * field's key and length must be in the window, its contents need not be (they are skipped; a
+ * caller that looks inside checks within()). Anything else that reaches past the window, or that
+ * would be malformed, is SCAN_PARTIAL: the whole frame is then scanned, which gives the verdict. */
+static int next_in(struct tg_pb_reader *r, const uint8_t *avail, struct tg_pb_field *f)
+{
+    if (avail >= r->end)
+        return tg_pb_next(r, f);
+    if (r->p >= r->end)
+        return 0;
+    if (r->p >= avail)
+        return SCAN_PARTIAL;
+    uint64_t key;
+    size_t n = tg_pb_read_varint(r->p, avail, &key);
+    if (n == 0 || (key >> 3) == 0 || (key >> 3) > 0x1fffffff)
+        return SCAN_PARTIAL;
+    if ((key & 7) == TG_PB_LEN) {
+        uint64_t l;
+        size_t m = tg_pb_read_varint(r->p + n, avail, &l);
+        if (m == 0)
+            return SCAN_PARTIAL;
+        const uint8_t *d = r->p + n + m;
+        if (l > (uint64_t)(r->end - d))
+            return SCAN_PARTIAL;
+        f->number = (uint32_t)(key >> 3);
+        f->wire = TG_PB_LEN;
+        f->value = 0;
+        f->data = d;
+        f->len = (size_t)l;
+        r->p = d + l;
+        return 1;
+    }
+    struct tg_pb_reader w = {r->p, avail};
+    if (tg_pb_next(&w, f) != 1)
+        return SCAN_PARTIAL;
+    r->p = w.p;
+    return 1;
+}
+
+/* Whether [p, p + len) is in the window. */
+static int within(const uint8_t *p, size_t len, const uint8_t *avail)
+{
+    return len == 0 || (p <= avail && len <= (size_t)(avail - p));
+}
+
 /* ------------------------------------------------------------ strict checks */
 
 /* One field a message declares: its number, name, wire type, and whether it may repeat. */
@@ -86,17 +139,19 @@ static const char *wire_name(enum tg_pb_wire w)
 /* Checks one message against its rules: each declared field with its declared wire type, the
  * non-repeated ones at most once; unknown fields refused when `closed`. If `members` is given,
  * fields in [first, last] form a oneof of which at most one may be set. `each` (may be NULL) is
- * called for every length-delimited field with a rule, to check what it contains. */
-static int check_msg(struct strict *st, const struct msg_rules *m, const uint8_t *p, size_t len, int closed,
-                     uint32_t oneof_first, uint32_t oneof_last,
-                     int (*each)(struct strict *st, uint32_t number, const uint8_t *p, size_t len))
+ * called for every length-delimited field with a rule, to check what it contains. Only bytes
+ * before `avail` are read (SCAN_PARTIAL if more are needed). */
+static int check_msg(struct strict *st, const struct msg_rules *m, const uint8_t *p, size_t len,
+                     const uint8_t *avail, int closed, uint32_t oneof_first, uint32_t oneof_last,
+                     int (*each)(struct strict *st, uint32_t number, const uint8_t *p, size_t len,
+                                 const uint8_t *avail))
 {
     struct tg_pb_reader r;
     struct tg_pb_field f;
     uint32_t seen = 0, member = 0;
     int rc;
     tg_pb_reader_init(&r, p, len);
-    while ((rc = tg_pb_next(&r, &f)) == 1) {
+    while ((rc = next_in(&r, avail, &f)) == 1) {
         const struct rule *ru = NULL;
         for (size_t i = 0; i < m->n; i++)
             if (m->fields[i].number == f.number)
@@ -124,31 +179,34 @@ static int check_msg(struct strict *st, const struct msg_rules *m, const uint8_t
             member = f.number;
         }
         if (each && f.wire == TG_PB_LEN) {
-            int erc = each(st, f.number, f.data, f.len);
+            int erc = each(st, f.number, f.data, f.len, avail);
             if (erc != 0)
                 return erc;
         }
     }
+    if (rc == SCAN_PARTIAL)
+        return SCAN_PARTIAL;
     if (rc < 0)
         return refuse(st, TG_SCAN_MALFORMED, "%s is not valid protobuf", m->name);
     return 0;
 }
 
-static int each_bind_reply(struct strict *st, uint32_t number, const uint8_t *p, size_t len)
+static int each_bind_reply(struct strict *st, uint32_t number, const uint8_t *p, size_t len, const uint8_t *avail)
 {
     if (number != 3)
         return 0;
-    return check_msg(st, &m_method_info, p, len, 0, 0, 0, NULL);
+    return check_msg(st, &m_method_info, p, len, avail, 0, 0, 0, NULL);
 }
 
-static int strict_member(struct strict *st, enum tg_ipc_msg msg, const uint8_t *p, size_t len, int closed)
+static int strict_member(struct strict *st, enum tg_ipc_msg msg, const uint8_t *p, size_t len, const uint8_t *avail,
+                         int closed)
 {
     switch (msg) {
-    case TG_MSG_BIND_SERVICE: return check_msg(st, &m_bind, p, len, closed, 0, 0, NULL);
-    case TG_MSG_INVOKE_METHOD: return check_msg(st, &m_invoke, p, len, closed, 0, 0, NULL);
-    case TG_MSG_BIND_SERVICE_REPLY: return check_msg(st, &m_bind_reply, p, len, 0, 0, 0, each_bind_reply);
-    case TG_MSG_INVOKE_METHOD_REPLY: return check_msg(st, &m_invoke_reply, p, len, 0, 0, 0, NULL);
-    case TG_MSG_REQUEST_ERROR: return check_msg(st, &m_request_error, p, len, 0, 0, 0, NULL);
+    case TG_MSG_BIND_SERVICE: return check_msg(st, &m_bind, p, len, avail, closed, 0, 0, NULL);
+    case TG_MSG_INVOKE_METHOD: return check_msg(st, &m_invoke, p, len, avail, closed, 0, 0, NULL);
+    case TG_MSG_BIND_SERVICE_REPLY: return check_msg(st, &m_bind_reply, p, len, avail, 0, 0, 0, each_bind_reply);
+    case TG_MSG_INVOKE_METHOD_REPLY: return check_msg(st, &m_invoke_reply, p, len, avail, 0, 0, 0, NULL);
+    case TG_MSG_REQUEST_ERROR: return check_msg(st, &m_request_error, p, len, avail, 0, 0, 0, NULL);
     default: return 0; /* SetPeerIdentity: nothing in it routes a frame */
     }
 }
@@ -158,13 +216,13 @@ static int strict_member(struct strict *st, enum tg_ipc_msg msg, const uint8_t *
 /* InvokeMethod: 1 service_id, 2 method_id, 3 args_proto, 4 drop_reply.
  * InvokeMethodReply: 1 success, 2 has_more, 3 reply_proto.
  * BindService: 1 service_name. */
-static int scan_member(struct tg_frame_info *info)
+static int scan_member(struct tg_frame_info *info, const uint8_t *avail)
 {
     struct tg_pb_reader r;
     struct tg_pb_field f;
     int rc;
     tg_pb_reader_init(&r, info->msg_data, info->msg_len);
-    while ((rc = tg_pb_next(&r, &f)) == 1) {
+    while ((rc = next_in(&r, avail, &f)) == 1) {
         switch (info->msg) {
         case TG_MSG_INVOKE_METHOD:
             if (f.number == 1 && f.wire == TG_PB_VARINT)
@@ -191,6 +249,8 @@ static int scan_member(struct tg_frame_info *info)
             break;
         case TG_MSG_BIND_SERVICE:
             if (f.number == 1 && f.wire == TG_PB_LEN) {
+                if (!within(f.data, f.len, avail))
+                    return SCAN_PARTIAL; /* the name is read by callers */
                 info->service_name = f.data;
                 info->service_name_len = f.len;
             }
@@ -199,17 +259,20 @@ static int scan_member(struct tg_frame_info *info)
             break;
         }
     }
+    if (rc == SCAN_PARTIAL)
+        return SCAN_PARTIAL;
     return rc < 0 ? -1 : 0;
 }
 
-static int scan_lenient(const uint8_t *body, size_t len, struct tg_frame_info *info)
+/* Returns 0, -1 (not valid protobuf) or SCAN_PARTIAL. */
+static int scan_lenient(const uint8_t *body, size_t len, const uint8_t *avail, struct tg_frame_info *info)
 {
     memset(info, 0, sizeof *info);
     struct tg_pb_reader r;
     struct tg_pb_field f;
     int rc;
     tg_pb_reader_init(&r, body, len);
-    while ((rc = tg_pb_next(&r, &f)) == 1) {
+    while ((rc = next_in(&r, avail, &f)) == 1) {
         if (f.number == 2 && f.wire == TG_PB_VARINT) {
             info->request_id = f.value;
         } else if (f.number >= 3 && f.number <= 8) {
@@ -220,25 +283,28 @@ static int scan_lenient(const uint8_t *body, size_t len, struct tg_frame_info *i
             info->msg_len = f.len;
         }
     }
+    if (rc == SCAN_PARTIAL)
+        return SCAN_PARTIAL;
     if (rc < 0)
         return -1;
-    if (info->msg != TG_MSG_NONE && scan_member(info) != 0)
-        return -1;
+    if (info->msg != TG_MSG_NONE)
+        return scan_member(info, avail);
     return 0;
 }
 
 int tg_frame_scan(const uint8_t *body, size_t len, struct tg_frame_info *info)
 {
-    return scan_lenient(body, len, info);
+    return scan_lenient(body, len, body + len, info) != 0 ? -1 : 0;
 }
 
 /* The one `msg` member of a frame that passed check_msg (at most one, length-delimited). */
-static enum tg_ipc_msg find_member(const uint8_t *body, size_t len, const uint8_t **data, size_t *dlen)
+static enum tg_ipc_msg find_member(const uint8_t *body, size_t len, const uint8_t *avail, const uint8_t **data,
+                                   size_t *dlen)
 {
     struct tg_pb_reader r;
     struct tg_pb_field f;
     tg_pb_reader_init(&r, body, len);
-    while (tg_pb_next(&r, &f) == 1)
+    while (next_in(&r, avail, &f) == 1)
         if (f.number >= TG_MSG_BIND_SERVICE && f.number <= TG_MSG_SET_PEER_IDENTITY) {
             *data = f.data;
             *dlen = f.len;
@@ -247,26 +313,54 @@ static enum tg_ipc_msg find_member(const uint8_t *body, size_t len, const uint8_
     return TG_MSG_NONE;
 }
 
+/* The scan over the window [body, avail): 0, a tg_frame_scan_error, or SCAN_PARTIAL. */
+static int scan_window(const uint8_t *body, size_t len, const uint8_t *avail, struct tg_frame_info *info,
+                       unsigned flags, struct strict *st)
+{
+    if (flags & (TG_SCAN_STRICT | TG_SCAN_CLOSED)) {
+        int closed = (flags & TG_SCAN_CLOSED) != 0;
+        memset(info, 0, sizeof *info);
+        int rc = check_msg(st, &m_frame, body, len, avail, closed, TG_MSG_BIND_SERVICE, TG_MSG_SET_PEER_IDENTITY,
+                           NULL);
+        const uint8_t *mdata = NULL;
+        size_t mlen = 0;
+        if (rc == 0) {
+            enum tg_ipc_msg msg = find_member(body, len, avail, &mdata, &mlen);
+            rc = strict_member(st, msg, mdata, mlen, avail, closed);
+        }
+        if (rc != 0)
+            return rc;
+    }
+    int lrc = scan_lenient(body, len, avail, info);
+    if (lrc == SCAN_PARTIAL)
+        return SCAN_PARTIAL;
+    if (lrc != 0)
+        return refuse(st, TG_SCAN_MALFORMED, "IPCFrame is not valid protobuf");
+    return 0;
+}
+
 int tg_frame_scan_ex(const uint8_t *body, size_t len, struct tg_frame_info *info, unsigned flags, char *why,
                      size_t whylen)
 {
     if (why && whylen)
         why[0] = '\0';
     struct strict st = {why, whylen};
-    if (flags & (TG_SCAN_STRICT | TG_SCAN_CLOSED)) {
-        int closed = (flags & TG_SCAN_CLOSED) != 0;
-        memset(info, 0, sizeof *info);
-        int rc = check_msg(&st, &m_frame, body, len, closed, TG_MSG_BIND_SERVICE, TG_MSG_SET_PEER_IDENTITY, NULL);
-        const uint8_t *mdata = NULL;
-        size_t mlen = 0;
-        if (rc == 0) {
-            enum tg_ipc_msg msg = find_member(body, len, &mdata, &mlen);
-            rc = strict_member(&st, msg, mdata, mlen, closed);
-        }
-        if (rc != 0)
-            return rc;
-    }
-    if (scan_lenient(body, len, info) != 0)
-        return refuse(&st, TG_SCAN_MALFORMED, "IPCFrame is not valid protobuf");
+    return scan_window(body, len, body + len, info, flags, &st);
+}
+
+int tg_frame_scan_prefix(const uint8_t *prefix, size_t avail, size_t len, struct tg_frame_info *info,
+                         unsigned flags)
+{
+    if (avail > len)
+        avail = len;
+    struct strict st = {NULL, 0};
+    if (scan_window(prefix, len, prefix + avail, info, flags, &st) != 0)
+        return TG_SCAN_INCOMPLETE;
+    /* what lies past the window is not at hand: no pointer to it is handed out */
+    const uint8_t *end = prefix + avail;
+    if (info->msg_data && !within(info->msg_data, info->msg_len, end))
+        info->msg_data = NULL;
+    if (info->payload && !within(info->payload, info->payload_len, end))
+        info->payload = NULL;
     return 0;
 }

@@ -8,6 +8,7 @@
 #include "ipc_frame.pb-c.h"
 
 #include <errno.h>
+#include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <stdio.h>
@@ -140,6 +141,34 @@ int tg_ipc_call_reply_bytes(tg_ipc_call *call, const uint8_t *resp, size_t len, 
         rc = -1;
     else if (!call->drop_reply)
         rc = send_reply(p, call->request_id, 1, has_more, resp, len, fd);
+    if (!has_more)
+        call_unlink_free(call);
+    return rc;
+}
+
+int tg_ipc_call_reply_evbuffer(tg_ipc_call *call, struct evbuffer *resp, int has_more)
+{
+    tg_ipc_peer *p = call->peer;
+    size_t len = evbuffer_get_length(resp);
+    int rc = 0;
+    if (p->gone) {
+        rc = -1;
+    } else if (!call->drop_reply) {
+        /* [length][envelope up to reply_proto's length] in front of the payload, which moves */
+        uint8_t hdr[TG_FRAME_HEADER_SIZE + 40];
+        size_t n = tg_ipc_encode_reply_header(hdr + TG_FRAME_HEADER_SIZE, sizeof hdr - TG_FRAME_HEADER_SIZE,
+                                              call->request_id, has_more, len);
+        if (n == 0 || n + len > UINT32_MAX) {
+            rc = -1;
+        } else {
+            tg_frame_put_header(hdr, (uint32_t)(n + len));
+            if (evbuffer_prepend(resp, hdr, TG_FRAME_HEADER_SIZE + n) != 0)
+                rc = -1;
+            else
+                rc = tg_conn_send_framed(p->conn, resp);
+        }
+    }
+    evbuffer_drain(resp, evbuffer_get_length(resp));
     if (!has_more)
         call_unlink_free(call);
     return rc;

@@ -143,6 +143,23 @@ size_t tg_ipc_encode_reply(uint8_t *buf, size_t cap, uint64_t request_id, int su
     return w_done(&w);
 }
 
+size_t tg_ipc_encode_reply_header(uint8_t *buf, size_t cap, uint64_t request_id, int has_more, size_t reply_len)
+{
+    size_t inner_len = 4 + 1 + tg_pb_varint_size(reply_len) + reply_len;
+    struct wbuf w = {buf, cap, 0};
+    w_key(&w, 2, TG_PB_VARINT);
+    w_varint(&w, request_id);
+    w_key(&w, 6, TG_PB_LEN);
+    w_varint(&w, inner_len);
+    w_key(&w, 1, TG_PB_VARINT);
+    w_varint(&w, 1);
+    w_key(&w, 2, TG_PB_VARINT);
+    w_varint(&w, has_more ? 1 : 0);
+    w_key(&w, 3, TG_PB_LEN);
+    w_varint(&w, reply_len);
+    return w_done(&w);
+}
+
 size_t tg_ipc_encode_request_error(uint8_t *buf, size_t cap, uint64_t request_id, const char *error)
 {
     size_t el = strlen(error);

@@ -4,12 +4,19 @@
  * sync, triggers, then every buffer's producer packets with the trusted slice
  * appended, then read_tracing_buffers_completed and trace_stats). The
  * ReadBuffers stream sends it in batches of ~32 KiB of packet data, each cut
- * into replies under 128 KiB, has_more on all but the last (§3.3). */
+ * into replies under 128 KiB, has_more on all but the last (§3.3).
+ *
+ * One copy per byte: packets are encoded straight into the reply's buffer
+ * (the slices' framing around them), and that buffer goes to the consumer's
+ * output by reference behind a header encoded there (tg_ipc_call_reply_evbuffer),
+ * never copied again before the kernel. Several replies go out per loop turn
+ * (BATCHES_PER_TURN), while the consumer's output stays under OUTPUT_BACKLOG. */
 #include "service/svc.h"
 
 #include "tracegate/log.h"
 #include "tracegate/pbwire.h"
 
+#include <event2/buffer.h>
 #include <event2/event.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,13 +180,16 @@ struct tg_svc_read {
     tg_ipc_call *call;
     struct tg_svc_reader *r;
     struct event *ev;
-    uint8_t *buf;
+    uint8_t *buf; /* the reply being built; handed to the output when sent */
     size_t len, cap;
+    struct evbuffer *out; /* carries a reply's buffer to tg_ipc_call_reply_evbuffer */
 };
 
 #define SLICE_OVERHEAD 16u /* tags and varints around one slice */
 #define MAX_SLICE_DATA (TG_SVC_MAX_READ_REPLY - 2 * SLICE_OVERHEAD)
 #define OUTPUT_BACKLOG (4u << 20)
+#define BATCHES_PER_TURN 8u /* replies of ~32 KiB per loop turn; then other clients get a turn */
+#define REPLY_BUF_INITIAL 65536u
 
 static void read_free(struct tg_svc_read *rd)
 {
@@ -189,7 +199,17 @@ static void read_free(struct tg_svc_read *rd)
         event_free(rd->ev);
     tg_svc_reader_free(rd->r);
     free(rd->buf);
+    if (rd->out)
+        evbuffer_free(rd->out);
     free(rd);
+}
+
+/* evbuffer_add_reference cleanup: the reply left the output. */
+static void free_reply_buf(const void *data, size_t len, void *arg)
+{
+    (void)data;
+    (void)len;
+    free(arg);
 }
 
 static void send_reply(struct tg_svc_read *rd, int has_more)
@@ -197,7 +217,16 @@ static void send_reply(struct tg_svc_read *rd, int has_more)
     tg_ipc_call *call = rd->call;
     if (!has_more)
         rd->call = NULL;
-    tg_ipc_call_reply_bytes(call, rd->buf, rd->len, has_more, -1);
+    if (rd->len > 0) {
+        /* the buffer itself goes out: the next reply gets a new one */
+        if (evbuffer_add_reference(rd->out, rd->buf, rd->len, free_reply_buf, rd->buf) == 0) {
+            rd->buf = NULL;
+            rd->cap = 0;
+        } else if (evbuffer_add(rd->out, rd->buf, rd->len) != 0) {
+            evbuffer_drain(rd->out, evbuffer_get_length(rd->out)); /* an empty reply rather than half of one */
+        }
+    }
+    tg_ipc_call_reply_evbuffer(call, rd->out, has_more);
     rd->len = 0;
 }
 
@@ -205,7 +234,7 @@ static int reserve(struct tg_svc_read *rd, size_t more)
 {
     if (rd->len + more <= rd->cap)
         return 0;
-    size_t ncap = rd->cap ? rd->cap : 65536;
+    size_t ncap = rd->cap ? rd->cap : REPLY_BUF_INITIAL;
     while (ncap < rd->len + more)
         ncap *= 2;
     uint8_t *n = realloc(rd->buf, ncap);
@@ -243,24 +272,15 @@ static void append_slice(struct tg_svc_read *rd, const uint8_t *data, size_t len
     } while (len > 0);
 }
 
-static void on_batch(evutil_socket_t fd, short what, void *arg)
+/* One batch of ~32 KiB of packets into replies. Returns true when the read-out is complete (the
+ * last reply is then still to be sent). */
+static bool fill_batch(struct tg_svc_read *rd)
 {
-    (void)fd;
-    (void)what;
-    struct tg_svc_read *rd = arg;
-    if (tg_ipc_peer_output_len(tg_ipc_call_peer(rd->call)) > OUTPUT_BACKLOG) {
-        struct timeval tv = {0, 5000};
-        evtimer_add(rd->ev, &tv); /* let the consumer drain first */
-        return;
-    }
     size_t bytes = 0;
-    bool done = false;
     while (bytes < TG_SVC_READ_BATCH_BYTES) {
         struct tg_svc_reader_pkt pk;
-        if (!tg_svc_reader_next(rd->r, &pk)) {
-            done = true;
-            break;
-        }
+        if (!tg_svc_reader_next(rd->r, &pk))
+            return true;
         for (size_t i = 0; i < pk.n; i++)
             append_slice(rd, pk.slices[i].data, pk.slices[i].len, i + 1 == pk.n && !pk.trusted_len);
         if (pk.trusted_len)
@@ -270,12 +290,27 @@ static void on_batch(evutil_socket_t fd, short what, void *arg)
             bytes += pk.slices[i].len;
         bytes += pk.trusted_len;
     }
-    if (done) {
-        send_reply(rd, 0);
-        read_free(rd);
-        return;
+    return false;
+}
+
+static void on_batch(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct tg_svc_read *rd = arg;
+    for (unsigned i = 0; i < BATCHES_PER_TURN; i++) {
+        if (tg_ipc_peer_output_len(tg_ipc_call_peer(rd->call)) > OUTPUT_BACKLOG) {
+            struct timeval tv = {0, 5000};
+            evtimer_add(rd->ev, &tv); /* let the consumer drain first */
+            return;
+        }
+        if (fill_batch(rd)) {
+            send_reply(rd, 0);
+            read_free(rd);
+            return;
+        }
+        send_reply(rd, 1);
     }
-    send_reply(rd, 1);
     struct timeval tv = {0, 0};
     evtimer_add(rd->ev, &tv);
 }
@@ -289,8 +324,9 @@ void tg_svc_read_buffers_start(tg_svc_consumer *c, tg_svc_session *s, tg_ipc_cal
         rd->call = call;
         rd->r = tg_svc_reader_new(s);
         rd->ev = evtimer_new(c->svc->base, on_batch, rd);
+        rd->out = evbuffer_new();
     }
-    if (!rd || !rd->r || !rd->ev) {
+    if (!rd || !rd->r || !rd->ev || !rd->out) {
         if (rd) {
             rd->call = NULL;
             read_free(rd);

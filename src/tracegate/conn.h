@@ -12,6 +12,14 @@
  * Crossing out_high sets tg_conn_is_congested(); falling back under out_low
  * calls on_drain, so owners can pause the other side of a bridge.
  *
+ * Forwarding without copying: a socket connection reads into blocks of its own
+ * and keeps them in `in` by reference (src/ipc/rbuf.h), so an owner relaying
+ * frames (the gateway's bridge) can take a frame in on_frame_head, look at
+ * its first bytes (tg_conn_frame_peek) and hand it to another connection's
+ * output with tg_conn_forward_frame: by reference, without a pull-up or a
+ * copy. A frame seen through on_frame is not pulled up either when its bytes
+ * sit back to back in one block.
+ *
  * Teardown: there is exactly one path. Whatever closes the connection (peer
  * EOF, an error, a limit, or the owner calling tg_conn_close), on_close runs
  * once, from the event loop (never from inside tg_conn_close or a send), and
@@ -39,6 +47,13 @@ struct tg_conn_cbs {
     void (*on_close)(tg_conn *c, const char *reason, void *arg);
     /* Output fell below out_low after having been above out_high. Optional. */
     void (*on_drain)(tg_conn *c, void *arg);
+    /* Optional, offered each complete frame before it is made contiguous
+     * for on_frame: len is its body length. Return 1 when the frame was
+     * dealt with (moved with tg_conn_forward_frame, or to be dropped), 0 to
+     * get it through on_frame as usual. Only tg_conn_frame_peek,
+     * tg_conn_forward_frame and tg_conn_has_fd refer to that frame, and only
+     * during this call. */
+    int (*on_frame_head)(tg_conn *c, size_t len, void *arg);
 };
 
 struct tg_conn_opts {
@@ -73,6 +88,24 @@ int tg_conn_send(tg_conn *c, const void *body, size_t len, int fd);
 /* Queues already framed bytes, moving them out of buf (zero-copy). */
 int tg_conn_send_framed(tg_conn *c, struct evbuffer *buf);
 
+/* During from's on_frame_head: moves the offered frame (header and body) to
+ * to's output, as tg_conn_send would queue it (limits, watermarks, stats),
+ * but without its fd and without copying it: socket connections hand over
+ * the read blocks' bytes by reference (frames under 2 KiB are copied, and so
+ * is every frame while more than 8 MiB of from's read blocks are still kept
+ * alive by queues); bufferevent connections move whole evbuffer chains and
+ * copy only a chain shared with a neighbouring frame. Returns 0, or -1 if
+ * `to` is closing or over its hard limit, or out of memory (`to` is then
+ * closing; the frame stays in from and is dropped when on_frame_head
+ * returns 1). */
+int tg_conn_forward_frame(tg_conn *from, tg_conn *to);
+/* During on_frame_head: the offered frame's first bytes. Returns the whole
+ * body in place (*avail = len) when it is contiguous, else up to cap bytes
+ * copied into scratch (*avail = how many); NULL outside on_frame_head. */
+const uint8_t *tg_conn_frame_peek(tg_conn *c, uint8_t *scratch, size_t cap, size_t *avail);
+/* Whether a received fd waits in the connection's slot (tg_conn_take_fd). */
+int tg_conn_has_fd(const tg_conn *c);
+
 /* Takes the last file descriptor received (the per-connection slot, as in
  * Perfetto); -1 if none. The caller owns it. */
 int tg_conn_take_fd(tg_conn *c);
@@ -103,6 +136,9 @@ int tg_conn_fd(const tg_conn *c); /* -1 for bufferevent conns */
 
 struct tg_conn_stats {
     uint64_t bytes_in, bytes_out, frames_in, frames_out;
+    /* Input frames handed on with tg_conn_forward_frame, and the bytes of
+     * them that went by reference (the rest were copied). */
+    uint64_t frames_forwarded, bytes_forwarded_by_ref;
 };
 void tg_conn_get_stats(const tg_conn *c, struct tg_conn_stats *st);
 

@@ -135,4 +135,16 @@ enum tg_frame_scan_error {
 int tg_frame_scan_ex(const uint8_t *body, size_t len, struct tg_frame_info *info, unsigned flags, char *why,
                      size_t whylen);
 
+/* tg_frame_scan_ex on a frame of `len` bytes of which only the first `avail` are at hand (`prefix`;
+ * e.g. copied out of an evbuffer, so a large frame's body is never pulled up). Returns 0 only
+ * when those bytes decide: `info` is then exactly what tg_frame_scan_ex on the whole frame gives
+ * (same checks, same flags), except that msg_data and payload are NULL when they reach past the
+ * prefix (their lengths are kept). Returns TG_SCAN_INCOMPLETE when a byte past the prefix is
+ * needed, and also for a frame the full scan would refuse: scan the whole frame then, to get the
+ * verdict and its reason. Typical frames (the payload last, as every encoder writes it) are
+ * decided by their first few dozen bytes. Never reads past prefix + avail. */
+#define TG_SCAN_INCOMPLETE 1
+int tg_frame_scan_prefix(const uint8_t *prefix, size_t avail, size_t len, struct tg_frame_info *info,
+                         unsigned flags);
+
 #endif

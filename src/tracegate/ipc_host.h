@@ -83,6 +83,10 @@ size_t tg_ipc_host_peer_count(const tg_ipc_host *h);
  * gone or the reply could not be queued. */
 int tg_ipc_call_reply(tg_ipc_call *call, const ProtobufCMessage *resp, int has_more, int fd);
 int tg_ipc_call_reply_bytes(tg_ipc_call *call, const uint8_t *resp, size_t len, int has_more, int fd);
+/* tg_ipc_call_reply_bytes with the reply's bytes in an evbuffer: they are
+ * moved to the peer's output behind an encoded header (no copy; resp may hold
+ * them by reference, evbuffer_add_reference) and resp is left empty. No fd. */
+int tg_ipc_call_reply_evbuffer(tg_ipc_call *call, struct evbuffer *resp, int has_more);
 /* Finishes the call with success=false. */
 void tg_ipc_call_reject(tg_ipc_call *call);
 tg_ipc_peer *tg_ipc_call_peer(const tg_ipc_call *call);

@@ -26,6 +26,10 @@ size_t tg_ipc_encode_invoke(uint8_t *buf, size_t cap, uint64_t request_id, uint3
 /* success == 0 omits reply_proto (Perfetto's Reject). */
 size_t tg_ipc_encode_reply(uint8_t *buf, size_t cap, uint64_t request_id, int success, int has_more,
                            const uint8_t *reply, size_t reply_len);
+/* The successful reply's bytes up to its payload: header ++ reply_len payload
+ * bytes is exactly tg_ipc_encode_reply(..., success = 1, ...), so a caller can
+ * queue the payload without copying it next to the header. At most 32 bytes. */
+size_t tg_ipc_encode_reply_header(uint8_t *buf, size_t cap, uint64_t request_id, int has_more, size_t reply_len);
 size_t tg_ipc_encode_request_error(uint8_t *buf, size_t cap, uint64_t request_id, const char *error);
 
 /* Parses BindServiceReply bytes (the msg member). Calls fn for each method.

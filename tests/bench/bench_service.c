@@ -801,6 +801,7 @@ int main(int argc, char **argv)
 
     /* ReadBuffers: fill the ring buffer (64 MiB), read it all back; best of 3 rounds */
     struct read_result best = {0, 0, 0, 0};
+    uint64_t all_bytes = 0, all_frames = 0;
     int rounds = getenv("TG_BENCH_READ_ROUNDS") ? atoi(getenv("TG_BENCH_READ_ROUNDS")) : 5; /* more for profiling */
     for (int round = 0; round < rounds; round++) {
         long long w0 = buffer_bytes_written(&cons), written = w0;
@@ -814,6 +815,8 @@ int main(int argc, char **argv)
         tg_trace_writer_flush(in.w);
         run_loop_for(in.base, 0.05);
         struct read_result rr = measure_read(&cons);
+        all_bytes += rr.bytes;
+        all_frames += rr.frames;
         if (rr.mb_per_s > best.mb_per_s)
             best = rr;
     }
@@ -821,6 +824,8 @@ int main(int argc, char **argv)
     printf("   %.1f MB of IPC frames in %.3f s = %.1f MB/s (%llu replies, %.1f KiB each)\n", (double)best.bytes / 1e6,
            best.seconds, best.mb_per_s, (unsigned long long)best.frames,
            best.frames ? (double)best.bytes / (double)best.frames / 1024 : 0.0);
+    printf("   all %d rounds: read_bytes=%llu read_replies=%llu\n", rounds, (unsigned long long)all_bytes,
+           (unsigned long long)all_frames); /* for per-MB costs (tests/bench/insn_per_mb.sh) */
     fflush(stdout);
     if (getenv("TG_BENCH_WHATIF"))
         goto teardown; /* the what-if child measures throughput only */

@@ -13,7 +13,10 @@
  * too and reads the same request id, `msg` member, service id, method id, drop_reply, args,
  * service name, success, has_more, reply and bind-reply method table; in closed mode the envelope
  * (IPCFrame, BindService, InvokeMethod) holds no field the reference would keep as unknown. The
- * lenient scanner must read such a frame the same way too.
+ * lenient scanner must read such a frame the same way too. The prefix scan (tg_frame_scan_prefix,
+ * the bridge's zero-copy path) decides a frame from its first k bytes only when the full scan
+ * accepts it and reads the same fields, never reads past those k bytes, and with k = the whole
+ * frame gives the full scan's verdict.
  *
  * Input: the whole input is one IPCFrame body; it is also walked as a framed stream
  * ([u32 LE length][body]...), so the recordings' byte streams seed real frames. Seeds:
@@ -380,10 +383,60 @@ static void check_frame(const uint8_t *body, size_t len, unsigned mode)
           lf.service_name == fi.service_name && lf.service_name_len == fi.service_name_len);
 }
 
+/* A pointer read from a prefix: NULL when it reached past the prefix, else the same offset. */
+static int same_ptr(const uint8_t *pp, const uint8_t *prefix, size_t k, const uint8_t *fp, const uint8_t *body,
+                    size_t n)
+{
+    if (!pp)
+        return !fp || (size_t)(fp - body) + n > k;
+    return fp && pp - prefix == fp - body;
+}
+
+/* The prefix scan (the bridge's zero-copy path) decides a frame only when the full scan accepts
+ * it and reads it the same way. The prefix is copied into a buffer of exactly its size, so a read
+ * past it is an ASan report. */
+static void check_prefix_at(const uint8_t *body, size_t len, size_t k, unsigned mode, int frc,
+                            const struct tg_frame_info *fi)
+{
+    static uint8_t pre[TG_FRAME_MAX_DEFAULT];
+    uint8_t *exact = pre + sizeof pre - k; /* the prefix ends where the array does */
+    if (k)
+        memcpy(exact, body, k);
+    struct tg_frame_info pi;
+    int prc = tg_frame_scan_prefix(exact, k, len, &pi, mode);
+    CHECK(prc == 0 || prc == TG_SCAN_INCOMPLETE);
+    if (k == len)
+        CHECK((prc == 0) == (frc == 0)); /* the whole frame at hand: the same verdict */
+    if (prc != 0)
+        return;
+    CHECK(frc == 0);
+    CHECK(pi.request_id == fi->request_id && pi.msg == fi->msg && pi.service_id == fi->service_id &&
+          pi.method_id == fi->method_id && pi.drop_reply == fi->drop_reply && pi.success == fi->success &&
+          pi.has_more == fi->has_more && pi.has_payload == fi->has_payload && pi.payload_len == fi->payload_len &&
+          pi.msg_len == fi->msg_len && pi.service_name_len == fi->service_name_len);
+    CHECK(same_ptr(pi.msg_data, exact, k, fi->msg_data, body, fi->msg_len));
+    CHECK(same_ptr(pi.payload, exact, k, fi->payload, body, fi->payload_len));
+    /* a service name is always handed out whole */
+    CHECK((!pi.service_name && !fi->service_name) ||
+          (pi.service_name && fi->service_name && pi.service_name - exact == fi->service_name - body));
+}
+
+static void check_prefixes(const uint8_t *body, size_t len, unsigned mode)
+{
+    struct tg_frame_info fi;
+    int frc = tg_frame_scan_ex(body, len, &fi, mode, NULL, 0);
+    size_t ks[] = {0, 1, 2, 3, 5, 8, 12, 16, 24, 32, 48, len / 2, len > 8 ? len - 8 : 0, len > 1 ? len - 1 : 0, len};
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
+        if (ks[i] <= len)
+            check_prefix_at(body, len, ks[i], mode, frc, &fi);
+}
+
 static void check_both(const uint8_t *body, size_t len)
 {
     check_frame(body, len, TG_SCAN_STRICT);
     check_frame(body, len, TG_SCAN_STRICT | TG_SCAN_CLOSED);
+    check_prefixes(body, len, TG_SCAN_STRICT);
+    check_prefixes(body, len, TG_SCAN_CLOSED);
     /* closed is stricter than strict */
     struct tg_frame_info fi;
     if (tg_frame_scan_ex(body, len, &fi, TG_SCAN_CLOSED, NULL, 0) == 0)

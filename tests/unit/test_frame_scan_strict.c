@@ -433,6 +433,109 @@ static void test_recordings_pass(void **state)
     assert_true(frames[0] >= np && frames[1] >= np); /* each recording has frames both ways */
 }
 
+/* tg_frame_scan_prefix: a large reply is decided by its first bytes (the payload comes last), with
+ * no pointer past them handed out; a call whose drop_reply follows its arguments, or a frame with
+ * a repeated field past the prefix, is not decided there (the whole frame then is: accepted, or
+ * refused). The service's reply header ++ payload is exactly the encoded reply. */
+static void test_prefix_scan(void **state)
+{
+    (void)state;
+    size_t n = 100000;
+    uint8_t *payload = malloc(n), *frame = malloc(n + 64), *hdr_frame = malloc(n + 64);
+    for (size_t i = 0; i < n; i++)
+        payload[i] = (uint8_t)(i * 7);
+    size_t fl = tg_ipc_encode_reply(frame, n + 64, 77, 1, 1, payload, n);
+    struct tg_frame_info fi;
+    assert_int_equal(tg_frame_scan_prefix(frame, 32, fl, &fi, TG_SCAN_STRICT), 0);
+    assert_int_equal(fi.request_id, 77);
+    assert_int_equal(fi.msg, TG_MSG_INVOKE_METHOD_REPLY);
+    assert_true(fi.success && fi.has_more && fi.has_payload);
+    assert_int_equal(fi.payload_len, n);
+    assert_null(fi.payload);  /* past the prefix */
+    assert_null(fi.msg_data); /* likewise */
+    assert_int_equal(tg_frame_scan_prefix(frame, 8, fl, &fi, TG_SCAN_STRICT), TG_SCAN_INCOMPLETE);
+    assert_int_equal(tg_frame_scan_prefix(frame, fl, fl, &fi, TG_SCAN_STRICT), 0); /* whole: as the full scan */
+    assert_ptr_equal(fi.payload, frame + fl - n);
+
+    /* has_more once more after the payload: undecided on the prefix, refused whole */
+    frame[fl] = 0x10;
+    frame[fl + 1] = 0x00;
+    size_t inner_at = 1 + 1 + 1; /* rid tag + 77, then the member's tag */
+    uint8_t lenv[8];
+    size_t old = tg_pb_put_varint(lenv, n + 4 + 1 + tg_pb_varint_size(n));
+    assert_int_equal(tg_pb_put_varint(frame + inner_at, n + 4 + 1 + tg_pb_varint_size(n) + 2), old);
+    assert_int_equal(tg_frame_scan_prefix(frame, 64, fl + 2, &fi, TG_SCAN_STRICT), TG_SCAN_INCOMPLETE);
+    assert_int_equal(tg_frame_scan_ex(frame, fl + 2, &fi, TG_SCAN_STRICT, NULL, 0), TG_SCAN_AMBIGUOUS);
+
+    /* a call: drop_reply comes after the arguments */
+    size_t il = tg_ipc_encode_invoke(frame, n + 64, 5, 1, 7, payload, 5000, 0);
+    assert_int_equal(tg_frame_scan_prefix(frame, 64, il, &fi, TG_SCAN_CLOSED), TG_SCAN_INCOMPLETE);
+    assert_int_equal(tg_frame_scan_prefix(frame, il, il, &fi, TG_SCAN_CLOSED), 0);
+    assert_int_equal(fi.method_id, 7);
+    /* a small call is decided whole */
+    il = tg_ipc_encode_invoke(frame, n + 64, 6, 1, 12, NULL, 0, 0);
+    assert_int_equal(tg_frame_scan_prefix(frame, il, il, &fi, TG_SCAN_CLOSED), 0);
+    assert_int_equal(fi.method_id, 12);
+
+    /* the reply header for tg_ipc_call_reply_evbuffer */
+    static const uint64_t rids[] = {0, 1, 300, UINT64_C(1) << 40, UINT64_MAX};
+    static const size_t lens[] = {0, 1, 127, 128, 16383, 16384, 100000};
+    for (size_t r = 0; r < 5; r++)
+        for (int more = 0; more < 2; more++)
+            for (size_t l = 0; l < 7; l++) {
+                size_t full = tg_ipc_encode_reply(frame, n + 64, rids[r], 1, more, payload, lens[l]);
+                size_t h = tg_ipc_encode_reply_header(hdr_frame, 40, rids[r], more, lens[l]);
+                assert_true(h > 0 && h <= 32);
+                memcpy(hdr_frame + h, payload, lens[l]);
+                assert_int_equal(h + lens[l], full);
+                assert_memory_equal(hdr_frame, frame, full);
+            }
+    free(payload);
+    free(frame);
+    free(hdr_frame);
+}
+
+/* Every large reply in the recordings (real ReadBuffers traffic) is decided by its first 64 bytes,
+ * which is what lets the bridge forward it without pulling it up. */
+static void test_prefix_scan_recordings(void **state)
+{
+    (void)state;
+    const char *dir = tg_test_recordings_dir();
+    char **paths = NULL;
+    size_t np = dir ? tg_test_list_dir(dir, ".bin", &paths) : 0;
+    if (!np) {
+        print_message("SKIP: ../shared/interop/recordings not found (set TG_SHARED_DIR)\n");
+        skip();
+    }
+    size_t large = 0;
+    for (size_t i = 0; i < np; i++) {
+        struct tg_recording rec;
+        assert_int_equal(tg_recording_load(paths[i], &rec), 0);
+        tg_frame_reader *r = tg_frame_reader_new(0);
+        assert_non_null(r);
+        assert_int_equal(tg_frame_reader_feed(r, rec.stream[TG_REC_S2C], rec.stream_len[TG_REC_S2C]), 0);
+        const uint8_t *body;
+        size_t len;
+        while (tg_frame_reader_next(r, &body, &len) == TG_FRAME_READY) {
+            struct tg_frame_info full, pre;
+            if (len < 1024 || tg_frame_scan_ex(body, len, &full, TG_SCAN_STRICT, NULL, 0) != 0 ||
+                full.msg != TG_MSG_INVOKE_METHOD_REPLY)
+                continue;
+            if (tg_frame_scan_prefix(body, 64, len, &pre, TG_SCAN_STRICT) != 0)
+                fail_msg("%s: a %zu-byte reply is not decided by its first 64 bytes", rec.name, len);
+            assert_int_equal(pre.request_id, full.request_id);
+            assert_int_equal(pre.has_more, full.has_more);
+            assert_int_equal(pre.payload_len, full.payload_len);
+            large++;
+        }
+        tg_frame_reader_free(r);
+        tg_recording_free(&rec);
+    }
+    tg_test_free_list(paths, np);
+    print_message("%zu large replies decided by their first 64 bytes\n", large);
+    assert_true(large > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -444,6 +547,8 @@ int main(void)
         cmocka_unit_test(test_replies),
         cmocka_unit_test(test_own_encodings_pass),
         cmocka_unit_test(test_recordings_pass),
+        cmocka_unit_test(test_prefix_scan),
+        cmocka_unit_test(test_prefix_scan_recordings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1182,7 +1182,7 @@ static void h_detach(struct tg_gw_session *s, void *ctx, void *state)
         g_hooks.detached = NULL;
 }
 
-static const struct tg_gw_filter k_filter = {"test", h_attach, h_down, h_up, h_down_close, NULL, h_detach};
+static const struct tg_gw_filter k_filter = {"test", h_attach, h_down, h_up, h_down_close, NULL, h_detach, NULL};
 
 /* TracegateTest.Keep: mark this session to survive its client */
 static void l_keep(struct tg_gw_session *s, uint64_t rid, const uint8_t *args, size_t len, int drop, void *ctx)

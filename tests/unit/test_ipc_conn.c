@@ -105,7 +105,7 @@ static void rec_on_drain(tg_conn *c, void *arg)
     ((struct rec *)arg)->drains++;
 }
 
-static const struct tg_conn_cbs k_rec_cbs = {rec_on_frame, rec_on_close, rec_on_drain};
+static const struct tg_conn_cbs k_rec_cbs = {.on_frame = rec_on_frame, .on_close = rec_on_close, .on_drain = rec_on_drain};
 
 static int rec_closed(void *arg)
 {

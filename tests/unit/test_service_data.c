@@ -3,7 +3,8 @@
  * larger than a chunk and than the whole SMB, patches, scraping a dead
  * producer's SMB, a consumer dying mid-ReadBuffers, malformed CommitData
  * that must not hurt another producer, write_into_file, shmem emulation,
- * InitializeConnection rules and SMB geometry. */
+ * InitializeConnection rules and SMB geometry; a full buffer read out in
+ * many replies. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -189,6 +190,68 @@ static void test_discard_overflow(void **state)
     assert_int_equal(seqs[0], 0); /* the oldest data was kept */
     ts_trace_free(&t);
     fx_free(&x);
+}
+
+/* A full buffer read out in many replies (several per loop turn): every packet stored comes out
+ * once, in order, intact; replies stay under the IPC limit; has_more on all but the last. Once
+ * with DISCARD (the oldest data kept) and once with a ring that wrapped (the newest kept). */
+static void read_full_buffer(int discard)
+{
+    struct fx x;
+    struct ts_prod_opts po;
+    default_prod(&po);
+    struct ts_cfg cfg;
+    ts_cfg_init(&cfg, 1024, discard, "test.ds", 0);
+    fx_start(&x, &po, &cfg, -1);
+    assert_int_equal(ts_prod_register_writer(&x.p, 1, x.target), 0);
+    x.p.commit_immediately = true;
+    static const size_t payloads[] = {100, 700, 1000, 300, 20, 900};
+    uint64_t seq = 0;
+    size_t lens[4096];
+    for (size_t i = 0; i < 16; i++) { /* ~2.5 MB into 1 MB */
+        size_t pl = payloads[i % 6];
+        for (uint64_t k = seq; k < seq + 250; k++)
+            lens[k] = pl;
+        write_packets(&x.p, 1, x.target, seq, 250, pl);
+        seq += 250;
+    }
+    fx_disable(&x);
+    struct ts_trace t = {0};
+    assert_int_equal(ts_cons_read(&x.c, &t, 10000), 0);
+    assert_false(t.bad_has_more);
+    assert_true(t.replies >= 8);
+    assert_true(t.max_reply < 131072 - 64);
+    static uint64_t seqs[4096];
+    static size_t got_len[4096];
+    size_t n = producer_seqs(&t, seqs, 4096, got_len);
+    assert_true(n > 500 && n < seq);
+    if (discard)
+        assert_int_equal(seqs[0], 0);
+    else
+        assert_int_equal(seqs[n - 1], seq - 1);
+    for (size_t i = 1; i < n; i++)
+        assert_int_equal(seqs[i], seqs[i - 1] + 1);
+    /* and each packet byte for byte */
+    size_t k = 0;
+    static uint8_t ref[2048];
+    for (size_t i = 0; i < t.n; i++) {
+        if (!t.pk[i].trusted)
+            continue;
+        uint64_t s = seqs[k++];
+        size_t l = ts_make_packet(ref, sizeof ref, s, lens[s]);
+        assert_int_equal(t.pk[i].len - t.pk[i].trusted_len, l);
+        assert_memory_equal(t.pk[i].data, ref, l);
+    }
+    assert_int_equal(k, n);
+    ts_trace_free(&t);
+    fx_free(&x);
+}
+
+static void test_read_full_buffer(void **state)
+{
+    (void)state;
+    read_full_buffer(1);
+    read_full_buffer(0);
 }
 
 static void test_packets_larger_than_chunk_and_smb(void **state)
@@ -842,6 +905,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ring_buffer_wrap),
         cmocka_unit_test(test_discard_overflow),
+        cmocka_unit_test(test_read_full_buffer),
         cmocka_unit_test(test_packets_larger_than_chunk_and_smb),
         cmocka_unit_test(test_patches),
         cmocka_unit_test(test_producer_dies_mid_chunk),
