@@ -12,6 +12,9 @@ PKGS=(
   libevent-dev libssl-dev libwebsockets-dev libprotobuf-c-dev protobuf-c-compiler libnghttp2-dev
   libcmocka-dev clang
   openssl socat stunnel4 websockify python3 procps iproute2 jq
+  protobuf-compiler
+  adb   # tests: a real ADB server for /adb (test_ws_adb.sh)
+  nftables openssh-server openssh-client util-linux   # tests: test_link_netns.sh (NAT), test_link_ssh.sh (sshd), setpriv
 )
 # browser tests (issue 4): chromium + node for playwright-core
 if [ "${TRACEGATE_BROWSER_DEPS:-0}" = "1" ]; then
@@ -20,6 +23,10 @@ if [ "${TRACEGATE_BROWSER_DEPS:-0}" = "1" ]; then
   command -v node >/dev/null 2>&1 || PKGS+=(nodejs)
   command -v npm >/dev/null 2>&1 || PKGS+=(npm)
 fi
+# the OTLP test validates OnePath's OTLP/JSON with the OpenTelemetry JS project's own message
+# definitions (npm package @opentelemetry/otlp-transformer): node and npm, unless already there
+command -v node >/dev/null 2>&1 || PKGS+=(nodejs)
+command -v npm >/dev/null 2>&1 || PKGS+=(npm)
 # `make check-stress` (contrib/stress-check.sh) loads the CPUs with stress-ng while the suite runs
 if [ "${TRACEGATE_STRESS_DEPS:-0}" = "1" ]; then
   PKGS+=(stress-ng)

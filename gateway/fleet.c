@@ -3,7 +3,9 @@
  * inbound channels handed to the gateway, routing for the bridge, and the node list
  * (see fleet.h, docs/link-protocol.md). */
 #include "fleet.h"
+#include "fd_splice.h"
 #include "fleet_fanout.h"
+#include "gw_adb_target.h"
 #include "gw_identity.h"
 
 #include <arpa/inet.h>
@@ -20,6 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "consumer_port.pb-c.h"
+#include "gw_bridge.h"
 #include "gw_core.h"
 #include "link_int.h"
 #include "link_wire.h"
@@ -72,17 +76,37 @@ struct tg_fleet {
     size_t n_listeners;
     struct tg_link *links;
     struct link_conn *stdio_conn;
+    struct link_conn **conns;  /* every link connection made or accepted, until freed */
+    size_t n_conns, cap_conns;
     pthread_mutex_t status_mu;
     char *status_json;
     char *metrics_text; /* the fleet's /metrics families, rebuilt with status_json */
     uint64_t started_unix;
     struct tg_fanout *fanout; /* federated sessions (@all, @a,b) */
+    struct tg_gw_adb_target *adb; /* this node's ADB server, for ADB channels (NULL: none) */
 };
 
 struct event_base *tg_fleet_base(struct tg_fleet *f) { return f->base; }
 struct tg_gw *tg_fleet_gw(struct tg_fleet *f) { return f->gw; }
 const char *tg_fleet_node_name(const struct tg_fleet *f) { return f->name; }
 const struct tg_fleet_config *tg_fleet_config_of(const struct tg_fleet *f) { return &f->cfg; }
+const char *tg_fleet_peer_host(const struct tg_fleet_peer *p) { return p->host; }
+
+/* Remembers a connection so tg_fleet_free can free it even when no link holds it (accepted and
+ * waiting for its control stream, or lost and waiting to be freed). Returns 0 or -1. */
+static int track_conn(struct tg_fleet *f, struct link_conn *c)
+{
+    if (f->n_conns == f->cap_conns) {
+        size_t cap = f->cap_conns ? f->cap_conns * 2 : 16;
+        struct link_conn **n = realloc(f->conns, cap * sizeof *n);
+        if (!n)
+            return -1;
+        f->conns = n;
+        f->cap_conns = cap;
+    }
+    f->conns[f->n_conns++] = c;
+    return 0;
+}
 
 /* ------------------------------------------------------------ the node list */
 
@@ -445,6 +469,76 @@ int tg_fleet_connect(void *fleet, const char *node, int producer, const struct t
 
 /* ------------------------------------------------------------ inbound channels */
 
+/* An ADB channel: the link's roles must hold adb (a shell on every attached device); the stream
+ * goes to our ADB server, or one hop on to the node named in the path. */
+static int accept_adb(struct tg_fleet *f, struct tg_link *l, struct link_channel *ch, int fd,
+                      const struct tg_gw_client_info *info)
+{
+    char err[160] = "";
+    int status = 0, tfd = -1;
+    if (!(l->roles & (TG_GW_ROLE_ADB | TG_GW_ROLE_ADMIN))) {
+        status = 403;
+        snprintf(err, sizeof err, "the link's roles do not include adb (--link-roles)");
+    } else if ((tfd = tg_fleet_adb_connect(f, ch->node, info, err, sizeof err)) < 0) {
+        status = 502;
+    } else if (tg_fd_splice(f->base, fd, tfd, 256 * 1024, info->principal) != 0) {
+        tg_warn(LOG, "link %s: ADB channel %llx: out of memory", l->peer_name, (unsigned long long)ch->id);
+        return 503; /* the splice closed both */
+    }
+    if (status) {
+        tg_warn(LOG, "link %s: refused an ADB channel to %s for %s: %s", l->peer_name, ch->node, info->principal, err);
+        close(fd);
+        return status;
+    }
+    tg_info(LOG, "link %s: ADB channel %llx to %s for %s", l->peer_name, (unsigned long long)ch->id, ch->node,
+            info->principal);
+    return 0;
+}
+
+int tg_fleet_adb_connect(void *fleet, const char *node, const struct tg_gw_client_info *who, char *err, size_t errlen)
+{
+    struct tg_fleet *f = fleet;
+    if (!node[0] || !strcmp(node, f->name)) {
+        if (!f->adb) {
+            snprintf(err, errlen, "node %s has no ADB server configured", f->name);
+            return -1;
+        }
+        return tg_gw_adb_target_open(f->adb, "", who, err, errlen);
+    }
+    if (raw_by_name(f, node)) {
+        snprintf(err, errlen, "node %s is a raw Perfetto endpoint: no ADB server behind it", node);
+        return -1;
+    }
+    struct tg_link *l = route(f, node);
+    if (!l) {
+        snprintf(err, errlen, "no node %s here", node);
+        return -1;
+    }
+    int fd = -1;
+    struct link_channel *ch =
+        tg_link_channel_new(l, 0, node, LINK_KIND_ADB, who ? who->principal : "", 0, &fd);
+    if (!ch) {
+        snprintf(err, errlen, "cannot create a channel to %s", node);
+        return -1;
+    }
+    if ((l->dialer ? tg_link_submit_channel(l, ch) : tg_link_send_open(l, ch)) != 0) {
+        tg_link_channel_free(ch);
+        close(fd);
+        snprintf(err, errlen, "cannot open a channel to %s", node);
+        return -1;
+    }
+    tg_info(LOG, "link %s: ADB channel %llx to %s for %s", l->peer_name, (unsigned long long)ch->id, node,
+            ch->principal[0] ? ch->principal : "-");
+    return fd;
+}
+
+int tg_fleet_set_adb(struct tg_fleet *f, const struct tg_addr *server, const char *text)
+{
+    tg_gw_adb_target_free(f->adb);
+    f->adb = server ? tg_gw_adb_target_new(server, text, f->name) : NULL;
+    return server && !f->adb ? -1 : 0;
+}
+
 int tg_fleet_accept_channel(struct tg_fleet *f, struct tg_link *l, struct link_channel *ch, int fd)
 {
     struct tg_gw_client_info info;
@@ -462,6 +556,8 @@ int tg_fleet_accept_channel(struct tg_fleet *f, struct tg_link *l, struct link_c
              ch->principal[0] ? ch->principal : "-");
     if (strcmp(ch->node, f->name) != 0)
         snprintf(info.node, sizeof info.node, "%s", ch->node);
+    if (ch->producer == LINK_KIND_ADB)
+        return accept_adb(f, l, ch, fd, &info);
     struct tg_conn_opts o;
     tg_gw_client_conn_opts(f->gw, &o);
     o.no_fd_passing = 1;
@@ -470,6 +566,75 @@ int tg_fleet_accept_channel(struct tg_fleet *f, struct tg_link *l, struct link_c
         return 503;
     tg_gw_accept(f->gw, c, &info);
     return 0;
+}
+
+/* ------------------------------------------------------------ channels lost past the window */
+
+void tg_fleet_detach_key(const char *opener, uint64_t channel_id, char *key, size_t len)
+{
+    snprintf(key, len, "tracegate-link-%s-%llx", opener, (unsigned long long)channel_id);
+}
+
+struct lost_channel {
+    char key[128];
+};
+
+static void on_lost_detach_reply(struct tg_gw_session *s, int success, int has_more, const uint8_t *reply,
+                                 size_t len, void *arg)
+{
+    struct lost_channel *lc = arg;
+    (void)reply;
+    (void)len;
+    if (has_more)
+        return;
+    if (success)
+        tg_warn(LOG, "session %llu: its link is gone; the tracing session was detached with key \"%s\" and keeps "
+                     "running. Collect it with `tracectl --node NAME attach URL %s` once the link is back",
+                (unsigned long long)tg_gw_session_id(s), lc->key, lc->key);
+    else
+        tg_info(LOG, "session %llu: its link is gone and it owned no tracing session to keep",
+                (unsigned long long)tg_gw_session_id(s));
+    free(lc);
+    tg_gw_session_close(s, "the link did not come back within the resume window", 0);
+}
+
+void tg_fleet_detach_channel(struct tg_fleet *f, struct tg_link *l, struct link_channel *ch)
+{
+    if (!ch->inbound || ch->producer)
+        return;
+    char peer[128];
+    snprintf(peer, sizeof peer, "link(%s#%llx)", l->peer_name, (unsigned long long)ch->id);
+    struct tg_gw_session *s = f->gw->sessions;
+    for (; s; s = tg_gw_session_next(s)) {
+        const struct tg_gw_client_info *i = tg_gw_session_info(s);
+        if (i->transport == TG_GW_T_LINK && !strcmp(i->peer, peer))
+            break;
+    }
+    if (!s || !tg_gw_session_up(s))
+        return;
+    uint32_t sid = tg_gw_session_service_id(s, "ConsumerPort");
+    uint32_t mid = tg_gw_session_method_id(s, "ConsumerPort", "Detach");
+    struct lost_channel *lc = calloc(1, sizeof *lc);
+    if (!sid || !mid || !lc) {
+        free(lc);
+        return;
+    }
+    tg_fleet_detach_key(l->peer_name, ch->id, lc->key, sizeof lc->key);
+    Perfetto__Protos__DetachRequest dr = PERFETTO__PROTOS__DETACH_REQUEST__INIT;
+    dr.key = lc->key;
+    uint8_t buf[160];
+    size_t n = perfetto__protos__detach_request__get_packed_size(&dr);
+    if (n > sizeof buf) {
+        free(lc);
+        return;
+    }
+    perfetto__protos__detach_request__pack(&dr, buf);
+    /* the client's end closes now: hold its reads so the session lives until the reply */
+    tg_gw_session_hold_down(s, 1);
+    if (tg_gw_session_call_up(s, sid, mid, buf, n, -1, on_lost_detach_reply, lc) != 0) {
+        tg_gw_session_hold_down(s, 0);
+        free(lc);
+    }
 }
 
 /* ------------------------------------------------------------ authentication of links */
@@ -501,10 +666,11 @@ static int name_bound(struct tg_fleet *f, const char *principal, unsigned cred_r
 }
 
 unsigned tg_fleet_auth_link(struct tg_fleet *f, struct link_conn *c, const char *authorization, const char *node,
-                            char *principal, size_t plen, int *status)
+                            char *principal, size_t plen, int *status, const char **why)
 {
     unsigned grant = f->cfg.link_roles;
     *status = 401;
+    *why = "authentication required";
     if (c->tinfo.stdio) {
         snprintf(principal, plen, "ssh:uid:%u", (unsigned)getuid());
         return grant;
@@ -517,6 +683,7 @@ unsigned tg_fleet_auth_link(struct tg_fleet *f, struct link_conn *c, const char 
     if (c->auth_principal[0] && (c->auth_roles & (TG_GW_ROLE_LINK | TG_GW_ROLE_ADMIN))) {
         if (!name_bound(f, c->auth_principal, c->auth_roles, node)) {
             *status = 403;
+            *why = "this certificate links only under its CN as the node name";
             tg_warn(LOG, "link from %s (%s): refused the node name \"%s\" (a certificate links as its CN)",
                     c->tinfo.peer, c->auth_principal, node);
             return 0;
@@ -530,16 +697,18 @@ unsigned tg_fleet_auth_link(struct tg_fleet *f, struct link_conn *c, const char 
         if (!roles) {
             tg_gw_count_auth_failure(f->gw, TG_GW_T_LINK, "bad_token");
             tg_warn(LOG, "link from %s: bad token", c->tinfo.peer);
-            return 0;
+            return 0; /* "authentication required": the peer learns nothing about the token */
         }
         if (!(roles & (TG_GW_ROLE_LINK | TG_GW_ROLE_ADMIN))) {
             *status = 403;
+            *why = "this token lacks the link role";
             tg_warn(LOG, "link from %s: token %s lacks the link role", c->tinfo.peer, name);
             return 0;
         }
         snprintf(principal, plen, "token:%s", name);
         if (!name_bound(f, principal, roles, node)) {
             *status = 403;
+            *why = "this token links only under its own name as the node name";
             tg_warn(LOG, "link from %s: token %s may link only as node \"%s\", not \"%s\"", c->tinfo.peer, name, name,
                     node);
             return 0;
@@ -548,6 +717,7 @@ unsigned tg_fleet_auth_link(struct tg_fleet *f, struct link_conn *c, const char 
     }
     if (c->auth_principal[0]) { /* a known local uid or certificate without the link role */
         *status = 403;
+        *why = "this principal lacks the link role";
         tg_warn(LOG, "link from %s (%s): not allowed to link", c->tinfo.peer, c->auth_principal);
         return 0;
     }
@@ -571,7 +741,8 @@ void tg_link_start_dial(struct tg_link *l)
     if (l->state == LINK_UP || l->state == LINK_CLOSED || l->conn)
         return;
     struct link_conn *c = tg_link_conn_new(f, l, 1);
-    if (!c) {
+    if (!c || track_conn(f, c) != 0) {
+        tg_link_conn_free(c);
         dial_failed(l, "out of memory");
         return;
     }
@@ -714,6 +885,11 @@ static int ip_is_loopback(const struct sockaddr_storage *ss)
 
 void tg_fleet_conn_gone(struct tg_fleet *f, struct link_conn *c)
 {
+    for (size_t i = 0; i < f->n_conns; i++)
+        if (f->conns[i] == c) {
+            f->conns[i] = f->conns[--f->n_conns];
+            break;
+        }
     if (c->admitted) {
         c->admitted = 0;
         tg_gw_client_gone(f->gw, &c->ainfo, NULL, 1);
@@ -725,56 +901,72 @@ void tg_fleet_conn_gone(struct tg_fleet *f, struct link_conn *c)
     }
 }
 
+/* One accepted link connection: limits before anything is spent on it, the uid of a local
+ * peer, then the transport (TLS or h2c) as the HTTP/2 acceptor. Takes fd. */
+static int accept_link(struct tg_fleet *f, int fd, struct tg_tls_server *tls, const char *where, char *err,
+                       size_t errlen)
+{
+    struct link_conn *c = tg_link_conn_new(f, NULL, 0);
+    if (!c || track_conn(f, c) != 0) {
+        tg_link_conn_free(c);
+        close(fd);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    struct tg_gw_client_info *ai = &c->ainfo;
+    ai->transport = TG_GW_T_LINK;
+    struct tg_peer_cred cred;
+    {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        char ip[64] = "?";
+        unsigned port = 0;
+        if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) {
+            ai->loopback = ip_is_loopback(&ss);
+            format_ip(&ss, ip, sizeof ip, &port);
+        }
+        snprintf(ai->source, sizeof ai->source, "%s", ip);
+        snprintf(ai->peer, sizeof ai->peer, "link %s:%u", ip, port);
+    }
+    const char *label, *why;
+    if (tg_gw_admit(f->gw, ai, &label, &why) != 0) {
+        tg_gw_count_rejected(f->gw, label);
+        tg_warn(LOG, "%s: refused a link connection from %s: %s", where, ai->source, why);
+        close(fd);
+        tg_link_conn_free(c);
+        snprintf(err, errlen, "%s", why);
+        return -1;
+    }
+    c->admitted = 1;
+    if (ai->loopback && tg_peer_cred_of(fd, &cred) == 0 && (cred.uid == 0 || cred.uid == geteuid())) {
+        snprintf(c->auth_principal, sizeof c->auth_principal, "uid:%u", (unsigned)cred.uid);
+        c->auth_roles = TG_GW_ROLE_LINK;
+    }
+    int hs = (int)(f->cfg.handshake_timeout_ms ? f->cfg.handshake_timeout_ms : 10000);
+    c->tr = tg_link_tr_accept(f->base, fd, tls, hs, &tg_link_conn_tr_cbs, c, err, errlen);
+    if (!c->tr) {
+        tg_warn(LOG, "%s: %s", where, err);
+        tg_link_conn_free(c);
+        return -1;
+    }
+    return 0;
+}
+
+int tg_fleet_accept_link_fd(struct tg_fleet *f, int fd, char *err, size_t errlen)
+{
+    return accept_link(f, fd, NULL, "link socket", err, errlen);
+}
+
 static void listener_accept_cb(evutil_socket_t lfd, short what, void *arg)
 {
     (void)what;
     struct link_listener *ll = arg;
-    struct tg_fleet *f = ll->f;
     for (int i = 0; i < 32; i++) {
         int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
             return;
-        struct link_conn *c = tg_link_conn_new(f, NULL, 0);
-        if (!c) {
-            close(fd);
-            continue;
-        }
-        /* limits before anything is spent on it */
-        struct tg_gw_client_info *ai = &c->ainfo;
-        ai->transport = TG_GW_T_LINK;
-        struct tg_peer_cred cred;
-        {
-            struct sockaddr_storage ss;
-            socklen_t sl = sizeof ss;
-            char ip[64] = "?";
-            unsigned port = 0;
-            if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) {
-                ai->loopback = ip_is_loopback(&ss);
-                format_ip(&ss, ip, sizeof ip, &port);
-            }
-            snprintf(ai->source, sizeof ai->source, "%s", ip);
-            snprintf(ai->peer, sizeof ai->peer, "link %s:%u", ip, port);
-        }
-        const char *label, *why;
-        if (tg_gw_admit(f->gw, ai, &label, &why) != 0) {
-            tg_gw_count_rejected(f->gw, label);
-            tg_warn(LOG, "%s: refused a link connection from %s: %s", ll->bound, ai->source, why);
-            close(fd);
-            tg_link_conn_free(c);
-            continue;
-        }
-        c->admitted = 1;
-        if (ai->loopback && tg_peer_cred_of(fd, &cred) == 0 && (cred.uid == 0 || cred.uid == geteuid())) {
-            snprintf(c->auth_principal, sizeof c->auth_principal, "uid:%u", (unsigned)cred.uid);
-            c->auth_roles = TG_GW_ROLE_LINK;
-        }
         char err[256];
-        int hs = (int)(f->cfg.handshake_timeout_ms ? f->cfg.handshake_timeout_ms : 10000);
-        c->tr = tg_link_tr_accept(f->base, fd, ll->tls, hs, &tg_link_conn_tr_cbs, c, err, sizeof err);
-        if (!c->tr) {
-            tg_warn(LOG, "%s: %s", ll->bound, err);
-            tg_link_conn_free(c);
-        }
+        accept_link(ll->f, fd, ll->tls, ll->bound, err, sizeof err);
     }
 }
 
@@ -971,11 +1163,11 @@ struct tg_fleet *tg_fleet_new(struct event_base *base, struct tg_gw *gw, const s
     }
     if (cfg->link_stdio) {
         struct link_conn *c = tg_link_conn_new(f, NULL, 0);
-        char e2[256];
-        if (c)
+        char e2[256] = "out of memory";
+        if (c && track_conn(f, c) == 0)
             c->tr = tg_link_tr_stdio(base, &tg_link_conn_tr_cbs, c, e2, sizeof e2);
         if (!c || !c->tr) {
-            snprintf(err, errlen, "link-stdio: %s", c ? e2 : "out of memory");
+            snprintf(err, errlen, "link-stdio: %s", e2);
             tg_link_conn_free(c);
             tg_fleet_free(f);
             return NULL;
@@ -1015,6 +1207,19 @@ void tg_fleet_free(struct tg_fleet *f)
     }
     tg_fanout_free(f->fanout);
     f->fanout = NULL;
+    tg_gw_adb_target_free(f->adb);
+    f->adb = NULL;
+    /* connections no link holds: accepted ones still before their control stream, lost ones
+     * waiting for their deferred free (they point at the fleet, and maybe at a link) */
+    for (size_t i = f->n_conns; i-- > 0;) {
+        if (i >= f->n_conns)
+            continue;
+        struct link_conn *c = f->conns[i];
+        if (c->link && (c->link->conn == c || c->link->dialing == c))
+            continue;
+        c->link = NULL;
+        tg_link_conn_free(c);
+    }
     while (f->links) {
         struct tg_link *l = f->links;
         f->links = l->next;
@@ -1033,10 +1238,10 @@ void tg_fleet_free(struct tg_fleet *f)
         if (f->listeners[i].tls)
             tg_tls_server_free(f->listeners[i].tls);
     }
-    if (f->stdio_conn && !f->stdio_conn->link)
-        tg_link_conn_free(f->stdio_conn);
+    tg_link_tr_orphans_free();
     if (f->dns)
         evdns_base_free(f->dns, 0);
+    free(f->conns);
     free(f->peers);
     free(f->raw);
     free(f->status_json);

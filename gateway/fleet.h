@@ -48,10 +48,23 @@ void tg_fleet_free(struct tg_fleet *f);
 /* Closes every link with Goodbye (SIGTERM). */
 void tg_fleet_drain(struct tg_fleet *f);
 
+/* Takes a connected stream socket (non-blocking) as an accepted link connection, exactly as a
+ * plaintext --listen-link does for each client: connection limits, the uid of a loopback peer,
+ * then h2c as the HTTP/2 acceptor (no TLS). fd is taken (closed on failure). For tests and fuzz
+ * targets that drive a link over a socketpair. Returns 0, or -1 with a message. */
+int tg_fleet_accept_link_fd(struct tg_fleet *f, int fd, char *err, size_t errlen);
+
 /* The router the bridge uses (tg_gw_set_router): a connected socket to node `node`'s consumer
  * or producer port for client `who`; -1 with a message (unknown node, link down too long). */
 int tg_fleet_connect(void *fleet, const char *node, int producer, const struct tg_gw_client_info *who, char *err,
                      size_t errlen);
+
+/* ADB over links (/adb/NAME): a stream socket to node `node`'s ADB server for `who` (this node's
+ * own, or through a link channel), or -1 with a message. The router of the /adb route. */
+int tg_fleet_adb_connect(void *fleet, const char *node, const struct tg_gw_client_info *who, char *err, size_t errlen);
+/* This node's ADB server, served to linked nodes whose link roles include adb (NULL: none). */
+struct tg_addr;
+int tg_fleet_set_adb(struct tg_fleet *f, const struct tg_addr *server, const char *text);
 
 /* One node as `tracectl nodes` shows it. */
 struct tg_fleet_node {

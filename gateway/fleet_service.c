@@ -2,6 +2,8 @@
  * NAME: `tracectl --node NAME` over any transport) and ListNodes (`tracectl nodes`). */
 #include "fleet_service.h"
 
+#include "fleet_adb_query.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,11 +108,12 @@ static void m_list(struct tg_gw_session *s, uint64_t rid, const uint8_t *args, s
     free(pp);
 }
 
-static const struct tg_gw_local_method k_methods[] = {{"Route", m_route}, {"ListNodes", m_list}};
-static struct tg_gw_local_service g_svc = {TG_GW_SVC_FLEET, k_methods, 2, NULL};
+static struct tg_gw_local_method k_methods[3] = {{"Route", m_route}, {"ListNodes", m_list}, {NULL, NULL}};
+static struct tg_gw_local_service g_svc = {TG_GW_SVC_FLEET, k_methods, 3, NULL};
 
 int tg_fleet_service_register(struct tg_gw *gw, struct tg_fleet *f)
 {
+    k_methods[2] = tg_fleet_adb_method; /* AdbDevices (fleet_adb_query.c) */
     g_svc.ctx = f;
     return tg_gw_register_local_service(gw, &g_svc);
 }

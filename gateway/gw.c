@@ -16,6 +16,7 @@
 #include "gw_upstream.h"
 #include "tracegate/frame.h"
 #include "tracegate/log.h"
+#include "base/json_str.h"
 #include "tracegate/onepath.h"
 
 #define LOG "gateway"
@@ -188,6 +189,12 @@ int tg_gw_upstream_healthy(struct tg_gw *gw)
     return any;
 }
 
+const char *tg_gw_port_target(struct tg_gw *gw, enum tg_gw_port port)
+{
+    struct tg_gw_upstream *u = tg_gw_upstream_for(gw, port);
+    return u ? tg_gw_upstream_describe(u) : NULL;
+}
+
 char *tg_gw_metrics_text(struct tg_gw *gw)
 {
     tg_gw_metrics_set_upstream_healthy(gw->metrics, tg_gw_upstream_healthy(gw));
@@ -234,20 +241,6 @@ void tg_gw_set_metrics_extra(struct tg_gw *gw, char *(*fn)(void *ctx), void *ctx
     pthread_mutex_unlock(&gw->status_mu);
 }
 
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
 
 void tg_gw_set_status_nodes(struct tg_gw *gw, char *(*fn)(void *ctx), void *ctx)
 {
@@ -271,7 +264,7 @@ char *tg_gw_status_json(struct tg_gw *gw)
         if (!gw->upstream[i])
             continue;
         fprintf(f, ",\"%s\":{\"target\":", names[i]);
-        json_str(f, tg_gw_upstream_describe(gw->upstream[i]));
+        tg_json_str(f, tg_gw_upstream_describe(gw->upstream[i]));
         fprintf(f, ",\"external\":%s,\"healthy\":%s}", tg_gw_upstream_is_external(gw->upstream[i]) ? "true" : "false",
                 tg_gw_upstream_is_healthy(gw->upstream[i]) ? "true" : "false");
     }
@@ -286,7 +279,7 @@ char *tg_gw_status_json(struct tg_gw *gw)
     pthread_mutex_unlock(&gw->status_mu);
     if (nodes) {
         fprintf(f, ",\"node\":");
-        json_str(f, tg_gw_node_name(gw));
+        tg_json_str(f, tg_gw_node_name(gw));
         fprintf(f, ",\"nodes\":%s", nodes);
         free(nodes);
     }
@@ -421,7 +414,7 @@ static void rebuild_status(struct tg_gw *gw)
     for (size_t i = 0; i < gw->n_listeners; i++) {
         if (i)
             fputc(',', f);
-        json_str(f, tg_gw_listener_describe(gw->listeners[i]));
+        tg_json_str(f, tg_gw_listener_describe(gw->listeners[i]));
     }
     fputc(']', f);
     if (fclose(f) != 0) {

@@ -13,6 +13,7 @@
 #define TRACEGATE_GATEWAY_GW_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -41,6 +42,7 @@ enum tg_gw_role {
     TG_GW_ROLE_PRODUCER = 1 << 2, /* the ProducerPort */
     TG_GW_ROLE_ADMIN = 1 << 3,    /* everything */
     TG_GW_ROLE_LINK = 1 << 4,     /* may establish a gateway link (what its channels may do is link-roles) */
+    TG_GW_ROLE_ADB = 1 << 5,      /* /adb: a byte pipe to the ADB server (a shell on every attached device) */
 };
 
 /* How the client proved who it is. */
@@ -114,6 +116,10 @@ struct tg_gw_role_defaults {
 void tg_gw_role_defaults(struct tg_gw *gw, struct tg_gw_role_defaults *out);
 /* Whether the upstream service is reachable (WS answers 503 when not). */
 int tg_gw_upstream_healthy(struct tg_gw *gw);
+/* What a port is bridged to ("embedded service (/tmp/perfetto-consumer)",
+ * "unix:/run/perfetto/traced-consumer.sock", ...), or NULL when the port is
+ * not served. Stable for the gateway's lifetime. */
+const char *tg_gw_port_target(struct tg_gw *gw, enum tg_gw_port port);
 /* Prometheus text exposition of every metric; malloc'd, caller frees. */
 char *tg_gw_metrics_text(struct tg_gw *gw);
 /* Small JSON document for /api/status; malloc'd, caller frees. */

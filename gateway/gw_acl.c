@@ -16,6 +16,7 @@ static const struct {
     {TG_GW_ROLE_PRODUCER, "producer"},
     {TG_GW_ROLE_ADMIN, "admin"},
     {TG_GW_ROLE_LINK, "link"},
+    {TG_GW_ROLE_ADB, "adb"},
 };
 
 /* Consumer methods that only read state: what an observer may call. */
@@ -103,8 +104,13 @@ int tg_gw_acl_allows(unsigned roles, const char *service, const char *method)
         return (roles & TG_GW_ROLE_PRODUCER) != 0;
     if (strcmp(service, TG_GW_SVC_SESSION) == 0)
         return (roles & TG_GW_ROLE_RECORDER) != 0;
-    if (strcmp(service, TG_GW_SVC_FLEET) == 0) /* choosing a node grants nothing: the ACL still applies there */
+    if (strcmp(service, TG_GW_SVC_FLEET) == 0) { /* choosing a node grants nothing: the ACL still applies there */
+        if (strcmp(method, "AdbDevices") == 0)
+            return (roles & TG_GW_ROLE_ADB) != 0;
         return (roles & (TG_GW_ROLE_OBSERVER | TG_GW_ROLE_RECORDER | TG_GW_ROLE_PRODUCER)) != 0;
+    }
+    if (strcmp(service, TG_GW_SVC_GATEWAY) == 0) /* the gateway's counters: who may read /metrics */
+        return (roles & (TG_GW_ROLE_OBSERVER | TG_GW_ROLE_RECORDER)) != 0;
     /* RelayPort and anything unknown: admin only (fail closed). */
     return 0;
 }
@@ -124,7 +130,9 @@ int tg_gw_acl_may_bind(unsigned roles, const char *service)
     if (strcmp(service, TG_GW_SVC_SESSION) == 0)
         return (roles & TG_GW_ROLE_RECORDER) != 0;
     if (strcmp(service, TG_GW_SVC_FLEET) == 0)
-        return (roles & (TG_GW_ROLE_OBSERVER | TG_GW_ROLE_RECORDER | TG_GW_ROLE_PRODUCER)) != 0;
+        return (roles & (TG_GW_ROLE_OBSERVER | TG_GW_ROLE_RECORDER | TG_GW_ROLE_PRODUCER | TG_GW_ROLE_ADB)) != 0;
+    if (strcmp(service, TG_GW_SVC_GATEWAY) == 0)
+        return (roles & (TG_GW_ROLE_OBSERVER | TG_GW_ROLE_RECORDER)) != 0;
     return 0;
 }
 

@@ -63,6 +63,7 @@ struct tg_gw_session;
 #define TG_GW_SVC_AUTH "TracegateAuth"
 #define TG_GW_SVC_SESSION "TracegateSession"
 #define TG_GW_SVC_FLEET "TracegateFleet"
+#define TG_GW_SVC_GATEWAY "TracegateGateway"
 /* Service ids the gateway hands out for local services (upstream ids are small). */
 #define TG_GW_LOCAL_SERVICE_ID_BASE 0x40000000u
 /* Request ids with the top bit set belong to the gateway's own calls; a

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gw_adb_addr.h"
 #include "gw_auth.h"
 #include "gw_listener.h"
 #include "tracegate/log.h"
@@ -23,7 +24,7 @@ enum opt_id {
     O_PRODUCER_SOCKET, O_CONSUMER_SOCKET, O_PRODUCER_MODE, O_CONSUMER_MODE,
     O_UPSTREAM_CONSUMER, O_UPSTREAM_PRODUCER, O_PROBE_INTERVAL,
     O_LISTEN, O_HTTP, O_NO_HTTP, O_HTTP_TLS, O_WEB_ROOT, O_WS_MAX_MESSAGE, O_ALLOW_ORIGIN,
-    O_HTTP_HOST, O_HTTP_MAX_PENDING, O_HTTP_MAX_PENDING_PER_SOURCE,
+    O_HTTP_HOST, O_HTTP_MAX_PENDING, O_HTTP_MAX_PENDING_PER_SOURCE, O_HTTP_ADB, O_ADB_SERVER, O_ADB_NODE, O_ADB_ROLES,
     O_TOKEN_FILE, O_LOCAL_ROLES, O_LOCAL_USER_ROLES, O_CERT_ROLES, O_INSECURE,
     O_TLS_CERT, O_TLS_KEY, O_TLS_CA, O_TLS_REQUIRE_CLIENT_CERT,
     O_MAX_FRAME, O_OUT_HIGH, O_OUT_LOW, O_OUT_SOFT, O_OUT_SOFT_GRACE, O_OUT_HARD, O_RATE, O_BURST,
@@ -34,6 +35,7 @@ enum opt_id {
     O_NODE_NAME, O_PEER, O_HUB, O_LISTEN_LINK, O_NODE, O_EXPORT_NODE, O_LINK_STDIO, O_LINK_TOKEN_FILE, O_PEER_CA,
     O_PEER_CERT, O_PEER_KEY, O_LINK_ROLES, O_LINK_CERT_ROLES, O_LINK_RESUME_WINDOW, O_SSH_COMMAND, O_REMOTE_COMMAND,
     O_TEST_CLOCK_OFFSET,
+    O_OTLP_FILE, O_OTLP_HTTP, /* OnePath span export to OpenTelemetry (gw_onepath.c) */
 };
 
 struct opt_def {
@@ -79,6 +81,15 @@ static const struct opt_def k_opts[] = {
      0, "HTTP connections that are not (yet) WebSockets, in total (default 64, 0 = unlimited)"},
     {O_HTTP_MAX_PENDING_PER_SOURCE, "http-max-pending-per-source", "N",
      0, "... per non-loopback source address (default 8, 0 = unlimited)"},
+    {O_HTTP_ADB, "http-adb", "auto|on|off",
+     0, "the /adb WebSocket (a pipe to the ADB server, as websocket_bridge); auto = on for a loopback --http only"},
+    {O_ADB_NODE, "adb-node", "NAME",
+     0, "plain /adb reaches node NAME's ADB server over a link (the Perfetto UI's fixed ADB target then records "
+        "phones attached to NAME; default: this node's)"},
+    {O_ADB_SERVER, "adb-server", "SPEC",
+     0, "the ADB server for /adb: tcp:PORT, tcp:HOST:PORT, localfilesystem:PATH "
+        "(default $ADB_SERVER_SOCKET, else tcp:127.0.0.1:5037)"},
+    {O_ADB_ROLES, "adb-roles", "ROLES", 0, "roles that grant /adb, any one of them (default adb,admin)"},
 
     {O_TOKEN_FILE, "token-file", "FILE", 0, "bearer tokens: `name role[,role] sha256hex` lines (reloaded on SIGHUP)"},
     {O_LOCAL_ROLES, "local-roles", "ROLES",
@@ -126,7 +137,7 @@ static const struct opt_def k_opts[] = {
      0, "a traced-compatible consumer socket as node NAME (tcp://H:P, a path, @name; or consumer:A,producer:B)"},
     {O_EXPORT_NODE, "export-node", "NAME:PORT=PATH",
      0, "a local UNIX socket for node NAME's consumer or producer port, e.g. dev1:consumer=/tmp/dev1-consumer"},
-    {O_LINK_STDIO, "link-stdio", NULL, 0, "serve one link on stdin/stdout (what --peer ssh:// runs on the remote)"},
+    {O_LINK_STDIO, "link-stdio", NULL, 0, "serve one link on stdin/stdout (what --peer ssh:// runs on the remote); no HTTP port unless --http"},
     {O_LINK_TOKEN_FILE, "link-token-file", "FILE", 0, "bearer token presented when dialing peers (first line of FILE)"},
     {O_PEER_CA, "peer-ca", "FILE", 0, "CA certificates verifying tls:// peers (default: the system store)"},
     {O_PEER_CERT, "peer-cert", "FILE", 0, "client certificate presented to tls:// peers"},
@@ -139,6 +150,9 @@ static const struct opt_def k_opts[] = {
     {O_SSH_COMMAND, "ssh-command", "CMD", 0, "how ssh:// peers are reached (default \"ssh -T -o BatchMode=yes\")"},
     {O_REMOTE_COMMAND, "remote-command", "CMD", 0, "the remote command for ssh:// peers (default tracegated)"},
     {O_TEST_CLOCK_OFFSET, "test-clock-offset", "NS", 0, "(tests) add NS to the clock readings sent to linked nodes"},
+    {O_OTLP_FILE, "otlp-file", "FILE", 0, "OnePath spans also as OTLP/JSON lines into FILE (with ONEPATH_TRACE_ENABLE=1)"},
+    {O_OTLP_HTTP, "otlp-http", "URL", 0, "OnePath spans also POSTed as OTLP/HTTP JSON to URL, e.g. "
+                                        "http://127.0.0.1:4318/v1/traces (with ONEPATH_TRACE_ENABLE=1)"},
 
     {O_LOG_LEVEL, "log-level", "LEVEL", 0, "debug, info, warn or error (default info)"},
     {O_LOG_FORMAT, "log-format", "FORMAT", 0, "text or json (default text)"},
@@ -179,6 +193,10 @@ void tg_gw_config_free(struct tg_gw_config *c)
     free(c->listen);
     free(c->http);
     free(c->web_root);
+    free(c->adb_server);
+    free(c->adb_node);
+    free(c->otlp_file);
+    free(c->otlp_http);
     free_list(c->allow_origins, c->n_allow_origins);
     free_list(c->http_hosts, c->n_http_hosts);
     free_list(c->peers, c->n_peers);
@@ -319,6 +337,8 @@ int tg_gw_config_set(struct tg_gw_config *c, const char *name, const char *value
     }
     case O_HTTP: return set_str(&c->http, value, name, err, errlen);
     case O_WEB_ROOT: return set_str(&c->web_root, value, name, err, errlen);
+    case O_OTLP_FILE: return set_str(&c->otlp_file, value, name, err, errlen);
+    case O_OTLP_HTTP: return set_str(&c->otlp_http, value, name, err, errlen);
     case O_ALLOW_ORIGIN:
         if (!*value || strchr(value, ' '))
             return tg_errf(err, errlen, "allow-origin: '%s' is not an origin (scheme://host[:port])", value);
@@ -334,6 +354,23 @@ int tg_gw_config_set(struct tg_gw_config *c, const char *name, const char *value
         if (push_str(&c->http_hosts, &c->n_http_hosts, value) != 0)
             return tg_errf(err, errlen, "out of memory");
         return 0;
+    case O_HTTP_ADB:
+        if (!strcmp(value, "auto"))
+            c->http_adb = 0;
+        else if (parse_bool(value, &b) == 0)
+            c->http_adb = b ? 1 : -1;
+        else
+            return tg_errf(err, errlen, "http-adb: '%s' is not auto, on or off", value);
+        return 0;
+    case O_ADB_SERVER: return set_str(&c->adb_server, value, name, err, errlen); /* checked by validate */
+    case O_ADB_NODE: return set_str(&c->adb_node, value, name, err, errlen);
+    case O_ADB_ROLES: {
+        unsigned r = tg_gw_roles_parse(value);
+        if (!r)
+            return tg_errf(err, errlen, "adb-roles: '%s' is not a role list (adb, admin, ...)", value);
+        c->adb_roles = r;
+        return 0;
+    }
     case O_TOKEN_FILE: return set_str(&c->token_file, value, name, err, errlen);
     case O_NODE_NAME: return set_str(&c->node_name, value, name, err, errlen);
     case O_PEER:
@@ -940,12 +977,26 @@ int tg_gw_config_validate(struct tg_gw_config *c, char *err, size_t errlen)
         }
     }
 
+    /* a node serving a link on its stdio (started by a peer's ssh) has no HTTP port unless asked:
+     * several such nodes on one host would all want 127.0.0.1:8037 */
+    if (c->link_stdio && !c->http)
+        c->no_http = 1;
     if (!c->no_http) {
         const char *h = c->http ? c->http : "127.0.0.1:8037";
         if (tg_addr_parse(h, &a, e2, sizeof e2) != 0 || a.family == AF_UNIX)
             return tg_errf(err, errlen, "http: '%s' is not HOST:PORT", h);
         if (c->http_tls && (!c->tls_cert || !c->tls_key))
             return tg_errf(err, errlen, "http-tls needs --tls-cert and --tls-key");
+        /* /adb: on a loopback front end unless turned off, elsewhere only when turned on */
+        c->adb_enabled = c->http_adb > 0 || (c->http_adb == 0 && tg_addr_is_loopback(&a));
+        if (c->adb_enabled) {
+            const char *source;
+            const char *spec = tg_gw_adb_addr_choose(c->adb_server, &source);
+            if (tg_gw_adb_addr_parse(spec, &c->adb_addr, e2, sizeof e2) != 0)
+                return tg_errf(err, errlen, "%s: %s", strcmp(source, "default") ? source : "adb-server", e2);
+            snprintf(c->adb_server_text, sizeof c->adb_server_text, "%.500s%s", spec,
+                     strcmp(source, "ADB_SERVER_SOCKET") ? "" : " (ADB_SERVER_SOCKET)");
+        }
         if (!tg_addr_is_loopback(&a) && !c->insecure) {
             if (!c->http_tls)
                 return tg_errf(err, errlen,
@@ -978,6 +1029,6 @@ void tg_gw_config_usage(FILE *out)
             fprintf(out, "  %-28s %s\n", lhs, k_opts[i].help);
     }
     fprintf(out, "\nSizes take k/m/g suffixes; durations take ms/s/m/h (plain numbers are seconds).\n"
-                 "Roles: observer, recorder, producer, admin. Signals: SIGHUP reloads tokens, origins and\n"
+                 "Roles: observer, recorder, producer, admin, adb. Signals: SIGHUP reloads tokens, origins and\n"
                  "certificates; SIGTERM/SIGINT drain (a second one exits at once).\n");
 }

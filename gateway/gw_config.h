@@ -77,6 +77,16 @@ struct tg_gw_config {
     size_t n_http_hosts;
     uint32_t http_max_pending;            /* HTTP connections not (yet) WebSockets; 0 = unlimited */
     uint32_t http_max_pending_per_source; /* ... per non-loopback source address; 0 = unlimited */
+    /* /adb (gw_adb.h): 0 auto (loopback --http only), 1 on, -1 off; the ADB server (adb-server, else
+     * $ADB_SERVER_SOCKET, else tcp:127.0.0.1:5037); the roles that grant it (0 = adb,admin) */
+    int http_adb;
+    char *adb_server;
+    char *adb_node;                /* plain /adb goes to this node ("" / NULL: this one) */
+    unsigned adb_roles;
+    /* filled by tg_gw_config_validate when /adb is served */
+    int adb_enabled;
+    struct tg_addr adb_addr;
+    char adb_server_text[600]; /* "tcp:127.0.0.1:5037 (ADB_SERVER_SOCKET)" */
 
     /* authentication */
     char *token_file;
@@ -100,6 +110,8 @@ struct tg_gw_config {
     unsigned link_roles, link_cert_roles;
     uint32_t link_resume_window_ms;
     int64_t test_clock_offset_ns;
+    /* OnePath span export to OpenTelemetry (gw_onepath.c); NULL = the ONEPATH_TRACE_OTLP_* env */
+    char *otlp_file, *otlp_http;
 
     int log_level;  /* enum tg_log_level */
     int log_format; /* enum tg_log_format */

@@ -286,6 +286,72 @@ uint64_t tg_gw_metrics_session_current(struct tg_gw_metrics *m)
     return v > 0 ? (uint64_t)v : 0;
 }
 
+static uint64_t labeled_sum(struct labeled *l)
+{
+    uint64_t sum = 0;
+    size_t n = atomic_load_explicit(&l->n, memory_order_acquire);
+    for (size_t i = 0; i < n; i++)
+        sum += atomic_load_explicit(&l->slot[i].value, memory_order_relaxed);
+    return sum;
+}
+
+size_t tg_gw_metrics_snapshot(struct tg_gw_metrics *m, struct tg_gw_metric_value *out, size_t max)
+{
+    static const char *const open_names[TG_GW_T_COUNT] = {"conn_open_unix", "conn_open_tcp", "conn_open_tls",
+                                                          "conn_open_ws",   "conn_open_wss", "conn_open_link"};
+    static const char *const total_names[TG_GW_T_COUNT] = {"conn_total_unix", "conn_total_tcp", "conn_total_tls",
+                                                           "conn_total_ws",   "conn_total_wss", "conn_total_link"};
+    size_t n = 0;
+#define PUT(nm, v)                                                                                                     \
+    do {                                                                                                               \
+        if (n < max) {                                                                                                 \
+            out[n].name = (nm);                                                                                        \
+            out[n].value = (v);                                                                                        \
+        }                                                                                                              \
+        n++;                                                                                                           \
+    } while (0)
+#define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
+    PUT("sessions", tg_gw_metrics_session_current(m));
+    for (int t = 0; t < TG_GW_T_COUNT; t++) {
+        PUT(open_names[t], LOAD(m->conn_current[t]));
+        PUT(total_names[t], LOAD(m->conn_total[t]));
+    }
+    PUT("frames_to_service", LOAD(m->frames[TG_GW_DIR_TO_SERVICE]));
+    PUT("bytes_to_service", LOAD(m->bytes[TG_GW_DIR_TO_SERVICE]));
+    PUT("frames_to_client", LOAD(m->frames[TG_GW_DIR_TO_CLIENT]));
+    PUT("bytes_to_client", LOAD(m->bytes[TG_GW_DIR_TO_CLIENT]));
+    PUT("queued_to_clients_bytes", LOAD(m->queue_to_clients));
+    PUT("queued_to_service_bytes", LOAD(m->queue_to_service));
+    PUT("upstream_healthy", (uint64_t)LOAD(m->upstream_healthy));
+    PUT("upstream_errors_consumer", LOAD(m->upstream_errors[0]));
+    PUT("upstream_errors_producer", LOAD(m->upstream_errors[1]));
+    PUT("frames_rejected", labeled_sum(&m->frame_rejected));
+    PUT("conns_rejected", labeled_sum(&m->conn_rejected));
+    uint64_t auth_fail = 0;
+    for (int t = 0; t < TG_GW_T_COUNT; t++)
+        auth_fail += labeled_sum(&m->auth_fail[t]);
+    PUT("auth_failures", auth_fail);
+    PUT("auth_successes", labeled_sum(&m->auth_ok));
+    PUT("rate_limited", LOAD(m->rate_limited));
+    uint64_t calls = 0, failed = 0, denied = 0;
+    size_t nm = atomic_load_explicit(&m->n_methods, memory_order_acquire);
+    for (size_t i = 0; i < nm; i++) {
+        calls += LOAD(m->methods[i].count);
+        failed += LOAD(m->methods[i].failed);
+        denied += LOAD(m->methods[i].denied);
+    }
+    PUT("rpc_calls", calls);
+    PUT("rpc_failed", failed);
+    PUT("rpc_denied", denied);
+    PUT("smb_chunks", LOAD(m->smb_chunks));
+    PUT("smb_bytes", LOAD(m->smb_bytes));
+    PUT("smb_commits", LOAD(m->smb_commits));
+    PUT("smb_retries", LOAD(m->smb_retries));
+#undef LOAD
+#undef PUT
+    return n;
+}
+
 /* ------------------------------------------------------------ rendering */
 
 /* Label values: backslash, double quote and newline are escaped (text format 0.0.4). */

@@ -68,6 +68,17 @@ uint64_t tg_gw_metrics_frame_rejected_count(struct tg_gw_metrics *m, const char 
 uint64_t tg_gw_metrics_conn_rejected_count(struct tg_gw_metrics *m, const char *reason);
 uint64_t tg_gw_metrics_session_current(struct tg_gw_metrics *m);
 
+/* The counters and gauges as a flat list of (name, value), label families summed (per-reason
+ * and per-method detail stays in /metrics): what `tracectl stats` writes as a KCDATA stats
+ * snapshot (gw_stats_service.c). Names are stable, [a-z0-9_], at most 31 bytes; they point to
+ * static strings. Writes at most max entries and returns how many there are. Any thread. */
+struct tg_gw_metric_value {
+    const char *name;
+    uint64_t value;
+};
+#define TG_GW_METRICS_SNAPSHOT_MAX 48
+size_t tg_gw_metrics_snapshot(struct tg_gw_metrics *m, struct tg_gw_metric_value *out, size_t max);
+
 /* Prometheus text format 0.0.4. malloc'd; NULL on allocation failure. */
 char *tg_gw_metrics_render(struct tg_gw_metrics *m);
 

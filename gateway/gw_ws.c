@@ -10,8 +10,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gw_adb.h"
+#include "gw_adb_target.h"
 #include "gw_ws_int.h"
 #include "gw_ws_policy.h"
+#include "net/ws_close_note.h"
 #include "net/ws_link.h"
 #include "tracegate/conn.h"
 #include "tracegate/log.h"
@@ -27,9 +30,19 @@ static const struct lws_protocols k_protocols[] = {
 
 /* ------------------------------------------------ libevent side of the hand-off */
 
-static void on_handoff(void *arg, int fd, const struct tg_gw_client_info *info)
+static void on_handoff(void *arg, int fd, enum tg_ws_handoff_kind kind, const struct tg_gw_client_info *info,
+                       struct tg_ws_close_note *note)
 {
     struct tg_gw_ws *ws = arg;
+    if (kind == TG_WS_HANDOFF_ADB) {
+        if (ws->adb) {
+            tg_gw_adb_accept(ws->adb, fd, info, note);
+        } else { /* cannot happen: the route is refused when /adb is off */
+            tg_ws_close_note_set(note, 1011, "/adb is off");
+            close(fd);
+        }
+        return;
+    }
     struct tg_conn_opts o;
     tg_gw_client_conn_opts(ws->gw, &o); /* the gateway's configured limits apply to WebSockets too */
     o.no_fd_passing = 1;
@@ -184,6 +197,7 @@ static const char *copy_str(char *dst, size_t cap, const char *src)
 
 static void ws_free(struct tg_gw_ws *ws)
 {
+    tg_gw_adb_free(ws->adb);
     if (ws->handoff)
         tg_ws_handoff_free(ws->handoff);
     tg_ws_pending_free(ws->pending);
@@ -235,6 +249,30 @@ struct tg_gw_ws *tg_gw_ws_start(struct tg_gw *gw, struct event_base *base, const
             return NULL;
         }
         ws->cfg.http_hosts = (const char *const *)ws->http_hosts;
+    }
+    /* /adb: the ADB server (copied), this node's name */
+    ws->cfg.adb_server = NULL;
+    ws->cfg.adb_server_text = copy_str(ws->adb_server_text, sizeof ws->adb_server_text, cfg->adb_server_text);
+    ws->cfg.node_name = copy_str(ws->node_name, sizeof ws->node_name, cfg->node_name);
+    if (tg_ws_adb_enabled(&ws->cfg)) {
+        char e2[256];
+        if (cfg->adb_server)
+            ws->adb_server = *cfg->adb_server;
+        else if (tg_addr_parse("127.0.0.1:5037", &ws->adb_server, e2, sizeof e2) != 0) {
+            snprintf(err, errlen, "ADB server address: %s", e2);
+            ws_free(ws);
+            return NULL;
+        }
+        ws->cfg.adb_server = &ws->adb_server;
+        struct tg_gw_adb_config ac = {.server = &ws->adb_server,
+                                      .server_text = ws->cfg.adb_server_text,
+                                      .node_name = ws->cfg.node_name};
+        ws->adb = tg_gw_adb_new(base, &ac);
+        if (!ws->adb) {
+            snprintf(err, errlen, "out of memory");
+            ws_free(ws);
+            return NULL;
+        }
     }
     if (tg_gw_ws_guard_init(ws) != 0) {
         snprintf(err, errlen, "out of memory");
@@ -321,17 +359,26 @@ struct tg_gw_ws *tg_gw_ws_start(struct tg_gw *gw, struct event_base *base, const
         return NULL;
     }
     ws->thread_started = 1;
-    tg_info(TG_WS_LOG, "HTTP/WebSocket on %s://%s:%d (/traced, /producer, /metrics, /healthz, /api/status)%s%s",
-            ws->cfg.tls ? "https" : "http", ws->cfg.bind_host, ws->cfg.port,
+    char adb_note[400] = "";
+    if (ws->adb)
+        snprintf(adb_note, sizeof adb_note, "; /adb to the ADB server %s",
+                 tg_gw_adb_target_describe(tg_gw_adb_target_of(ws->adb)));
+    tg_info(TG_WS_LOG, "HTTP/WebSocket on %s://%s:%d (/traced, /producer, %s/metrics, /healthz, /api/status)%s%s%s",
+            ws->cfg.tls ? "https" : "http", ws->cfg.bind_host, ws->cfg.port, ws->adb ? "/adb, " : "", adb_note,
             ws->cfg.require_client_cert ? ", client certificates required" : "",
             tg_ws_status_needs_auth(&ws->cfg) ? "; /metrics and /api/status need a token or client certificate" : "");
     return ws;
 }
 
+struct tg_gw_adb *tg_gw_ws_adb(struct tg_gw_ws *ws) { return ws ? ws->adb : NULL; }
+
 void tg_gw_ws_stop(struct tg_gw_ws *ws)
 {
     if (!ws)
         return;
+    /* /adb pipes first, so their WebSockets close with 1001 while the lws thread still runs */
+    tg_gw_adb_free(ws->adb);
+    ws->adb = NULL;
     if (ws->thread_started) {
         atomic_store(&ws->stop, 1);
         lws_cancel_service(ws->ctx);

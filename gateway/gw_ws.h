@@ -1,9 +1,11 @@
 /* gw_ws.h: HTTP + WebSocket front end of tracegated (libwebsockets on its own
- * thread): /traced and /producer WebSockets (Perfetto UI compatible),
- * /metrics, /healthz, /api/status and the static web UI, over ws:// or wss://.
+ * thread): /traced and /producer WebSockets (Perfetto UI compatible), /adb
+ * (a byte pipe to the ADB server, as Perfetto's websocket_bridge), /metrics,
+ * /healthz, /api/status and the static web UI, over ws:// or wss://.
  *
  * Accepted WebSockets reach the libevent thread as tg_conns through a
- * socketpair hand-off (see docs/gateway.md) and are passed to tg_gw_accept().
+ * socketpair hand-off (see docs/gateway.md) and are passed to tg_gw_accept();
+ * /adb WebSockets go to the ADB pipe (gw_adb.h) instead.
  *
  * Threading: start/stop/reload are called on the gateway's libevent thread;
  * everything else runs on the lws thread, which only uses the thread-safe
@@ -14,8 +16,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tracegate/addr.h"
+
 struct event_base;
 struct tg_gw;
+struct tg_gw_adb;
 struct tg_gw_ws;
 
 struct tg_gw_ws_config {
@@ -50,6 +55,19 @@ struct tg_gw_ws_config {
      * granting observer, recorder or admin. Always so for a non-loopback
      * bind_host with require_token; this asks for it on any bind. */
     int protect_status;
+
+    /* /adb (gw_adb.h). adb: whether the route exists: AUTO (0) serves it
+     * when bind_host is a loopback address and refuses it (404) otherwise.
+     * adb_roles: roles any one of which grants /adb (0 = adb and admin).
+     * adb_server: the local ADB server (NULL = 127.0.0.1:5037), copied;
+     * adb_server_text: how it was configured, for logs and /api/status.
+     * node_name: this node's name, so /adb/<it> is the local ADB server too
+     * ("" or NULL: only /adb). */
+    enum tg_gw_ws_adb { TG_GW_WS_ADB_AUTO = 0, TG_GW_WS_ADB_ON, TG_GW_WS_ADB_OFF } adb;
+    unsigned adb_roles;
+    const struct tg_addr *adb_server;
+    const char *adb_server_text;
+    const char *node_name;
 };
 
 /* Wire details (see gw_ws_policy.h): tokens come as the subprotocol pair
@@ -67,7 +85,11 @@ struct tg_gw_ws *tg_gw_ws_start(struct tg_gw *gw, struct event_base *base, const
 int tg_gw_ws_reload(struct tg_gw_ws *ws, char *err, size_t errlen);
 /* HTTP connections that are not (yet) WebSockets, now. Any thread. */
 size_t tg_gw_ws_http_pending(struct tg_gw_ws *ws);
-/* Stops accepting, closes the lws context and joins the thread. */
+/* The /adb pipes (gw_adb.h), NULL when /adb is off: e.g. to route /adb/<node>
+ * for other nodes (tg_gw_adb_target_set_router). Owned by the front end;
+ * libevent thread. */
+struct tg_gw_adb *tg_gw_ws_adb(struct tg_gw_ws *ws);
+/* Stops accepting, closes the /adb pipes and the lws context, joins the thread. */
 void tg_gw_ws_stop(struct tg_gw_ws *ws);
 
 #endif

@@ -8,13 +8,16 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "net/ws_close_note.h"
 #include "tracegate/log.h"
 
 #define LOG "ws"
 
 struct item {
     int fd;
+    enum tg_ws_handoff_kind kind;
     struct tg_gw_client_info info;
+    struct tg_ws_close_note *note; /* a reference, or NULL */
 };
 
 struct tg_ws_handoff {
@@ -39,7 +42,8 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
         size_t cnt = (size_t)n / sizeof batch[0];
         for (size_t i = 0; i < cnt; i++) {
             struct item *it = batch[i];
-            h->fn(h->arg, it->fd, &it->info);
+            h->fn(h->arg, it->fd, it->kind, &it->info, it->note);
+            tg_ws_close_note_unref(it->note);
             free(it);
         }
         if ((size_t)n < sizeof batch)
@@ -69,7 +73,8 @@ struct tg_ws_handoff *tg_ws_handoff_new(struct event_base *base, tg_ws_handoff_f
     return h;
 }
 
-int tg_ws_handoff_post(struct tg_ws_handoff *h, int fd, const struct tg_gw_client_info *info)
+int tg_ws_handoff_post(struct tg_ws_handoff *h, int fd, enum tg_ws_handoff_kind kind,
+                       const struct tg_gw_client_info *info, struct tg_ws_close_note *note)
 {
     struct item *it = malloc(sizeof *it);
     if (!it) {
@@ -77,7 +82,10 @@ int tg_ws_handoff_post(struct tg_ws_handoff *h, int fd, const struct tg_gw_clien
         return -1;
     }
     it->fd = fd;
+    it->kind = kind;
     it->info = *info;
+    it->note = note;
+    tg_ws_close_note_ref(note);
     for (;;) {
         ssize_t n = write(h->wfd, &it, sizeof it);
         if (n == (ssize_t)sizeof it)
@@ -86,7 +94,9 @@ int tg_ws_handoff_post(struct tg_ws_handoff *h, int fd, const struct tg_gw_clien
             continue;
         /* pipe full (thousands of unconsumed connections) or closed */
         tg_warn(LOG, "cannot hand a WebSocket to the gateway loop: %s", n < 0 ? strerror(errno) : "short write");
+        tg_ws_close_note_set(it->note, 1011, "the gateway is overloaded");
         close(fd);
+        tg_ws_close_note_unref(it->note);
         free(it);
         return -1;
     }
@@ -101,6 +111,7 @@ void tg_ws_handoff_free(struct tg_ws_handoff *h)
     struct item *it;
     while (read(h->rfd, &it, sizeof it) == (ssize_t)sizeof it) {
         close(it->fd);
+        tg_ws_close_note_unref(it->note);
         free(it);
     }
     close(h->rfd);

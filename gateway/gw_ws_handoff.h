@@ -4,7 +4,8 @@
  * The producer side writes one pointer per connection into a non-blocking
  * pipe (8 bytes, so each write is atomic); the libevent side's read event
  * takes them out and calls the consumer callback, which owns the fd from
- * then on. Nothing else crosses threads.
+ * then on. Nothing else crosses threads, apart from the close note of an
+ * /adb pipe (reference counted and thread-safe, net/ws_close_note.h).
  *
  * Threading: tg_ws_handoff_new/free run on the libevent thread (free only
  * once no thread posts any more); tg_ws_handoff_post may run on any thread. */
@@ -15,13 +16,22 @@
 
 struct event_base;
 struct tg_ws_handoff;
+struct tg_ws_close_note;
 
-/* Runs on the libevent thread; owns fd. */
-typedef void (*tg_ws_handoff_fn)(void *arg, int fd, const struct tg_gw_client_info *info);
+/* What the WebSocket carries: Perfetto IPC for the gateway core (/traced,
+ * /producer), or raw bytes for an ADB server (/adb, gw_adb.h). */
+enum tg_ws_handoff_kind { TG_WS_HANDOFF_IPC = 0, TG_WS_HANDOFF_ADB };
+
+/* Runs on the libevent thread; owns fd. note: the link's close note (ADB
+ * pipes; NULL for IPC), borrowed for the call (take a reference to keep it). */
+typedef void (*tg_ws_handoff_fn)(void *arg, int fd, enum tg_ws_handoff_kind kind, const struct tg_gw_client_info *info,
+                                 struct tg_ws_close_note *note);
 
 struct tg_ws_handoff *tg_ws_handoff_new(struct event_base *base, tg_ws_handoff_fn fn, void *arg);
-/* Takes ownership of fd (closed on failure). Returns 0 or -1. */
-int tg_ws_handoff_post(struct tg_ws_handoff *h, int fd, const struct tg_gw_client_info *info);
+/* Takes ownership of fd (closed on failure) and adds a reference to note
+ * (may be NULL) until the callback has run. Returns 0 or -1. */
+int tg_ws_handoff_post(struct tg_ws_handoff *h, int fd, enum tg_ws_handoff_kind kind,
+                       const struct tg_gw_client_info *info, struct tg_ws_close_note *note);
 /* Closes the fds of connections still in the pipe. */
 void tg_ws_handoff_free(struct tg_ws_handoff *h);
 

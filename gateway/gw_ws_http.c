@@ -1,5 +1,6 @@
 /* gw_ws_http.c: the HTTP routes of the WebSocket port: the Host check, /healthz, /metrics and /api/status (with
- * credentials off loopback), static files (or a built-in page). */
+ * credentials off loopback; the status lists every route with its roles and target), static files (or a built-in
+ * page). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -9,6 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gw_adb.h"
+#include "gw_adb_target.h"
+#include "base/json_str.h"
 #include "gw_ws_int.h"
 #include "gw_ws_policy.h"
 #include "tracegate/log.h"
@@ -27,6 +31,7 @@ static const char k_builtin_page[] =
     "<ul>\n"
     "<li><code>/traced</code>, <code>/traced/&lt;node&gt;</code>: Perfetto consumer port over WebSocket</li>\n"
     "<li><code>/producer</code>: Perfetto producer port over WebSocket</li>\n"
+    "<li><code>/adb</code>: the ADB server over WebSocket (Perfetto UI: ADB + WebSocket), for the adb role</li>\n"
     "<li><a href=\"/healthz\">/healthz</a>: health of the tracing service</li>\n"
     "<li><a href=\"/metrics\">/metrics</a>: Prometheus metrics</li>\n"
     "<li><a href=\"/api/status\">/api/status</a>: status as JSON</li>\n"
@@ -251,6 +256,126 @@ static int check_access(struct tg_gw_ws *ws, struct lws *wsi, enum tg_ws_route r
     return -1;
 }
 
+/* ------------------------------------------------------------ /api/status routes */
+
+
+static void json_roles(FILE *f, unsigned roles)
+{
+    fputc('[', f);
+    int first = 1;
+    for (unsigned bit = 1; bit && bit <= roles; bit <<= 1) {
+        if (!(roles & bit))
+            continue;
+        fputs(first ? "" : ",", f);
+        tg_json_str(f, tg_gw_role_name(bit));
+        first = 0;
+    }
+    fputc(']', f);
+}
+
+/* roles: who may use the route ("any" when no credentials are asked for); target: where it leads. */
+static void route(FILE *f, int *first, const char *path, const char *kind, int any, unsigned roles, const char *target,
+                  int enabled)
+{
+    fputs(*first ? "{\"path\":" : ",{\"path\":", f);
+    *first = 0;
+    tg_json_str(f, path);
+    fprintf(f, ",\"kind\":\"%s\",\"roles\":", kind);
+    if (any)
+        fputs("\"any\"", f);
+    else
+        json_roles(f, roles);
+    fputs(",\"target\":", f);
+    tg_json_str(f, target);
+    fprintf(f, ",\"enabled\":%s}", enabled ? "true" : "false");
+}
+
+static void write_routes(struct tg_gw_ws *ws, FILE *f)
+{
+    struct tg_gw_ws_config cfg;
+    tg_gw_ws_current_cfg(ws, &cfg);
+    const unsigned consumer = TG_GW_ROLE_OBSERVER | TG_GW_ROLE_RECORDER | TG_GW_ROLE_ADMIN;
+    const unsigned producer = TG_GW_ROLE_PRODUCER | TG_GW_ROLE_ADMIN;
+    const char *ct = tg_gw_port_target(ws->gw, TG_GW_PORT_CONSUMER);
+    const char *pt = tg_gw_port_target(ws->gw, TG_GW_PORT_PRODUCER);
+    int status_any = !tg_ws_status_needs_auth(&cfg);
+    int adb_on = ws->adb != NULL;
+    char adb_local[400], adb_node[200];
+    snprintf(adb_local, sizeof adb_local, "ADB server %s",
+             adb_on ? tg_gw_adb_target_describe(tg_gw_adb_target_of(ws->adb)) : "(off)");
+    snprintf(adb_node, sizeof adb_node, "the ADB server of node <node>%s%s%s",
+             cfg.node_name && *cfg.node_name ? " (this node: " : "", cfg.node_name ? cfg.node_name : "",
+             cfg.node_name && *cfg.node_name ? ")" : "");
+    int first = 1;
+    fputc('[', f);
+    route(f, &first, "/traced", "websocket", 0, consumer, ct ? ct : "consumer port not served", ct != NULL);
+    route(f, &first, "/traced/<node>", "websocket", 0, consumer, "the consumer port of node <node>", ct != NULL);
+    route(f, &first, "/producer", "websocket", 0, producer, pt ? pt : "producer port not served", pt != NULL);
+    route(f, &first, "/adb", "websocket", 0, tg_ws_adb_roles(&cfg), adb_local, adb_on);
+    route(f, &first, "/adb/<node>", "websocket", 0, tg_ws_adb_roles(&cfg), adb_node, adb_on);
+    route(f, &first, "/metrics", "http", status_any, TG_GW_ROLE_OBSERVER | TG_GW_ROLE_RECORDER | TG_GW_ROLE_ADMIN,
+          "Prometheus metrics", 1);
+    route(f, &first, "/api/status", "http", status_any, TG_GW_ROLE_OBSERVER | TG_GW_ROLE_RECORDER | TG_GW_ROLE_ADMIN,
+          "this document", 1);
+    route(f, &first, "/healthz", "http", 1, 0, "health of the tracing service", 1);
+    route(f, &first, "/", "http", 1, 0, ws->cfg.web_root ? ws->cfg.web_root : "built-in page", 1);
+    fputc(']', f);
+}
+
+/* The core's status object with the front end's "routes" added. */
+static char *status_json(struct tg_gw_ws *ws)
+{
+    char *core = tg_gw_status_json(ws->gw);
+    if (!core)
+        return NULL;
+    size_t n = strlen(core);
+    while (n && core[n - 1] != '}')
+        n--;
+    if (!n) {
+        free(core);
+        return NULL;
+    }
+    n--; /* the object's closing brace */
+    int empty = 1;
+    for (size_t i = 0; i < n; i++)
+        if (core[i] != '{' && core[i] != ' ' && core[i] != '\n')
+            empty = 0;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) {
+        free(core);
+        return NULL;
+    }
+    fwrite(core, 1, n, f);
+    fputs(empty ? "\"routes\":" : ",\"routes\":", f);
+    write_routes(ws, f);
+    fputs("}", f);
+    free(core);
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* The core's metrics plus the /adb pipes'. */
+static char *metrics_text(struct tg_gw_ws *ws)
+{
+    char *core = tg_gw_metrics_text(ws->gw);
+    if (!core || !ws->adb)
+        return core;
+    char *adb = tg_gw_adb_metrics_text(ws->adb);
+    char *all = NULL;
+    if (adb && asprintf(&all, "%s%s", core, adb) < 0)
+        all = NULL;
+    free(adb);
+    if (!all)
+        return core;
+    free(core);
+    return all;
+}
+
 int tg_gw_ws_http_request(struct tg_gw_ws *ws, struct lws *wsi, struct tg_ws_pss *pss, const char *path)
 {
     tg_gw_ws_http_cleanup(pss);
@@ -278,19 +403,20 @@ int tg_gw_ws_http_request(struct tg_gw_ws *ws, struct lws *wsi, struct tg_ws_pss
             return respond_text(wsi, pss, 200, "ok");
         return respond_text(wsi, pss, 503, "upstream unavailable");
     case TG_WS_ROUTE_METRICS: {
-        char *t = tg_gw_metrics_text(ws->gw);
+        char *t = metrics_text(ws);
         if (!t)
             return respond_text(wsi, pss, 500, "metrics unavailable");
         return respond(wsi, pss, 200, "text/plain; version=0.0.4; charset=utf-8", t, strlen(t), 1, 0);
     }
     case TG_WS_ROUTE_STATUS: {
-        char *t = tg_gw_status_json(ws->gw);
+        char *t = status_json(ws);
         if (!t)
             return respond_text(wsi, pss, 500, "status unavailable");
         return respond(wsi, pss, 200, "application/json", t, strlen(t), 1, 0);
     }
     case TG_WS_ROUTE_CONSUMER:
     case TG_WS_ROUTE_PRODUCER:
+    case TG_WS_ROUTE_ADB:
         return respond_text(wsi, pss, 426, "426 upgrade required: this is a WebSocket endpoint");
     case TG_WS_ROUTE_STATIC:
         return serve_static(ws, wsi, pss, path);

@@ -25,6 +25,9 @@ struct tg_gw_ws {
     struct tg_gw_ws_config cfg; /* strings point into the copies below */
     char bind_host[256], cert_file[1024], key_file[1024], ca_file[1024], web_root[1024];
     char **http_hosts; /* copies behind cfg.http_hosts */
+    struct tg_addr adb_server; /* copy behind cfg.adb_server */
+    char adb_server_text[300], node_name[64];
+    struct tg_gw_adb *adb; /* /adb pipes (libevent thread; NULL when /adb is off) */
 
     struct lws_context *ctx;
     struct lws_vhost *vh;

@@ -12,6 +12,20 @@ static int node_char_ok(char c)
            c == '-';
 }
 
+/* "<node>" after "/traced/" or "/adb/": route when the name is valid, else NOT_FOUND. */
+static enum tg_ws_route node_route(const char *n, enum tg_ws_route route, char *node, size_t nodelen)
+{
+    size_t len = strlen(n);
+    if (len == 0 || len > 63 || !strcmp(n, ".") || !strcmp(n, ".."))
+        return TG_WS_ROUTE_NOT_FOUND;
+    for (size_t i = 0; i < len; i++)
+        if (!node_char_ok(n[i]))
+            return TG_WS_ROUTE_NOT_FOUND;
+    if (node && nodelen)
+        snprintf(node, nodelen, "%s", n);
+    return route;
+}
+
 enum tg_ws_route tg_ws_route_of(const char *path, char *node, size_t nodelen)
 {
     if (node && nodelen)
@@ -44,6 +58,10 @@ enum tg_ws_route tg_ws_route_of(const char *path, char *node, size_t nodelen)
             snprintf(node, nodelen, "%s", n);
         return TG_WS_ROUTE_CONSUMER;
     }
+    if (!strcmp(path, "/adb"))
+        return TG_WS_ROUTE_ADB;
+    if (!strncmp(path, "/adb/", 5))
+        return node_route(path + 5, TG_WS_ROUTE_ADB, node, nodelen);
     if (!strncmp(path, "/api/", 5) || !strcmp(path, "/api"))
         return TG_WS_ROUTE_NOT_FOUND;
     return TG_WS_ROUTE_STATIC;
@@ -224,11 +242,18 @@ void tg_ws_decide_upgrade(struct tg_gw *gw, const struct tg_gw_ws_config *cfg, c
         strspn(rq->traceparent, "0123456789abcdef-") == 55)
         snprintf(ci->traceparent, sizeof ci->traceparent, "%s", rq->traceparent);
     enum tg_ws_route r = tg_ws_route_of(rq->path, ci->node, sizeof ci->node);
-    if (r != TG_WS_ROUTE_CONSUMER && r != TG_WS_ROUTE_PRODUCER) {
+    if (r != TG_WS_ROUTE_CONSUMER && r != TG_WS_ROUTE_PRODUCER && r != TG_WS_ROUTE_ADB) {
         d->status = 404;
-        d->reason = "no WebSocket endpoint here (use /traced, /traced/<node> or /producer)";
+        d->reason = "no WebSocket endpoint here (use /traced, /traced/<node>, /producer or /adb)";
         return;
     }
+    if (r == TG_WS_ROUTE_ADB && !tg_ws_adb_enabled(cfg)) {
+        d->status = 404;
+        d->reason = "/adb is off on this front end (non-loopback --http: see tracegated --http-adb)";
+        d->label = "ws adb off";
+        return;
+    }
+    d->route = r;
     ci->port = r == TG_WS_ROUTE_PRODUCER ? TG_GW_PORT_PRODUCER : TG_GW_PORT_CONSUMER;
 
     char ptoken[TG_WS_MAX_PROTOCOL_TOKEN + 1];
@@ -294,11 +319,39 @@ void tg_ws_decide_upgrade(struct tg_gw *gw, const struct tg_gw_ws_config *cfg, c
         ci->roles = 0;
     }
 
+    if (r == TG_WS_ROUTE_ADB) {
+        /* a byte pipe has no in-band authentication: the roles must be there now */
+        if (!(ci->roles & tg_ws_adb_roles(cfg))) {
+            if (ci->auth == TG_GW_AUTH_NONE) {
+                d->status = 401;
+                d->reason = "/adb needs credentials with the adb role (a token, a client certificate or a local user)";
+            } else {
+                d->status = 403;
+                d->reason = "/adb needs the adb role";
+                d->label = "ws adb role";
+            }
+        }
+        return; /* the tracing service's health does not matter to the ADB server */
+    }
     if (!tg_gw_upstream_healthy(gw)) {
         d->status = 503;
         d->reason = "the tracing service is not reachable";
         return;
     }
+}
+
+int tg_ws_adb_enabled(const struct tg_gw_ws_config *cfg)
+{
+    if (cfg->adb == TG_GW_WS_ADB_ON)
+        return 1;
+    if (cfg->adb == TG_GW_WS_ADB_OFF)
+        return 0;
+    return bind_is_loopback(cfg->bind_host);
+}
+
+unsigned tg_ws_adb_roles(const struct tg_gw_ws_config *cfg)
+{
+    return cfg->adb_roles ? cfg->adb_roles : (TG_GW_ROLE_ADB | TG_GW_ROLE_ADMIN);
 }
 
 const char *tg_ws_bearer_token(const char *hdr, size_t *len)

@@ -28,6 +28,13 @@
  * non-browser client (browsers always send one on WebSockets): allowed on
  * loopback, and elsewhere only with a valid token or client certificate.
  *
+ * /adb and /adb/<node> (a byte pipe to an ADB server): the same Host,
+ * Origin, subprotocol and identity rules, then the route must be on
+ * (tg_ws_adb_enabled, else 404) and the client must hold one of
+ * cfg->adb_roles (default adb or admin): a client with no credentials at
+ * all gets 401 (there is no in-band authentication on a byte pipe), one
+ * whose roles lack them 403. The tracing service's health does not matter.
+ *
  * Roles: a valid token → its roles (auth TOKEN); a verified client
  * certificate → cert_roles (auth CERT); a loopback client whose uid the
  * kernel told us (rq->cred) → local_roles for root and our own uid,
@@ -56,10 +63,12 @@ enum tg_ws_route {
     TG_WS_ROUTE_STATIC,   /* "/" and everything not below */
     TG_WS_ROUTE_CONSUMER, /* "/traced", "/traced/<node>" (WebSocket only) */
     TG_WS_ROUTE_PRODUCER, /* "/producer" (WebSocket only) */
+    TG_WS_ROUTE_ADB,      /* "/adb", "/adb/<node>" (WebSocket only) */
 };
 
-/* Classifies a path (no query). For "/traced/<node>" the node ([A-Za-z0-9._-],
- * at most 63 characters) is copied to node; a bad node name is NOT_FOUND. */
+/* Classifies a path (no query). For "/traced/<node>" and "/adb/<node>" the
+ * node ([A-Za-z0-9._-], at most 63 characters) is copied to node; a bad node
+ * name is NOT_FOUND. */
 enum tg_ws_route tg_ws_route_of(const char *path, char *node, size_t nodelen);
 
 /* Whether the printable IP address is a loopback address (127/8, ::1,
@@ -95,11 +104,19 @@ struct tg_ws_request {
 struct tg_ws_decision {
     int status;         /* 0 = accept; else the HTTP status to answer */
     const char *reason; /* short, safe to log and to send */
+    enum tg_ws_route route; /* CONSUMER, PRODUCER or ADB when accepted */
+    const char *label;  /* metrics label of a refusal when the status alone does not say it, else NULL */
     struct tg_gw_client_info info;
 };
 
+/* Whether /adb is served: cfg->adb ON, or AUTO on a loopback bind_host. */
+int tg_ws_adb_enabled(const struct tg_gw_ws_config *cfg);
+/* The roles that grant /adb (cfg->adb_roles, default adb and admin). */
+unsigned tg_ws_adb_roles(const struct tg_gw_ws_config *cfg);
+
 /* Decides an upgrade: route (404), Origin (403), subprotocol (400), auth
- * (401), upstream health (503), in this order. Counts nothing. */
+ * (401), then upstream health (503) for /traced and /producer, or the adb
+ * role (401/403) for /adb, in this order. Counts nothing. */
 void tg_ws_decide_upgrade(struct tg_gw *gw, const struct tg_gw_ws_config *cfg, const struct tg_ws_request *rq,
                           struct tg_ws_decision *d);
 

@@ -10,8 +10,9 @@
 #include <unistd.h>
 
 #include "gw_ws_int.h"
-#include "net/ws_link.h"
 #include "gw_ws_policy.h"
+#include "net/ws_close_note.h"
+#include "net/ws_link.h"
 #include "tracegate/log.h"
 #include "tracegate/peer_cred.h"
 
@@ -153,7 +154,8 @@ static int confirm_upgrade(struct tg_gw_ws *ws, struct lws *wsi, const char *upg
     if (d.status == 401)
         tg_gw_count_auth_failure(ws->gw, d.info.transport, d.reason);
     else
-        tg_gw_count_rejected(ws->gw, d.status == 403   ? "ws origin"
+        tg_gw_count_rejected(ws->gw, d.label             ? d.label
+                                     : d.status == 403 ? "ws origin"
                                      : d.status == 503 ? "ws upstream down"
                                                        : "ws bad request");
     return tg_gw_ws_http_reply_now(wsi, d.status, d.reason) ? -1 : 1;
@@ -174,15 +176,27 @@ static int established(struct tg_gw_ws *ws, struct lws *wsi)
         lws_close_reason(wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION, (unsigned char *)"refused", 7);
         return -1;
     }
+    int adb = d.route == TG_WS_ROUTE_ADB;
+    struct tg_ws_close_note *note = NULL;
+    if (adb && !(note = tg_ws_close_note_new()))
+        return -1;
     int sv[2];
     if (tg_ws_link_socketpair(sv) != 0) {
         tg_warn(TG_WS_LOG, "cannot create a socketpair for %s: %m", d.info.peer);
+        tg_ws_close_note_unref(note);
         return -1;
     }
-    if (!tg_ws_link_attach(wsi, lws_get_vhost(wsi), sv[0], ws->cfg.max_message)) {
+    struct tg_ws_link *link = tg_ws_link_attach(wsi, lws_get_vhost(wsi), sv[0], ws->cfg.max_message);
+    if (!link) {
         close(sv[1]);
         tg_warn(TG_WS_LOG, "cannot adopt the socketpair for %s", d.info.peer);
+        tg_ws_close_note_unref(note);
         return -1;
+    }
+    if (adb) {
+        /* a byte pipe: the UI sends ADB requests as text messages */
+        tg_ws_link_accept_text(link);
+        tg_ws_link_set_close_note(link, note);
     }
     char pp[128];
     tg_info(TG_WS_LOG, "WebSocket %s from %s (%s, roles 0x%x%s%s)", tg_gw_ws_printable(rq.path, pp, sizeof pp),
@@ -193,7 +207,8 @@ static int established(struct tg_gw_ws *ws, struct lws *wsi)
                                               : "unauthenticated",
             d.info.roles, d.info.principal[0] ? ", " : "", d.info.principal);
     /* on failure the fd is closed: the link sees EOF and closes the WebSocket */
-    tg_ws_handoff_post(ws->handoff, sv[1], &d.info);
+    tg_ws_handoff_post(ws->handoff, sv[1], adb ? TG_WS_HANDOFF_ADB : TG_WS_HANDOFF_IPC, &d.info, note);
+    tg_ws_close_note_unref(note);
     return 0;
 }
 

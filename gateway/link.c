@@ -61,11 +61,18 @@ void tg_link_conn_flush(struct link_conn *c)
 {
     if (!c || !c->h2 || c->dead)
         return;
+    /* nghttp2 must not be re-entered from its own callbacks (mem_send inside mem_recv or
+     * mem_send): what they submit goes out when the outermost call flushes (tr_read ends with a
+     * flush, and this loop runs until nghttp2 has nothing more) */
+    if (c->in_callback)
+        return;
     struct evbuffer *out = tg_link_tr_output(c->tr);
+    c->in_callback = 1;
     while (evbuffer_get_length(out) < OUT_HIGH) {
         const uint8_t *data;
         ssize_t n = nghttp2_session_mem_send(c->h2, &data);
         if (n < 0) {
+            c->in_callback = 0;
             conn_lost(c, nghttp2_strerror((int)n));
             return;
         }
@@ -75,6 +82,9 @@ void tg_link_conn_flush(struct link_conn *c)
         if (c->link)
             c->link->bytes_out += (uint64_t)n;
     }
+    c->in_callback = 0;
+    if (c->dead)
+        return;
     if (!nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2) && evbuffer_get_length(out) == 0)
         conn_lost(c, "the HTTP/2 session ended");
 }
@@ -495,8 +505,19 @@ static void window_cb(evutil_socket_t fd, short what, void *arg)
     if (l->state != LINK_DOWN)
         return;
     tg_warn(LOG, "link %s: not back within the resume window; its channels close", l->peer_name);
-    while (l->channels)
-        tg_link_channel_abort(l->channels, "the link did not come back within the resume window");
+    while (l->channels) {
+        struct link_channel *ch = l->channels;
+        if (ch->inbound) {
+            tg_fleet_detach_channel(l->fleet, l, ch); /* a tracing session it owned here keeps running */
+        } else if (!ch->producer) {
+            char key[128];
+            tg_fleet_detach_key(tg_fleet_node_name(l->fleet), ch->id, key, sizeof key);
+            tg_warn(LOG, "link %s: channel %llx: if it owned a tracing session on %s, that node keeps it under key "
+                         "\"%s\" (tracectl --node %s attach URL %s)",
+                    l->peer_name, (unsigned long long)ch->id, ch->node, key, ch->node, key);
+        }
+        tg_link_channel_abort(ch, "the link did not come back within the resume window");
+    }
     l->has_id = 0;
     if (!l->dialer) {
         tg_fleet_remove_link(l->fleet, l);
@@ -572,10 +593,11 @@ static void conn_lost(struct link_conn *c, const char *why)
     } else if (l && l->dialing == c) {
         l->dialing = NULL;
         snprintf(l->last_error, sizeof l->last_error, "%s", why);
-        tg_info(LOG, "link to %s: %s", l->peer_name[0] ? l->peer_name : c->tinfo.peer, why);
+        tg_info(LOG, "link to %s: %s", l->peer_name[0] ? l->peer_name : c->tr ? tg_link_tr_peer(c->tr) : "?", why);
         tg_link_schedule_redial(l);
     } else if (!l) {
-        tg_info(LOG, "link connection from %s closed: %s", c->tinfo.peer, why);
+        /* before the transport was up, only the accept knows who it was */
+        tg_info(LOG, "link connection from %s closed: %s", c->tinfo.peer[0] ? c->tinfo.peer : c->ainfo.source, why);
     }
     /* free from the loop: we may be inside nghttp2 or a transport callback */
     if (c->hello_ev)
@@ -744,10 +766,10 @@ static void accept_control(struct link_conn *c, int32_t sid, struct stream_ctx *
     }
     char principal[160];
     int status = 401;
-    unsigned roles = tg_fleet_auth_link(f, c, x->authorization, x->node, principal, sizeof principal, &status);
+    const char *why = "";
+    unsigned roles = tg_fleet_auth_link(f, c, x->authorization, x->node, principal, sizeof principal, &status, &why);
     if (!roles) {
-        refuse(c, sid, status,
-               status == 401 ? "authentication required" : "this principal may not link (under this node name)");
+        refuse(c, sid, status, why);
         return;
     }
     struct tg_link *l = NULL;
@@ -833,7 +855,7 @@ static void accept_channel(struct link_conn *c, int32_t sid, struct stream_ctx *
         return;
     }
     if (tg_link_parse_path(x->path, strlen(x->path), node, sizeof node, &producer) != 0) {
-        refuse(c, sid, 400, "bad :path (want /node/NAME/consumer or /node/NAME/producer)");
+        refuse(c, sid, 400, "bad :path (want /node/NAME/consumer, /node/NAME/producer or /node/NAME/adb)");
         return;
     }
     struct link_channel *ch = tg_link_channel_find(l, id);
@@ -1025,11 +1047,8 @@ static int on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t sid, const u
         return 0;
     }
     if (x && x->kind == STREAM_CHANNEL && x->ch) {
-        if (tg_link_channel_on_data(x->ch, data, len) != 0) {
-            struct link_channel *ch = x->ch;
-            nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, sid, NGHTTP2_PROTOCOL_ERROR);
-            tg_link_channel_abort(ch, "protocol error in the channel's records");
-        }
+        if (tg_link_channel_on_data(x->ch, data, len) != 0 && x->ch)
+            tg_link_channel_reset(x->ch, "protocol error in the channel's records", NGHTTP2_PROTOCOL_ERROR);
         return 0;
     }
     nghttp2_session_consume(s, sid, len); /* a stream we do not keep: drop its bytes */
@@ -1126,7 +1145,9 @@ static void tr_read(void *arg, struct evbuffer *in)
         struct evbuffer_iovec v;
         if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
             break;
+        c->in_callback = 1;
         ssize_t n = nghttp2_session_mem_recv(c->h2, v.iov_base, v.iov_len);
+        c->in_callback = 0;
         if (n < 0) {
             conn_lost(c, nghttp2_strerror((int)n));
             return;
@@ -1160,6 +1181,16 @@ struct link_conn *tg_link_conn_new(struct tg_fleet *f, struct tg_link *link, int
     return c;
 }
 
+/* :authority of the dialer's requests: the peer as dialed. A transport to a child (ssh) names
+ * itself "ssh(pid N)" for the logs, which is no valid authority (the peer's nghttp2 resets the
+ * stream): there it is the host the ssh URL names. */
+static const char *link_authority(const struct link_conn *c)
+{
+    if (c->tinfo.stdio && c->link && c->link->peer)
+        return tg_fleet_peer_host(c->link->peer);
+    return c->tinfo.peer;
+}
+
 /* Dialer: the control request, once the acceptor allowed extended CONNECT. */
 void tg_link_send_control_request(struct link_conn *c)
 {
@@ -1170,7 +1201,7 @@ void tg_link_send_control_request(struct link_conn *c)
     if (cfg->link_token && !c->tinfo.stdio)
         snprintf(auth, sizeof auth, "Bearer %s", cfg->link_token);
     const char *scheme = c->tinfo.tls ? "https" : "http";
-    const char *authority = c->tinfo.peer;
+    const char *authority = link_authority(c);
     nghttp2_nv nv[9];
     size_t n = 0;
 #define NV(k, v) nv[n++] = (nghttp2_nv){(uint8_t *)(k), (uint8_t *)(v), sizeof(k) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE}
@@ -1212,7 +1243,7 @@ int tg_link_submit_channel(struct tg_link *l, struct link_channel *ch)
     if (!c || !c->dialer || l->state != LINK_UP)
         return 0; /* opened when the link is up */
     char path[96], id[24], rcv[24];
-    snprintf(path, sizeof path, "/node/%s/%s", ch->node, ch->producer ? "producer" : "consumer");
+    snprintf(path, sizeof path, "/node/%s/%s", ch->node, link_kind_name(ch->producer));
     snprintf(id, sizeof id, "%" PRIx64, ch->id);
     snprintf(rcv, sizeof rcv, "%" PRIu64, ch->rx_count);
     const char *scheme = c->tinfo.tls ? "https" : "http";
@@ -1223,7 +1254,7 @@ int tg_link_submit_channel(struct tg_link *l, struct link_channel *ch)
     NV(":protocol", "perfetto-ipc");
     NV(":scheme", scheme);
     NV(":path", path);
-    NV(":authority", c->tinfo.peer);
+    NV(":authority", link_authority(c));
     NV("tracegate-channel", id);
     if (ch->principal[0])
         NV("tracegate-principal", ch->principal);
@@ -1269,7 +1300,7 @@ int tg_link_send_open(struct tg_link *l, struct link_channel *ch)
     if (!l->conn || l->state != LINK_UP)
         return 0;
     char path[96];
-    snprintf(path, sizeof path, "/node/%s/%s", ch->node, ch->producer ? "producer" : "consumer");
+    snprintf(path, sizeof path, "/node/%s/%s", ch->node, link_kind_name(ch->producer));
     Tracegate__Link__Open o = TRACEGATE__LINK__OPEN__INIT;
     o.has_channel_id = 1;
     o.channel_id = ch->id;

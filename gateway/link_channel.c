@@ -37,7 +37,7 @@ static void kick(struct link_channel *ch)
     }
 }
 
-static void local_read(struct link_channel *ch);
+static int local_read(struct link_channel *ch);
 
 /* ---- acknowledgements ---- */
 
@@ -46,7 +46,13 @@ static void apply_ack(struct link_channel *ch, uint64_t received)
     while (ch->tx_acked < received && ch->rec_count) {
         uint32_t len = ch->rec_len[ch->rec_head];
         evbuffer_drain(ch->unacked, len);
-        ch->tx_off = ch->tx_off >= len ? ch->tx_off - len : 0;
+        if (ch->tx_next) {
+            ch->tx_next--;
+            ch->tx_off -= len;
+        } else {
+            ch->tx_off = 0; /* the peer acknowledged a record it was not sent whole: its loss */
+            ch->tx_rec_left = 0;
+        }
         ch->rec_head = (ch->rec_head + 1) % ch->rec_cap;
         ch->rec_count--;
         ch->tx_acked++;
@@ -54,7 +60,9 @@ static void apply_ack(struct link_channel *ch, uint64_t received)
     if (ch->local && !(bufferevent_get_enabled(ch->local) & EV_READ) && !ch->local_eof &&
         evbuffer_get_length(ch->unacked) < LINK_CHANNEL_BUFFER) {
         bufferevent_enable(ch->local, EV_READ);
-        local_read(ch); /* frames that waited in the input */
+        /* frames that waited in the input, read from the loop: our callers (the peer's data,
+         * a bind) still use the channel, and reading may close it */
+        bufferevent_trigger(ch->local, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
     }
 }
 
@@ -67,7 +75,8 @@ static void queue_ack(struct link_channel *ch)
     size_t n = tg_link_ack_payload(pl, ch->rx_count);
     size_t h = tg_link_rec_header(rec, TG_LINK_REC_ACK, n);
     memcpy(rec + h, pl, n);
-    evbuffer_drain(ch->ack_out, evbuffer_get_length(ch->ack_out)); /* the newest count says it all */
+    if (!ch->ack_partial) /* the newest count says it all, unless an older ACK is half sent */
+        evbuffer_drain(ch->ack_out, evbuffer_get_length(ch->ack_out));
     evbuffer_add(ch->ack_out, rec, h + n);
     ch->rx_acked_sent = ch->rx_count;
     ch->rx_since_ack_bytes = ch->rx_since_ack_recs = 0;
@@ -76,9 +85,19 @@ static void queue_ack(struct link_channel *ch)
 
 static void ack_cb(evutil_socket_t fd, short what, void *arg)
 {
+    struct link_channel *ch = arg;
     (void)fd;
     (void)what;
-    queue_ack(arg);
+    if (ch->local_gone && ch->tx_acked == ch->tx_count) {
+        /* The local peer is gone and the peer has all our records: the channel is over. Waiting
+         * for the peer's END_STREAM can be forever: after our END_STREAM we cannot ACK, its
+         * unacked records reach LINK_CHANNEL_BUFFER, it stops reading its local socket, and a
+         * gateway bridge there (which stops reading a client that does not read its replies)
+         * never sees the end of the connection. */
+        tg_link_channel_abort(ch, "the local peer is gone");
+        return;
+    }
+    queue_ack(ch);
 }
 
 /* ---- the local socket ---- */
@@ -102,11 +121,29 @@ static int ring_push(struct link_channel *ch, uint32_t len)
     return 0;
 }
 
-static void local_read(struct link_channel *ch)
+/* Moves whole frames from the local socket into records. Returns 0, or -1 when it closed (freed)
+ * the channel. */
+static int local_read(struct link_channel *ch)
 {
     struct evbuffer *in = bufferevent_get_input(ch->local);
     int added = 0;
-    while (evbuffer_get_length(ch->unacked) < LINK_CHANNEL_BUFFER) {
+    while (ch->producer == LINK_KIND_ADB && evbuffer_get_length(ch->unacked) < LINK_CHANNEL_BUFFER) {
+        /* an ADB stream has no frames: whatever arrived, in records of at most 64 KiB */
+        size_t have = evbuffer_get_length(in), n = have < 65536 ? have : 65536;
+        if (!n)
+            break;
+        uint8_t hdr[TG_LINK_REC_HDR_MAX];
+        size_t hl = tg_link_rec_header(hdr, TG_LINK_REC_IPC, n);
+        if (ring_push(ch, (uint32_t)(hl + n)) != 0) {
+            tg_link_channel_abort(ch, "out of memory");
+            return -1;
+        }
+        evbuffer_add(ch->unacked, hdr, hl);
+        evbuffer_remove_buffer(in, ch->unacked, n);
+        ch->tx_count++;
+        added = 1;
+    }
+    while (ch->producer != LINK_KIND_ADB && evbuffer_get_length(ch->unacked) < LINK_CHANNEL_BUFFER) {
         size_t have = evbuffer_get_length(in);
         if (have < 4)
             break;
@@ -115,7 +152,7 @@ static void local_read(struct link_channel *ch)
         uint32_t n = (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 24;
         if (n > TG_FRAME_MAX_DEFAULT) {
             tg_link_channel_abort(ch, "the local peer sent a frame over 128 KiB");
-            return;
+            return -1;
         }
         if (have < 4 + (size_t)n)
             break;
@@ -124,7 +161,7 @@ static void local_read(struct link_channel *ch)
         /* OnePath: the frame's span context and send time, as a record of its own before it */
         uint8_t att[TG_LINK_REC_HDR_MAX + ONEPATH_ATTACH_OVERHEAD];
         size_t al = 0;
-        if (tg_link_op_on()) {
+        if (tg_link_op_on()) { /* (IPC channels only: an ADB stream has no frames to trace) */
             uint8_t pre[64];
             size_t pl = 4 + (size_t)n < sizeof pre ? 4 + (size_t)n : sizeof pre;
             evbuffer_copyout(in, pre, pl);
@@ -132,7 +169,7 @@ static void local_read(struct link_channel *ch)
         }
         if (ring_push(ch, (uint32_t)(al + hl + 4 + n)) != 0) {
             tg_link_channel_abort(ch, "out of memory");
-            return;
+            return -1;
         }
         if (al)
             evbuffer_add(ch->unacked, att, al);
@@ -145,6 +182,7 @@ static void local_read(struct link_channel *ch)
         bufferevent_disable(ch->local, EV_READ); /* the peer is behind: this channel waits, no other */
     if (added)
         kick(ch);
+    return 0;
 }
 
 static void local_read_cb(struct bufferevent *bev, void *arg)
@@ -180,10 +218,22 @@ static void local_event_cb(struct bufferevent *bev, short what, void *arg)
     (void)bev;
     if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
         if (!ch->local_eof) {
-            local_read(ch); /* whole frames that came before the end still go */
+            if (local_read(ch) != 0) /* whole frames that came before the end still go */
+                return;
             ch->local_eof = 1;
         }
         bufferevent_disable(ch->local, EV_READ);
+        if ((what & BEV_EVENT_ERROR) && !ch->local_gone) {
+            /* the local peer is gone (EPIPE, ECONNRESET): what the peer still sends can never be
+             * delivered. Drop it and give its window back, or this stream's window stays closed,
+             * the peer never finishes (no END_STREAM, the channel is never freed) and a dozen
+             * such channels hold the whole connection window: every channel of the link stalls.
+             * (What already waits in the output stays there until the channel is freed: a socket
+             * bufferevent's output cannot be drained from outside.) */
+            ch->local_gone = 1;
+            consume(ch);
+            event_active(ch->ack_ev, EV_TIMEOUT, 0); /* ack_cb: reset once the peer has our records */
+        }
         if (!ch->ever_bound && ch->link->state != LINK_UP) {
             tg_link_channel_abort(ch, "the local peer closed before the channel opened");
             return;
@@ -276,17 +326,25 @@ void tg_link_channel_free(struct link_channel *ch)
     free(ch);
 }
 
-void tg_link_channel_abort(struct link_channel *ch, const char *reason)
+void tg_link_channel_reset(struct link_channel *ch, const char *reason, uint32_t error_code)
 {
     struct tg_link *l = ch->link;
     tg_info(LOG, "link %s: channel %llx to %s/%s closed: %s", l->peer_name, (unsigned long long)ch->id, ch->node,
-            ch->producer ? "producer" : "consumer", reason);
+            link_kind_name(ch->producer), reason);
     nghttp2_session *s = h2_of(ch);
-    if (s && ch->sid >= 0) {
-        nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, ch->sid, NGHTTP2_CANCEL);
+    int32_t sid = ch->sid;
+    /* gone before the RST goes out: sending it closes the stream, and the stream's close
+     * callback must not find the channel (it would close it a second time) */
+    tg_link_channel_free(ch);
+    if (s && sid >= 0) {
+        nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, sid, error_code);
         tg_link_conn_flush(l->conn);
     }
-    tg_link_channel_free(ch);
+}
+
+void tg_link_channel_abort(struct link_channel *ch, const char *reason)
+{
+    tg_link_channel_reset(ch, reason, NGHTTP2_CANCEL);
 }
 
 struct link_channel *tg_link_channel_find(struct tg_link *l, uint64_t id)
@@ -308,6 +366,8 @@ void tg_link_channel_bind(struct link_channel *ch, int32_t sid, uint64_t peer_re
     if (ch->response_ok) {
         /* a fresh stream: everything not acknowledged goes again, in order */
         ch->tx_off = 0;
+        ch->tx_next = 0;
+        ch->tx_rec_left = 0;
         ch->eof_sent = 0;
         ch->ever_bound = 1;
         if (ch->open_ev)
@@ -327,6 +387,10 @@ void tg_link_channel_unbind(struct link_channel *ch)
     ch->eof_sent = 0;
     evbuffer_drain(ch->rx, evbuffer_get_length(ch->rx)); /* a partial record comes again, whole */
     evbuffer_drain(ch->ack_out, evbuffer_get_length(ch->ack_out));
+    ch->ack_partial = 0;
+    ch->tx_off = 0; /* the next stream starts over (tg_link_channel_bind) */
+    ch->tx_next = 0;
+    ch->tx_rec_left = 0;
     ch->rx_acked_sent = ch->rx_count; /* the next request/response says what we have */
     event_del(ch->ack_ev);
 }
@@ -355,19 +419,24 @@ int tg_link_channel_on_data(struct link_channel *ch, const uint8_t *data, size_t
             break;
         evbuffer_drain(ch->rx, (size_t)hl);
         if (type == TG_LINK_REC_IPC) {
-            if (plen < 4)
+            if (plen < (ch->producer == LINK_KIND_ADB ? 1u : 4u))
                 return -1;
-            if (tg_link_op_on() || ch->op.att_len) {
+            if ((tg_link_op_on() || ch->op.att_len) && ch->producer != LINK_KIND_ADB) {
                 uint8_t pre[64];
                 size_t pl = plen < sizeof pre ? plen : sizeof pre;
                 evbuffer_copyout(ch->rx, pre, pl);
                 tg_link_op_recv(ch, pre, pl, plen);
             }
-            evbuffer_remove_buffer(ch->rx, out, plen);
+            if (ch->local_gone) { /* nobody to deliver to (local_event_cb): dropped, consumed at once */
+                evbuffer_drain(ch->rx, plen);
+                immediate += (size_t)hl + plen;
+            } else {
+                evbuffer_remove_buffer(ch->rx, out, plen);
+                ch->unconsumed += (size_t)hl + plen;
+            }
             ch->rx_count++;
             ch->rx_since_ack_recs++;
             ch->rx_since_ack_bytes += plen;
-            ch->unconsumed += (size_t)hl + plen;
         } else if (type == TG_LINK_REC_ACK) {
             uint8_t pl[10];
             uint64_t v;
@@ -398,6 +467,8 @@ int tg_link_channel_on_data(struct link_channel *ch, const uint8_t *data, size_t
         struct timeval tv = {0, 20000};
         evtimer_add(ch->ack_ev, &tv);
     }
+    if (ch->local_gone)
+        event_active(ch->ack_ev, EV_TIMEOUT, 0); /* ack_cb: over once the peer has all our records */
     return 0;
 }
 
@@ -425,22 +496,38 @@ ssize_t tg_link_channel_read_cb(nghttp2_session *s, int32_t sid, uint8_t *buf, s
     }
     if (!ch->response_ok)
         return NGHTTP2_ERR_DEFERRED;
+    /* A record may span several DATA frames (nghttp2 offers any len): an ACK goes out only
+     * between two records, and a record only after a whole ACK, so the peer reads whole records. */
     size_t n = 0;
-    size_t a = evbuffer_get_length(ch->ack_out);
-    if (a && a <= len) {
-        evbuffer_remove(ch->ack_out, buf, a);
-        n += a;
-    }
     size_t total = evbuffer_get_length(ch->unacked);
-    if (n < len && ch->tx_off < total) {
-        struct evbuffer_ptr p;
-        evbuffer_ptr_set(ch->unacked, &p, ch->tx_off, EVBUFFER_PTR_SET);
-        size_t want = len - n < total - ch->tx_off ? len - n : total - ch->tx_off;
-        ev_ssize_t got = evbuffer_copyout_from(ch->unacked, &p, buf + n, want);
-        if (got > 0) {
+    while (n < len) {
+        if (ch->tx_rec_left) {
+            size_t want = len - n < ch->tx_rec_left ? len - n : ch->tx_rec_left;
+            struct evbuffer_ptr p;
+            evbuffer_ptr_set(ch->unacked, &p, ch->tx_off, EVBUFFER_PTR_SET);
+            ev_ssize_t got = evbuffer_copyout_from(ch->unacked, &p, buf + n, want);
+            if (got <= 0)
+                break;
             ch->tx_off += (size_t)got;
+            ch->tx_rec_left -= (size_t)got;
             n += (size_t)got;
+            if (!ch->tx_rec_left)
+                ch->tx_next++;
+            continue;
         }
+        size_t a = evbuffer_get_length(ch->ack_out);
+        if (a) {
+            size_t want = len - n < a ? len - n : a;
+            evbuffer_remove(ch->ack_out, buf + n, want);
+            n += want;
+            ch->ack_partial = evbuffer_get_length(ch->ack_out) != 0;
+            continue;
+        }
+        if (ch->tx_off < total && ch->tx_next < ch->rec_count) {
+            ch->tx_rec_left = ch->rec_len[(ch->rec_head + ch->tx_next) % ch->rec_cap];
+            continue;
+        }
+        break;
     }
     if (n)
         return (ssize_t)n;

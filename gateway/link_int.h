@@ -47,7 +47,7 @@ struct link_conn {
     struct evbuffer *ctl_tx, *ctl_rx;
     int ctl_open;              /* the control request was answered 200 (dialer) / accepted (acceptor) */
     int dead;
-    int in_callback;           /* nghttp2 is calling us: defer frees */
+    int in_callback;           /* inside nghttp2_session_mem_recv/mem_send: flushing waits for the outer call */
     struct event *hello_ev;    /* acceptor: absolute deadline for the control stream */
     struct event *free_ev;
     struct stream_ctx *streams;
@@ -139,11 +139,21 @@ int tg_link_submit_channel(struct tg_link *l, struct link_channel *ch);
 int tg_link_clock_offset(const struct tg_link *l, int64_t *offset_ns);
 
 /* ---- link_channel.c ---- */
+/* Channel kinds (struct link_channel.producer): an IPC connection to the consumer or producer
+ * port, or a raw byte stream to the node's ADB server (IPC records then carry any bytes). */
+#define LINK_KIND_CONSUMER 0
+#define LINK_KIND_PRODUCER 1
+#define LINK_KIND_ADB 2
+static inline const char *link_kind_name(int kind)
+{
+    return kind == LINK_KIND_ADB ? "adb" : kind == LINK_KIND_PRODUCER ? "producer" : "consumer";
+}
+
 struct link_channel {
     struct tg_link *link;
     struct link_channel *next, *prev;
     uint64_t id;
-    int producer;
+    int producer;             /* the kind: LINK_KIND_CONSUMER, _PRODUCER or _ADB */
     char node[64];            /* the target node named in the path */
     char principal[160];      /* who is behind it on the opening node */
     int inbound;              /* the local side is a gateway client (we accepted the channel) */
@@ -153,16 +163,20 @@ struct link_channel {
     /* to the peer */
     struct evbuffer *unacked; /* encoded records not acknowledged yet */
     size_t tx_off;            /* bytes of unacked handed to nghttp2 on the current stream */
+    size_t tx_next;           /* records of unacked handed out whole on the current stream */
+    size_t tx_rec_left;       /* bytes of record tx_next still to hand out (0: at a record boundary) */
     uint32_t *rec_len;        /* ring: encoded length of each unacked IPC record (attachment included) */
     size_t rec_head, rec_count, rec_cap;
     uint64_t tx_acked, tx_count;
     struct evbuffer *ack_out;
+    int ack_partial;          /* part of ack_out was handed out: append, never replace */
     int local_eof, eof_sent;
     /* from the peer */
     struct evbuffer *rx;
     uint64_t rx_count, rx_acked_sent;
     size_t rx_since_ack_bytes, rx_since_ack_recs, unconsumed;
     int peer_eof;
+    int local_gone;           /* the local socket failed (its peer closed): the peer's data is dropped */
     struct event *ack_ev, *open_ev;
     struct stream_ctx *ctx;   /* of the bound stream (its ch points back), NULL when unbound */
     struct link_op op;        /* OnePath: the channel's span context, a pending attachment */
@@ -173,8 +187,10 @@ struct link_channel {
 struct link_channel *tg_link_channel_new(struct tg_link *l, uint64_t id, const char *node, int producer,
                                          const char *principal, int inbound, int *other_fd);
 void tg_link_channel_free(struct link_channel *ch);
-/* Closes the channel now (local peer sees EOF); reason logged. */
+/* Closes the channel now (local peer sees EOF); reason logged; its stream, if any, is reset with
+ * CANCEL (abort) or error_code (reset). The channel is freed before the RST_STREAM is sent. */
 void tg_link_channel_abort(struct link_channel *ch, const char *reason);
+void tg_link_channel_reset(struct link_channel *ch, const char *reason, uint32_t error_code);
 struct link_channel *tg_link_channel_find(struct tg_link *l, uint64_t id);
 /* Binds to an HTTP/2 stream; peer_received = what the peer said it got (resume), or 0. */
 void tg_link_channel_bind(struct link_channel *ch, int32_t sid, uint64_t peer_received);
@@ -204,12 +220,20 @@ int tg_fleet_accept_channel(struct tg_fleet *f, struct tg_link *l, struct link_c
 int tg_fleet_can_route(struct tg_fleet *f, const char *name);
 /* Authenticates a control request (acceptor). Returns roles (0: refused, *status set). */
 unsigned tg_fleet_auth_link(struct tg_fleet *f, struct link_conn *c, const char *authorization, const char *node,
-                            char *principal, size_t plen, int *status);
+                            char *principal, size_t plen, int *status, const char **why);
 const struct tg_fleet_config *tg_fleet_config_of(const struct tg_fleet *f);
+/* The host a --peer/--hub URL names (without user and port). */
+const char *tg_fleet_peer_host(const struct tg_fleet_peer *p);
 void tg_fleet_link_state_changed(struct tg_fleet *f, struct tg_link *l);
 /* Rebuilds the node list /api/status shows (a new RTT or clock reading). */
 void tg_fleet_refresh_status(struct tg_fleet *f);
 /* A connection is being freed: gives back its gateway slot; the end of --link-stdio ends us. */
 void tg_fleet_conn_gone(struct tg_fleet *f, struct link_conn *c);
+/* Past the resume window: a consumer channel this node accepted (its local end is a gateway
+ * client here) gets its tracing session Detached upstream with the key tg_fleet_detach_key()
+ * makes (logged), so it keeps running and can be collected when the link is back. */
+void tg_fleet_detach_channel(struct tg_fleet *f, struct tg_link *l, struct link_channel *ch);
+/* "tracegate-link-<opener node>-<channel id hex>". */
+void tg_fleet_detach_key(const char *opener, uint64_t channel_id, char *key, size_t len);
 
 #endif

@@ -85,7 +85,7 @@ static void set_common(onepath_span_t sp, const struct link_channel *ch, const s
     onepath_span_set_attr_str(sp, "link.self", ch->link ? tg_fleet_node_name(ch->link->fleet) : "");
     onepath_span_set_attr_str(sp, "link.peer", ch->link ? ch->link->peer_name : "");
     onepath_span_set_attr_str(sp, "link.node", ch->node);
-    onepath_span_set_attr_str(sp, "link.port", ch->producer ? "producer" : "consumer");
+    onepath_span_set_attr_str(sp, "link.port", link_kind_name(ch->producer));
     onepath_span_set_attr_i64(sp, "ipc.request_id", (int64_t)ff->request_id);
     if (ff->has_method)
         onepath_span_set_attr_i64(sp, "ipc.method_id", (int64_t)ff->method_id);

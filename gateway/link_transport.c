@@ -6,11 +6,13 @@
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/dns.h>
 #include <event2/event.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,7 +58,8 @@ static void describe_peer(struct tg_link_tr *t, int fd)
 {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
-    snprintf(t->info.peer, sizeof t->info.peer, "fd%d", fd);
+    if (!t->info.peer[0]) /* a dialed transport already says host:port */
+        snprintf(t->info.peer, sizeof t->info.peer, "fd%d", fd);
     if (fd < 0 || getpeername(fd, (struct sockaddr *)&ss, &sl) != 0)
         return;
     char ip[INET6_ADDRSTRLEN] = "?";
@@ -141,9 +144,16 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
     } else if (what & BEV_EVENT_ERROR) {
         int e = EVUTIL_SOCKET_ERROR();
         int dns = bufferevent_socket_get_dns_error(bev);
-        if (dns)
+        unsigned long ssl = t->info.tls ? bufferevent_get_openssl_error(bev) : 0;
+        if (dns) {
             snprintf(why, sizeof why, "cannot resolve the host: %s", evutil_gai_strerror(dns));
-        else if (t->info.tls && !t->up)
+        } else if (ssl) {
+            /* what OpenSSL says: a certificate the peer does not trust shows up here, and with
+             * TLS 1.3 on the client only after its side of the handshake completed */
+            char tmp[200];
+            ERR_error_string_n(ssl, tmp, sizeof tmp);
+            snprintf(why, sizeof why, "TLS %s: %s", t->up ? "error" : "handshake failed", tmp);
+        } else if (t->info.tls && !t->up)
             snprintf(why, sizeof why, "TLS handshake failed%s%s", e ? ": " : "", e ? strerror(e) : "");
         else
             snprintf(why, sizeof why, "connection error: %s", e ? strerror(e) : "transport failure");
@@ -422,6 +432,7 @@ struct tg_link_tr *tg_link_tr_stdio(struct event_base *base, const struct tg_lin
 
 struct evbuffer *tg_link_tr_output(struct tg_link_tr *t) { return bufferevent_get_output(t->out); }
 size_t tg_link_tr_output_len(const struct tg_link_tr *t) { return evbuffer_get_length(bufferevent_get_output(t->out)); }
+const char *tg_link_tr_peer(const struct tg_link_tr *t) { return t->info.peer; }
 void tg_link_tr_set_arg(struct tg_link_tr *t, void *arg) { t->arg = arg; }
 
 void tg_link_tr_pause(struct tg_link_tr *t, int pause)
@@ -439,7 +450,26 @@ struct orphan {
     pid_t pid;
     int tries;
     struct event *ev;
+    struct orphan *next;
 };
+static struct orphan *orphans; /* still being reaped (the event loop's thread only) */
+
+static void orphan_forget(struct orphan *o)
+{
+    for (struct orphan **pp = &orphans; *pp; pp = &(*pp)->next)
+        if (*pp == o) {
+            *pp = o->next;
+            break;
+        }
+    event_free(o->ev);
+    free(o);
+}
+
+void tg_link_tr_orphans_free(void)
+{
+    while (orphans) /* signalled already; whoever outlives us is reaped by init */
+        orphan_forget(orphans);
+}
 
 static void orphan_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -449,8 +479,7 @@ static void orphan_cb(evutil_socket_t fd, short what, void *arg)
     if (waitpid(o->pid, NULL, WNOHANG) != 0 || ++o->tries > 100) {
         if (o->tries > 100)
             kill(o->pid, SIGKILL), waitpid(o->pid, NULL, 0);
-        event_free(o->ev);
-        free(o);
+        orphan_forget(o);
         return;
     }
     struct timeval tv = {0, 50000};
@@ -466,6 +495,8 @@ void tg_link_tr_free(struct tg_link_tr *t)
         struct orphan *o = calloc(1, sizeof *o);
         if (o && (o->ev = evtimer_new(t->base, orphan_cb, o)) != NULL) {
             o->pid = t->pid;
+            o->next = orphans;
+            orphans = o;
             event_active(o->ev, EV_TIMEOUT, 0);
         } else {
             free(o);

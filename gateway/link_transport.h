@@ -59,9 +59,13 @@ struct evbuffer *tg_link_tr_output(struct tg_link_tr *t);
 size_t tg_link_tr_output_len(const struct tg_link_tr *t);
 /* Stops or resumes reading (backpressure from the HTTP/2 layer). */
 void tg_link_tr_pause(struct tg_link_tr *t, int pause);
+/* Who is at the other end, printable ("host:port" as dialed, before it is up). */
+const char *tg_link_tr_peer(const struct tg_link_tr *t);
 /* Sets the callback argument (a transport accepted before its link existed). */
 void tg_link_tr_set_arg(struct tg_link_tr *t, void *arg);
 /* Frees the transport: the socket is closed, an ssh child is sent SIGTERM and reaped later. */
 void tg_link_tr_free(struct tg_link_tr *t);
+/* At exit, once the event loop stopped: forgets the children still being reaped. */
+void tg_link_tr_orphans_free(void);
 
 #endif

@@ -82,6 +82,13 @@ int tg_link_ack_parse(const uint8_t *payload, size_t plen, uint64_t *received)
     return n == plen ? 0 : -1;
 }
 
+size_t tg_link_ctl_header(uint8_t *out, size_t len)
+{
+    if (len > TG_LINK_CTL_MAX)
+        return 0;
+    return tg_pb_put_varint(out, len);
+}
+
 long tg_link_ctl_parse(const uint8_t *buf, size_t len, const uint8_t **msg, size_t *mlen)
 {
     uint64_t n;
@@ -131,6 +138,8 @@ int tg_link_parse_path(const char *path, size_t len, char *name, size_t namelen,
         *producer = 0;
     else if (rest == 8 && memcmp(slash + 1, "producer", 8) == 0)
         *producer = 1;
+    else if (rest == 3 && memcmp(slash + 1, "adb", 3) == 0)
+        *producer = 2; /* the node's ADB server, a raw byte stream (docs/link-protocol.md §3.3) */
     else
         return -1;
     return 0;

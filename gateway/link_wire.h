@@ -1,7 +1,7 @@
 /* link_wire.h: the byte formats inside a gateway link's streams (docs/link-protocol.md §3.2, §4):
  * channel records (`u8 type | varint length | payload`) and control messages (`varint length |
  * tracegate.link.Control`). Pure functions over caller buffers; any thread. Parsers never read
- * past the end they are given and reject lengths over their limits (fuzz_link_wire). */
+ * past the end they are given and reject lengths over their limits (tests/fuzz/fuzz_link_records.c). */
 #ifndef TRACEGATE_GATEWAY_LINK_WIRE_H
 #define TRACEGATE_GATEWAY_LINK_WIRE_H
 
@@ -31,6 +31,9 @@ long tg_link_rec_header_parse(const uint8_t *buf, size_t len, uint8_t *type, siz
 size_t tg_link_ack_payload(uint8_t *out, uint64_t received);
 int tg_link_ack_parse(const uint8_t *payload, size_t plen, uint64_t *received);
 
+/* Control framing: writes the varint length prefix of a control message of len bytes; returns its
+ * size (at most 5), or 0 when len is over TG_LINK_CTL_MAX (the peer would refuse it). */
+size_t tg_link_ctl_header(uint8_t *out, size_t len);
 /* Control framing: 0 when more bytes are needed, -1 when the length is malformed or over
  * TG_LINK_CTL_MAX, else the total size, with msg and mlen set to the message bytes. */
 long tg_link_ctl_parse(const uint8_t *buf, size_t len, const uint8_t **msg, size_t *mlen);
@@ -39,8 +42,9 @@ long tg_link_ctl_parse(const uint8_t *buf, size_t len, const uint8_t **msg, size
  * groups such as "@all"). */
 int tg_link_node_name_ok(const char *name);
 
-/* Parses "/node/NAME/consumer" or "/node/NAME/producer". Returns 0 with name (>= 64 bytes) and
- * *producer set, -1 otherwise. */
+/* Parses "/node/NAME/consumer", "/node/NAME/producer" or "/node/NAME/adb". Returns 0 with name
+ * (>= 64 bytes) and *producer set to the channel kind (0 consumer, 1 producer, 2 adb), -1
+ * otherwise. */
 int tg_link_parse_path(const char *path, size_t len, char *name, size_t namelen, int *producer);
 
 #endif

@@ -14,10 +14,15 @@
 #include "config.h"
 #include "gw_auth.h"
 #include "gw_config.h"
+#include "gw_onepath.h"
 #include <openssl/crypto.h>
 
 #include "fleet.h"
 #include "fleet_service.h"
+#include "gw_stats_service.h"
+#include "gw_adb.h"
+#include "gw_adb_addr.h"
+#include "gw_adb_target.h"
 #include "gw_core.h"
 #include "gw_listener.h"
 #include "gw_smb_filter.h"
@@ -152,6 +157,11 @@ static int start_http(struct daemon *d)
     wc.handshake_timeout_ms = c->limits.handshake_timeout_ms;
     wc.max_pending = c->http_max_pending;
     wc.max_pending_per_source = c->http_max_pending_per_source;
+    wc.adb = c->adb_enabled ? TG_GW_WS_ADB_ON : TG_GW_WS_ADB_OFF; /* decided by tg_gw_config_validate */
+    wc.adb_roles = c->adb_roles;
+    wc.adb_server = c->adb_enabled ? &c->adb_addr : NULL;
+    wc.adb_server_text = c->adb_server_text;
+    wc.node_name = tg_gw_node_name(d->gw);
     char err[512];
     d->ws = tg_gw_ws_start(d->gw, d->base, &wc, err, sizeof err);
     if (!d->ws) {
@@ -163,8 +173,15 @@ static int start_http(struct daemon *d)
         return 0;
     }
     const char *scheme = c->http_tls ? "https" : "http", *ws = c->http_tls ? "wss" : "ws";
-    tg_info(LOG, "listening: %s://%s (%s://%s/traced for the Perfetto UI, /metrics, /healthz)", scheme, http, ws,
-            http);
+    tg_info(LOG, "listening: %s://%s (%s://%s/traced for the Perfetto UI%s, /metrics, /healthz)", scheme, http, ws,
+            http, c->adb_enabled ? ", /adb for its ADB + WebSocket target" : "");
+    if (c->adb_enabled) {
+        struct tg_addr a;
+        char e2[256];
+        if (tg_addr_parse(http, &a, e2, sizeof e2) == 0 && !tg_addr_is_loopback(&a))
+            tg_warn(LOG, "/adb is on for a non-loopback front end: clients with the adb role get a shell on every "
+                         "device of the ADB server %s", c->adb_server_text);
+    }
     return 0;
 }
 
@@ -269,6 +286,18 @@ static int start_fleet(struct daemon *d, char *err, size_t errlen)
         snprintf(err, errlen, "cannot register TracegateFleet");
         return -1;
     }
+    if (tg_gw_stats_service_register(d->gw, d->fleet) != 0) {
+        snprintf(err, errlen, "cannot register TracegateGateway");
+        return -1;
+    }
+    /* this node's ADB server, for linked nodes allowed to reach it (link-roles with adb) */
+    const char *source, *spec = tg_gw_adb_addr_choose(c->adb_server, &source);
+    struct tg_addr adb;
+    char e2[200];
+    if (tg_gw_adb_addr_parse(spec, &adb, e2, sizeof e2) == 0 && tg_fleet_set_adb(d->fleet, &adb, spec) != 0) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
     return 0;
 }
 
@@ -314,7 +343,9 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
                   nc.http_max_pending != d->cfg.http_max_pending ||
                   nc.http_max_pending_per_source != d->cfg.http_max_pending_per_source ||
                   memcmp(&nc.limits, &d->cfg.limits, sizeof nc.limits) != 0 ||
-                  nc.resume_window_ms != d->cfg.resume_window_ms; /* session survival */
+                  nc.resume_window_ms != d->cfg.resume_window_ms || /* session survival */
+                  nc.http_adb != d->cfg.http_adb || str_differs(nc.adb_server, d->cfg.adb_server) ||
+                  nc.adb_roles != d->cfg.adb_roles;
     for (size_t i = 0; !restart && i < nc.n_listen; i++)
         restart = strcmp(nc.listen[i].text, d->cfg.listen[i].text) != 0;
     if (restart)
@@ -419,6 +450,22 @@ int main(int argc, char **argv)
         return 0;
     }
     apply_logging(&d.cfg);
+    /* OnePath spans name the node they come from, so `tracectl merge` puts them on its machine */
+    if (!getenv("ONEPATH_TRACE_RESOURCE_ATTRIBUTES")) {
+        char host[64] = "", attr[96];
+        if (!d.cfg.node_name && gethostname(host, sizeof host - 1) != 0)
+            host[0] = 0;
+        const char *node = d.cfg.node_name ? d.cfg.node_name : host;
+        if (node[0] && strlen(node) < 64 && !strpbrk(node, ",=")) {
+            snprintf(attr, sizeof attr, "tracegate.node=%s", node);
+            setenv("ONEPATH_TRACE_RESOURCE_ATTRIBUTES", attr, 0);
+        }
+    }
+    if (tg_gw_onepath_start(&d.cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "tracegated: %s\n", err);
+        tg_gw_config_free(&d.cfg);
+        return 1;
+    }
     signal(SIGPIPE, SIG_IGN);
     raise_fd_limit();
     if (d.cfg.insecure)
@@ -466,6 +513,14 @@ int main(int argc, char **argv)
         tg_info(LOG, "listening: %s", tg_gw_listener_describe(tg_gw_listener_at(d.gw, i)));
     if (start_http(&d) != 0)
         goto out;
+    if (d.ws && d.fleet && tg_gw_ws_adb(d.ws)) { /* /adb/NAME: another node's ADB server over a link */
+        struct tg_gw_adb_target *at = tg_gw_adb_target_of(tg_gw_ws_adb(d.ws));
+        tg_gw_adb_target_set_router(at, tg_fleet_adb_connect, d.fleet);
+        if (d.cfg.adb_node && d.cfg.adb_node[0]) {
+            tg_gw_adb_target_set_default_node(at, d.cfg.adb_node);
+            tg_info(LOG, "/adb reaches node %s's ADB server (adb-node)", d.cfg.adb_node);
+        }
+    }
 
     d.sigterm = evsignal_new(d.base, SIGTERM, on_terminate, &d);
     d.sigint = evsignal_new(d.base, SIGINT, on_terminate, &d);

@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "net/ws_close_note.h"
 #include "tracegate/log.h"
 
 #define DEFAULT_MAX_MESSAGE (1u << 20)
@@ -39,6 +40,9 @@ struct tg_ws_link {
     int raw_paused;  /* lws_rx_flow_control(raw, 0) in force */
     int eof;         /* the socket side ended: close the WebSocket once out is sent */
 
+    int text_ok;     /* text messages are bytes too */
+    struct tg_ws_close_note *note; /* close code and reason left by the socket side, or NULL */
+
     int adopting;
     int closed_while_adopting;
     unsigned char out[LWS_PRE + TG_WS_LINK_CHUNK];
@@ -55,12 +59,22 @@ int tg_ws_link_socketpair(int sv[2])
 
 static void link_free(struct tg_ws_link *l)
 {
+    tg_ws_close_note_unref(l->note);
     free(l->in_buf);
     free(l);
     atomic_fetch_sub(&g_links, 1);
 }
 
 struct tg_ws_link *tg_ws_link_of(struct lws *ws) { return ws ? lws_get_opaque_user_data(ws) : NULL; }
+
+void tg_ws_link_accept_text(struct tg_ws_link *l) { l->text_ok = 1; }
+
+void tg_ws_link_set_close_note(struct tg_ws_link *l, struct tg_ws_close_note *note)
+{
+    tg_ws_close_note_ref(note);
+    tg_ws_close_note_unref(l->note);
+    l->note = note;
+}
 
 struct tg_ws_link *tg_ws_link_attach(struct lws *ws, struct lws_vhost *vh, int sock, size_t max_message)
 {
@@ -154,7 +168,7 @@ int tg_ws_link_on_rx(struct tg_ws_link *l, const void *in, size_t len)
     struct lws *ws = l->ws;
     if (!ws)
         return -1;
-    if (!lws_frame_is_binary(ws)) {
+    if (!l->text_ok && !lws_frame_is_binary(ws)) {
         static const char why[] = "text messages are not supported: send binary Perfetto IPC frames";
         lws_close_reason(ws, LWS_CLOSE_STATUS_UNACCEPTABLE_OPCODE, (unsigned char *)why, sizeof why - 1);
         return -1;
@@ -234,8 +248,13 @@ int tg_ws_link_on_writeable(struct tg_ws_link *l)
         return 0;
     }
     if (l->eof) {
-        static const char why[] = "connection closed";
-        lws_close_reason(ws, LWS_CLOSE_STATUS_NORMAL, (unsigned char *)why, sizeof why - 1);
+        char why[TG_WS_CLOSE_REASON_MAX + 1];
+        int code = tg_ws_close_note_get(l->note, why, sizeof why);
+        if (!code) {
+            code = LWS_CLOSE_STATUS_NORMAL;
+            snprintf(why, sizeof why, "connection closed");
+        }
+        lws_close_reason(ws, (enum lws_close_status)code, (unsigned char *)why, strlen(why));
         return -1;
     }
     return 0;

@@ -18,8 +18,11 @@
  * Close propagation: WebSocket closed → pending inbound bytes are flushed,
  * then the socket is shut down for writing (the tg_conn sees EOF). Socket
  * EOF or error → bytes already read are sent, then the WebSocket is closed
- * with 1000 (normal). Text messages close the WebSocket with 1003 and a
- * reason; messages over max_message close it with 1009.
+ * with 1000 (normal), or with the code and reason of the link's close note
+ * when the socket side left one (tg_ws_link_set_close_note). Text messages
+ * close the WebSocket with 1003 and a reason, unless the link takes them as
+ * bytes (tg_ws_link_accept_text); messages over max_message close it with
+ * 1009.
  *
  * Used by the server (gw_ws_proto.c) and the client (ws_client.c).
  * Threading: everything here runs on the lws service thread of the link's
@@ -35,6 +38,7 @@
 #define TG_WS_LINK_RAW_PROTOCOL "tracegate-raw" /* protocol name of the raw-file wsis */
 
 struct tg_ws_link;
+struct tg_ws_close_note;
 
 /* A non-blocking, close-on-exec AF_UNIX stream socketpair. 0 or -1. */
 int tg_ws_link_socketpair(int sv[2]);
@@ -46,6 +50,14 @@ int tg_ws_link_socketpair(int sv[2]);
  * max_message bounds one inbound WebSocket message (0 = 1 MiB).
  * Returns NULL on failure (then the caller closes ws). */
 struct tg_ws_link *tg_ws_link_attach(struct lws *ws, struct lws_vhost *vh, int sock, size_t max_message);
+
+/* Text messages are passed on as bytes like binary ones (a byte pipe such
+ * as /adb, whose clients send commands as text). Default: refused. */
+void tg_ws_link_accept_text(struct tg_ws_link *l);
+
+/* The note (net/ws_close_note.h) whose code and reason close the WebSocket
+ * when the socket side ends; the link takes its own reference. */
+void tg_ws_link_set_close_note(struct tg_ws_link *l, struct tg_ws_close_note *note);
 
 /* The link of a WebSocket wsi (NULL if none). */
 struct tg_ws_link *tg_ws_link_of(struct lws *ws);

@@ -30,7 +30,7 @@ static int env_bool(const char *name, int def)
     return def;
 }
 
-static unsigned env_ms(const char *name, unsigned def)
+static unsigned env_uint(const char *name, unsigned def, unsigned lo, unsigned hi, const char *what)
 {
     const char *v = env(name);
     if (!v)
@@ -38,11 +38,16 @@ static unsigned env_ms(const char *name, unsigned def)
     char *end;
     errno = 0;
     unsigned long n = strtoul(v, &end, 10);
-    if (errno || *end || n == 0 || n > TG_OP_MAX_FLUSH_MS || v[0] == '-') {
-        tg_warn("onepath", "%s=%s is not a period in ms (1..%u): using %u", name, v, TG_OP_MAX_FLUSH_MS, def);
+    if (errno || *end || n < lo || n > hi || v[0] == '-') {
+        tg_warn("onepath", "%s=%s is not %s (%u..%u): using %u", name, v, what, lo, hi, def);
         return def;
     }
     return (unsigned)n;
+}
+
+static unsigned env_ms(const char *name, unsigned def)
+{
+    return env_uint(name, def, 1, TG_OP_MAX_FLUSH_MS, "a period in ms");
 }
 
 static double clamp_ratio(double r)
@@ -91,8 +96,18 @@ int tg_op_config_load(struct tg_op_config *c, const onepath_trace_opts_t *opts)
         c->ring_capacity = TG_OP_MAX_RING;
     if (dup_opt(&c->service_name, opts ? opts->service_name : NULL, "ONEPATH_TRACE_SERVICE_NAME") ||
         dup_opt(&c->trace_path, opts ? opts->ndjson_path : NULL, "ONEPATH_TRACE_NDJSON_PATH") ||
-        dup_opt(&c->metrics_path, NULL, "ONEPATH_METRICS_NDJSON_PATH"))
+        dup_opt(&c->metrics_path, NULL, "ONEPATH_METRICS_NDJSON_PATH") ||
+        dup_opt(&c->otlp_file, opts ? opts->otlp_file : NULL, "ONEPATH_TRACE_OTLP_FILE") ||
+        dup_opt(&c->otlp_http, opts ? opts->otlp_http : NULL, "ONEPATH_TRACE_OTLP_HTTP") ||
+        dup_opt(&c->resource_attrs, NULL, "ONEPATH_TRACE_RESOURCE_ATTRIBUTES"))
         goto oom;
+    c->otlp_queue = env_uint("ONEPATH_TRACE_OTLP_QUEUE", TG_OP_DEFAULT_OTLP_QUEUE, 1, 65536, "a request count");
+    c->otlp_retries = env_uint("ONEPATH_TRACE_OTLP_RETRIES", TG_OP_DEFAULT_OTLP_RETRIES, 0, 100, "a retry count");
+    c->otlp_timeout_ms = env_uint("ONEPATH_TRACE_OTLP_TIMEOUT_MS", TG_OP_DEFAULT_OTLP_TIMEOUT_MS, 1,
+                                  TG_OP_MAX_FLUSH_MS, "a timeout in ms");
+    c->otlp_backoff_ms = env_uint("ONEPATH_TRACE_OTLP_BACKOFF_MS", TG_OP_DEFAULT_OTLP_BACKOFF_MS, 1, 60000,
+                                  "a delay in ms");
+    c->otlp_batch = env_uint("ONEPATH_TRACE_OTLP_BATCH", TG_OP_DEFAULT_OTLP_BATCH, 1, 65536, "a span count");
     if (!c->service_name && !(c->service_name = strdup(TG_OP_DEFAULT_SERVICE)))
         goto oom;
     return ONEPATH_OK;
@@ -106,5 +121,8 @@ void tg_op_config_free(struct tg_op_config *c)
     free(c->service_name);
     free(c->trace_path);
     free(c->metrics_path);
+    free(c->otlp_file);
+    free(c->otlp_http);
+    free(c->resource_attrs);
     memset(c, 0, sizeof *c);
 }

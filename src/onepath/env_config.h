@@ -13,6 +13,11 @@
 #define TG_OP_DEFAULT_TRACE_FLUSH_MS 500
 #define TG_OP_DEFAULT_METRICS_FLUSH_MS 1000
 #define TG_OP_MAX_FLUSH_MS 3600000
+#define TG_OP_DEFAULT_OTLP_QUEUE 64
+#define TG_OP_DEFAULT_OTLP_RETRIES 5
+#define TG_OP_DEFAULT_OTLP_TIMEOUT_MS 10000
+#define TG_OP_DEFAULT_OTLP_BACKOFF_MS 200
+#define TG_OP_DEFAULT_OTLP_BATCH 512
 
 struct tg_op_config {
     int trace_enabled, metrics_enabled, auto_inject;
@@ -22,6 +27,13 @@ struct tg_op_config {
     char *metrics_path; /* NULL: no metrics export */
     unsigned trace_flush_ms, metrics_flush_ms;
     size_t ring_capacity;
+    char *otlp_file;       /* NULL: no OTLP/JSON lines file */
+    char *otlp_http;       /* NULL: no OTLP/HTTP export */
+    char *resource_attrs;  /* ONEPATH_TRACE_RESOURCE_ATTRIBUTES, NULL if unset */
+    unsigned otlp_queue;   /* pending OTLP/HTTP requests at most */
+    unsigned otlp_retries; /* retries of a failed request before it is lost */
+    unsigned otlp_timeout_ms, otlp_backoff_ms;
+    unsigned otlp_batch;   /* spans per OTLP request at most */
 };
 
 /* Fills c (opts may be NULL). Returns ONEPATH_OK or ONEPATH_ERR_NOMEM (c then freed). Malformed

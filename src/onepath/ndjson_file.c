@@ -15,11 +15,15 @@
 #include "tracegate/clock.h"
 #include "tracegate/onepath.h"
 
-static struct tg_op_export_stats g_stats[2];
-static pthread_mutex_t g_path_mu = PTHREAD_MUTEX_INITIALIZER;
-static char g_path[2][4096];
+#define N_KINDS 4
 
-struct tg_op_export_stats *tg_op_stats(int which) { return &g_stats[which ? 1 : 0]; }
+static struct tg_op_export_stats g_stats[N_KINDS];
+static pthread_mutex_t g_path_mu = PTHREAD_MUTEX_INITIALIZER;
+static char g_path[N_KINDS][4096];
+
+static int kind(int which) { return which >= 0 && which < N_KINDS ? which : 0; }
+
+struct tg_op_export_stats *tg_op_stats(int which) { return &g_stats[kind(which)]; }
 
 void tg_op_stats_reset(int which, const char *path)
 {
@@ -32,13 +36,13 @@ void tg_op_stats_reset(int which, const char *path)
     atomic_store(&s->bytes, 0);
     atomic_store(&s->stalls, 0);
     pthread_mutex_lock(&g_path_mu);
-    snprintf(g_path[which ? 1 : 0], sizeof g_path[0], "%s", path ? path : "");
+    snprintf(g_path[kind(which)], sizeof g_path[0], "%s", path ? path : "");
     pthread_mutex_unlock(&g_path_mu);
 }
 
 int onepath_export_stats(int which, onepath_export_stats_t *st, char *path, size_t path_cap)
 {
-    if (!st || (which != ONEPATH_EXPORT_SPANS && which != ONEPATH_EXPORT_METRICS))
+    if (!st || which < 0 || which >= N_KINDS)
         return ONEPATH_ERR_INVAL;
     struct tg_op_export_stats *s = tg_op_stats(which);
     st->active = atomic_load(&s->active);

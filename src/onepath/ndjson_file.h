@@ -2,7 +2,7 @@
  * (O_NONBLOCK, so a FIFO without a reader fails at once instead of hanging init) and writing whole
  * buffers from the flush thread, waiting for a slow file (pipe, FIFO) without giving up, except
  * when the exporter is stopping and the file has taken nothing for TG_OP_STOP_STALL_MS.
- * Also the per-kind export statistics behind onepath_export_stats(). */
+ * Also the per-kind export statistics behind onepath_export_stats() (all four kinds). */
 #ifndef TG_ONEPATH_NDJSON_FILE_H
 #define TG_ONEPATH_NDJSON_FILE_H
 
@@ -17,7 +17,7 @@ struct tg_op_export_stats {
     atomic_uint_fast64_t queued, written, dropped, lost, bytes, stalls;
 };
 
-/* The statistics of ONEPATH_EXPORT_SPANS / ONEPATH_EXPORT_METRICS. */
+/* The statistics of one ONEPATH_EXPORT_* kind. */
 struct tg_op_export_stats *tg_op_stats(int which);
 /* Zeroes the counters and records the path ("" for none); active = 0. */
 void tg_op_stats_reset(int which, const char *path);

@@ -12,6 +12,7 @@
 #include "onepath/env_config.h"
 #include "onepath/metrics_export.h"
 #include "onepath/ndjson_file.h"
+#include "onepath/resource.h"
 #include "onepath/span_export.h"
 #include "onepath/span_record.h"
 #include "tracegate/log.h"
@@ -47,6 +48,7 @@ static void after_fork_child(void)
     atomic_store(&g_exp_users, 0);
     g_metrics_exp = NULL;
     memset(&g_cfg, 0, sizeof g_cfg);
+    tg_op_rec_forget_thread();
     atomic_fetch_add(&tg_op_g_epoch, 1);
     atomic_store(&g_lazy_failed, 0);
     atomic_store(&tg_op_g_up, 0);
@@ -100,12 +102,25 @@ static int init_locked(const onepath_trace_opts_t *opts)
     atomic_fetch_add(&tg_op_g_epoch, 1); /* records of earlier generations are not exported */
     tg_op_stats_reset(ONEPATH_EXPORT_SPANS, c.trace_enabled && c.trace_path ? c.trace_path : "");
     tg_op_stats_reset(ONEPATH_EXPORT_METRICS, c.metrics_enabled && c.metrics_path ? c.metrics_path : "");
+    tg_op_stats_reset(ONEPATH_EXPORT_OTLP_FILE, c.trace_enabled && c.otlp_file ? c.otlp_file : "");
+    tg_op_stats_reset(ONEPATH_EXPORT_OTLP_HTTP, c.trace_enabled && c.otlp_http ? c.otlp_http : "");
     struct tg_op_span_exporter *se = NULL;
     struct tg_op_metrics_exporter *me = NULL;
-    if (c.trace_enabled && c.trace_path) {
-        se = tg_op_span_exporter_start(c.trace_path, c.ring_capacity, c.trace_flush_ms, c.service_name, host, &rc);
+    if (c.trace_enabled && (c.trace_path || c.otlp_file || c.otlp_http)) {
+        struct tg_op_resource res;
+        if (tg_op_resource_build(&res, c.service_name, host, (long)getpid(), c.resource_attrs) != 0) {
+            rc = ONEPATH_ERR_NOMEM;
+            goto fail;
+        }
+        struct tg_op_otlp_http_cfg http = {c.otlp_http, c.otlp_queue, c.otlp_retries, c.otlp_timeout_ms,
+                                           c.otlp_backoff_ms};
+        struct tg_op_span_sinks sinks = {c.trace_path, c.otlp_file, c.otlp_http ? &http : NULL, c.otlp_batch, &res};
+        se = tg_op_span_exporter_start(&sinks, c.ring_capacity, c.trace_flush_ms, &rc);
+        tg_op_resource_free(&res);
         if (!se) {
-            tg_error("onepath", "cannot open the span export file %s", c.trace_path);
+            if (rc == ONEPATH_ERR_IO)
+                tg_error("onepath", "cannot open a span export file (NDJSON %s, OTLP %s)",
+                         c.trace_path ? c.trace_path : "-", c.otlp_file ? c.otlp_file : "-");
             goto fail;
         }
     }

@@ -4,6 +4,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "tracegate/clock.h"
 #include "tracegate/onepath.h"
@@ -17,6 +20,29 @@ static char *dup_cut(const char *s)
         d[n] = 0;
     }
     return d;
+}
+
+/* The calling thread's id and name, looked up once per thread (two system calls). */
+static _Thread_local int64_t t_tid;
+static _Thread_local char t_name[16];
+
+static void thread_identity(struct tg_op_span_rec *r)
+{
+    if (!t_tid) {
+        t_tid = (int64_t)syscall(SYS_gettid);
+        if (prctl(PR_GET_NAME, t_name, 0, 0, 0) != 0)
+            t_name[0] = 0;
+        t_name[sizeof t_name - 1] = 0;
+    }
+    r->tid = t_tid;
+    memcpy(r->thread_name, t_name, sizeof r->thread_name);
+}
+
+/* A forked child's first thread has the parent's cached identity: forget it. */
+void tg_op_rec_forget_thread(void)
+{
+    t_tid = 0;
+    t_name[0] = 0;
 }
 
 struct tg_op_span_rec *tg_op_rec_new(const char *name, int kind, const uint8_t trace_id[16],
@@ -41,6 +67,7 @@ struct tg_op_span_rec *tg_op_rec_new(const char *name, int kind, const uint8_t t
     r->epoch = epoch;
     r->start_real_ns = tg_real_ns();
     r->start_mono_ns = tg_mono_ns();
+    thread_identity(r);
     return r;
 }
 
@@ -172,20 +199,19 @@ void tg_op_rec_finish(struct tg_op_span_rec *r)
     r->end_real_ns = r->start_real_ns + r->duration_ns;
 }
 
-static const char *kind_name(int k)
+const char *tg_op_kind_name(int k)
 {
     static const char *const names[] = {"INTERNAL", "PRODUCER", "CONSUMER", "CLIENT", "SERVER"};
     return k >= 0 && k <= 4 ? names[k] : "INTERNAL";
 }
 
-static const char *status_name(int s)
+const char *tg_op_status_name(int s)
 {
     static const char *const names[] = {"UNSET", "OK", "ERROR"};
     return s >= 0 && s <= 2 ? names[s] : "UNSET";
 }
 
-void tg_op_rec_json(const struct tg_op_span_rec *r, struct tg_op_jb *b, const char *service_name,
-                    const char *host_name)
+void tg_op_rec_json(const struct tg_op_span_rec *r, struct tg_op_jb *b, const char *resource_json)
 {
     tg_op_jb_puts(b, "{\"trace_id\":");
     tg_op_jb_hex(b, r->trace_id, 16);
@@ -199,7 +225,7 @@ void tg_op_rec_json(const struct tg_op_span_rec *r, struct tg_op_jb *b, const ch
     tg_op_jb_puts(b, ",\"name\":");
     tg_op_jb_cstr(b, r->name);
     tg_op_jb_puts(b, ",\"kind\":\"");
-    tg_op_jb_puts(b, kind_name(r->kind));
+    tg_op_jb_puts(b, tg_op_kind_name(r->kind));
     tg_op_jb_puts(b, "\",\"start_ns\":");
     tg_op_jb_u64(b, r->start_real_ns);
     tg_op_jb_puts(b, ",\"end_ns\":");
@@ -207,7 +233,7 @@ void tg_op_rec_json(const struct tg_op_span_rec *r, struct tg_op_jb *b, const ch
     tg_op_jb_puts(b, ",\"duration_ns\":");
     tg_op_jb_u64(b, r->duration_ns);
     tg_op_jb_puts(b, ",\"status\":{\"code\":\"");
-    tg_op_jb_puts(b, status_name(r->status));
+    tg_op_jb_puts(b, tg_op_status_name(r->status));
     tg_op_jb_puts(b, "\",\"message\":");
     tg_op_jb_cstr(b, r->status_msg);
     tg_op_jb_puts(b, "},\"attributes\":{");
@@ -232,9 +258,108 @@ void tg_op_rec_json(const struct tg_op_span_rec *r, struct tg_op_jb *b, const ch
         tg_op_jb_u64(b, r->events[i].ts_ns);
         tg_op_jb_putc(b, '}');
     }
-    tg_op_jb_puts(b, "],\"resource\":{\"service.name\":");
-    tg_op_jb_cstr(b, service_name);
-    tg_op_jb_puts(b, ",\"host.name\":");
-    tg_op_jb_cstr(b, host_name);
-    tg_op_jb_puts(b, "}}\n");
+    tg_op_jb_puts(b, "],\"thread\":{\"id\":");
+    tg_op_jb_i64(b, r->tid);
+    tg_op_jb_puts(b, ",\"name\":");
+    tg_op_jb_cstr(b, r->thread_name);
+    tg_op_jb_puts(b, "},\"resource\":");
+    tg_op_jb_puts(b, resource_json);
+    tg_op_jb_puts(b, "}\n");
+}
+
+/* ---- OTLP/JSON (opentelemetry.proto.trace.v1.Span in the OTLP JSON encoding: ids as lower-case
+ * hex, 64-bit integers as decimal strings, enums as numbers) ---- */
+
+/* OnePath kinds (INTERNAL 0, PRODUCER 1, CONSUMER 2, CLIENT 3, SERVER 4) to OTLP SpanKind
+ * (INTERNAL 1, SERVER 2, CLIENT 3, PRODUCER 4, CONSUMER 5). */
+static int otlp_kind(int k)
+{
+    static const int map[] = {1, 4, 5, 3, 2};
+    return k >= 0 && k <= 4 ? map[k] : 1;
+}
+
+static void otlp_u64_str(struct tg_op_jb *b, uint64_t v)
+{
+    tg_op_jb_putc(b, '"');
+    tg_op_jb_u64(b, v);
+    tg_op_jb_putc(b, '"');
+}
+
+static void otlp_attr_key(struct tg_op_jb *b, const char *key, int *first)
+{
+    if (!*first)
+        tg_op_jb_putc(b, ',');
+    *first = 0;
+    tg_op_jb_puts(b, "{\"key\":");
+    tg_op_jb_cstr(b, key);
+    tg_op_jb_puts(b, ",\"value\":{");
+}
+
+void tg_op_rec_otlp(const struct tg_op_span_rec *r, struct tg_op_jb *b)
+{
+    tg_op_jb_puts(b, "{\"traceId\":");
+    tg_op_jb_hex(b, r->trace_id, 16);
+    tg_op_jb_puts(b, ",\"spanId\":");
+    tg_op_jb_hex(b, r->span_id, 8);
+    if (r->has_parent) {
+        tg_op_jb_puts(b, ",\"parentSpanId\":");
+        tg_op_jb_hex(b, r->parent_span_id, 8);
+    }
+    tg_op_jb_puts(b, ",\"name\":");
+    tg_op_jb_cstr(b, r->name);
+    tg_op_jb_puts(b, ",\"kind\":");
+    tg_op_jb_i64(b, otlp_kind(r->kind));
+    tg_op_jb_puts(b, ",\"startTimeUnixNano\":");
+    otlp_u64_str(b, r->start_real_ns);
+    tg_op_jb_puts(b, ",\"endTimeUnixNano\":");
+    otlp_u64_str(b, r->end_real_ns);
+    tg_op_jb_puts(b, ",\"attributes\":[");
+    int first = 1;
+    for (unsigned i = 0; i < r->n_attrs; i++) {
+        otlp_attr_key(b, r->attrs[i].key, &first);
+        switch (r->attrs[i].type) {
+        case TG_OP_ATTR_STR:
+            tg_op_jb_puts(b, "\"stringValue\":");
+            tg_op_jb_cstr(b, r->attrs[i].v.s);
+            break;
+        case TG_OP_ATTR_F64:
+            tg_op_jb_puts(b, "\"doubleValue\":");
+            tg_op_jb_f64(b, r->attrs[i].v.f);
+            break;
+        default:
+            tg_op_jb_puts(b, "\"intValue\":\"");
+            tg_op_jb_i64(b, r->attrs[i].v.i);
+            tg_op_jb_putc(b, '"');
+            break;
+        }
+        tg_op_jb_puts(b, "}}");
+    }
+    /* the OpenTelemetry semantic conventions' thread attributes */
+    otlp_attr_key(b, "thread.id", &first);
+    tg_op_jb_puts(b, "\"intValue\":\"");
+    tg_op_jb_i64(b, r->tid);
+    tg_op_jb_puts(b, "\"}}");
+    if (r->thread_name[0]) {
+        otlp_attr_key(b, "thread.name", &first);
+        tg_op_jb_puts(b, "\"stringValue\":");
+        tg_op_jb_cstr(b, r->thread_name);
+        tg_op_jb_puts(b, "}}");
+    }
+    tg_op_jb_puts(b, "],\"events\":[");
+    for (unsigned i = 0; i < r->n_events; i++) {
+        if (i)
+            tg_op_jb_putc(b, ',');
+        tg_op_jb_puts(b, "{\"timeUnixNano\":");
+        otlp_u64_str(b, r->events[i].ts_ns);
+        tg_op_jb_puts(b, ",\"name\":");
+        tg_op_jb_cstr(b, r->events[i].name);
+        tg_op_jb_putc(b, '}');
+    }
+    tg_op_jb_puts(b, "],\"status\":{\"code\":");
+    tg_op_jb_i64(b, r->status <= ONEPATH_SPAN_STATUS_ERROR ? r->status : 0);
+    if (r->status_msg && r->status_msg[0]) {
+        tg_op_jb_puts(b, ",\"message\":");
+        tg_op_jb_cstr(b, r->status_msg);
+    }
+    tg_op_jb_puts(b, "}}");
 }

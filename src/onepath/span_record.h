@@ -35,6 +35,8 @@ struct tg_op_span_rec {
     uint8_t has_parent, kind, status;
     unsigned epoch; /* runtime generation that created it: only that generation exports it */
     uint64_t start_real_ns, start_mono_ns, end_real_ns, duration_ns;
+    int64_t tid;         /* the starting thread's kernel thread id */
+    char thread_name[16]; /* its name (as of its first recorded span), "" if unknown */
     char *status_msg;
     struct tg_op_attr *attrs;
     unsigned n_attrs, cap_attrs;
@@ -54,8 +56,15 @@ void tg_op_rec_status(struct tg_op_span_rec *r, int status, const char *msg);
 void tg_op_rec_event(struct tg_op_span_rec *r, const char *name);
 /* Stamps the end time. */
 void tg_op_rec_finish(struct tg_op_span_rec *r);
-/* Appends the record as one NDJSON line (with '\n'). */
-void tg_op_rec_json(const struct tg_op_span_rec *r, struct tg_op_jb *b, const char *service_name,
-                    const char *host_name);
+/* Appends the record as one NDJSON line (with '\n'); resource_json is the prebuilt resource
+ * object (onepath/resource.h). */
+void tg_op_rec_json(const struct tg_op_span_rec *r, struct tg_op_jb *b, const char *resource_json);
+/* Appends the record as one OTLP/JSON Span object (no separator). */
+void tg_op_rec_otlp(const struct tg_op_span_rec *r, struct tg_op_jb *b);
+/* Forgets the calling thread's cached id and name (a forked child). */
+void tg_op_rec_forget_thread(void);
+/* OnePath kind / status names as exported ("PRODUCER", "OK", ...). */
+const char *tg_op_kind_name(int kind);
+const char *tg_op_status_name(int status);
 
 #endif

@@ -39,6 +39,19 @@ int tc_trace_writer_open(struct tc_trace_writer *w, const char *path, char *err,
     return 0;
 }
 
+int tc_trace_writer_append(struct tc_trace_writer *w, const char *path, char *err, size_t errlen)
+{
+    memset(w, 0, sizeof *w);
+    snprintf(w->path, sizeof w->path, "%s", path);
+    w->f = fopen(path, "ab");
+    if (!w->f) {
+        snprintf(err, errlen, "cannot open %s for appending: %s", path, strerror(errno));
+        return -1;
+    }
+    w->own = 1;
+    return 0;
+}
+
 int tc_trace_writer_add(struct tc_trace_writer *w, const uint8_t *pkt, size_t len, char *err, size_t errlen)
 {
     uint8_t hdr[16];

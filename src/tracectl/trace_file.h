@@ -26,6 +26,9 @@ struct tc_trace_writer {
 /* Opens (creates/truncates) path for writing; "-" is stdout. Returns 0, or -1
  * with a message in err. */
 int tc_trace_writer_open(struct tc_trace_writer *w, const char *path, char *err, size_t errlen);
+/* Opens an existing trace file to append records to it (a trace is a bare sequence of records,
+ * so appending keeps it valid). 0 or -1 (err). */
+int tc_trace_writer_append(struct tc_trace_writer *w, const char *path, char *err, size_t errlen);
 /* Appends one record: 0x0A, varint(len), the packet bytes. 0 or -1 (err). */
 int tc_trace_writer_add(struct tc_trace_writer *w, const uint8_t *pkt, size_t len, char *err, size_t errlen);
 /* Flushes and closes; reports write errors that only show up now (ENOSPC).

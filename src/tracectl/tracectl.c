@@ -28,8 +28,14 @@ static const struct command k_commands[] = {
                               "                         collect a session started with record --detach KEY", 1},
     {"clone", tc_cmd_clone, "clone [URL] SESSION [-o FILE]\n"
                             "                         snapshot a running session (id or unique name) into a file", 1},
-    {"nodes", tc_cmd_nodes, "nodes [URL]            the nodes a tracegate gateway reaches: state, machine id, RTT,\n"
-                            "                         clock offset, bytes, channels, since", 1},
+    {"nodes", tc_cmd_nodes, "nodes [URL] [--adb]    the nodes a tracegate gateway reaches: state, machine id, RTT,\n"
+                            "                         clock offset, bytes, channels, since; --adb: each node's\n"
+                            "                         ADB server and the devices it sees (adb role)", 1},
+    {"merge", tc_cmd_merge, "merge TRACE SPANS.ndjson... -o OUT [--machine HOST=ID]...\n"
+                            "                         stitch OnePath spans into a trace (slices, flows, per-machine clocks)", 0},
+    {"stats", tc_cmd_stats, "stats [URL] [--kcdata FILE]\n"
+                            "                         a gateway's counters and its nodes; --kcdata writes them as a\n"
+                            "                         KCDATA buffer (`tracectl kcdata FILE` prints it)", 1},
     {"dump", tc_cmd_dump, "dump FILE [--raw]      print the packets of a .pftrace file", 0},
     {"kcdata", tc_cmd_kcdata, "kcdata FILE [--json]   print a KCDATA buffer (node descriptor, stats snapshot, ...)", 0},
 };

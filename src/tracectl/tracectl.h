@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "span_stitch.h"
 #include "trace_config.pb-c.h"
 #include "trace_file.h"
 #include "tracectl_rpc.h"
@@ -16,6 +17,22 @@ int tc_cmd_clone(const struct tc_opts *opts, int argc, char **argv);
 int tc_cmd_nodes(const struct tc_opts *opts, int argc, char **argv);
 int tc_cmd_dump(const struct tc_opts *opts, int argc, char **argv);
 int tc_cmd_kcdata(const struct tc_opts *opts, int argc, char **argv); /* tracectl_kcdata.c */
+int tc_cmd_merge(const struct tc_opts *opts, int argc, char **argv);  /* tracectl_merge.c */
+int tc_cmd_stats(const struct tc_opts *opts, int argc, char **argv);  /* tracectl_stats.c */
+
+/* ---- tracectl_merge.c: stitching OnePath spans into a trace ---- */
+/* Parses HOST=ID (ID decimal or 0x hex, 32 bits); out->host is malloc'ed. 0 or -1. */
+int tc_parse_machine_map(const char *arg, struct tc_machine_map *out);
+/* Reads the clocks of the trace in memory, loads the span files and appends the stitched packets
+ * to w (which the caller opened and closes). 0, or -1 with err. */
+int tc_stitch_into(const uint8_t *trace, size_t trace_len, char *const *span_paths, size_t n_paths,
+                   const struct tc_stitch_opts *o, struct tc_trace_writer *w, struct tc_stitch_stats *st, char *err,
+                   size_t errlen);
+/* record --spans: stitches the span files into the trace file at path (appending). 0, or -1 with
+ * the reason on stderr (the trace is left as it was recorded, plus any packets written). */
+int tc_stitch_file(const char *path, char *const *span_paths, size_t n_paths);
+/* One line on out: slices, tracks, flows, remote/unknown machines, orphans. */
+void tc_stitch_summary(FILE *out, const char *path, const struct tc_stitch_stats *st);
 
 /* ---- tracectl_dump.c ---- */
 #define TC_DUMP_RAW 1     /* every packet in text format (tg_textproto_print) */

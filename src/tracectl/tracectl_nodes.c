@@ -29,13 +29,59 @@ static void human_bytes(uint64_t b, char *out, size_t n)
         snprintf(out, n, "%" PRIu64, b);
 }
 
+/* --adb: each node's ADB server, asked for host:devices (TracegateFleet.AdbDevices; adb role) */
+static void print_adb(struct tc_rpc *rpc, const char *node)
+{
+    Tracegate__AdbDevicesRequest rq = TRACEGATE__ADB_DEVICES_REQUEST__INIT;
+    rq.node = (char *)node;
+    uint8_t buf[128];
+    size_t n = tracegate__adb_devices_request__pack(&rq, buf);
+    struct evbuffer *col = evbuffer_new();
+    if (!col)
+        return;
+    if (tc_rpc_call(rpc, "AdbDevices", buf, n, -1, collect, col, 30000) != 0) {
+        printf("  %-18s adb: %s\n", node, rpc->error[0] ? rpc->error : "refused (the adb role is needed)");
+        rpc->error[0] = 0;
+        evbuffer_free(col);
+        return;
+    }
+    size_t len = evbuffer_get_length(col);
+    Tracegate__AdbDevicesResponse *r =
+        tracegate__adb_devices_response__unpack(NULL, len, evbuffer_pullup(col, (ev_ssize_t)len));
+    if (!r) {
+        printf("  %-18s adb: undecodable answer\n", node);
+    } else if (r->error) {
+        printf("  %-18s adb: none (%s)\n", node, r->error);
+    } else {
+        int any = 0;
+        char *save = NULL;
+        for (char *line = strtok_r(r->devices ? r->devices : (char *)"", "\n", &save); line;
+             line = strtok_r(NULL, "\n", &save)) {
+            for (char *t = line; *t; t++)
+                if (*t == '\t')
+                    *t = ' ';
+            printf("  %-18s adb: %s\n", node, line);
+            any = 1;
+        }
+        if (!any)
+            printf("  %-18s adb: server up, no devices\n", node);
+    }
+    if (r)
+        tracegate__adb_devices_response__free_unpacked(r, NULL);
+    evbuffer_free(col);
+}
+
 int tc_cmd_nodes(const struct tc_opts *opts, int argc, char **argv)
 {
-    if (argc > 1) {
-        fprintf(stderr, "usage: tracectl nodes [URL]\n");
-        return 2;
+    int adb = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--adb")) {
+            adb = 1;
+        } else {
+            fprintf(stderr, "usage: tracectl nodes [URL] [--adb]\n");
+            return 2;
+        }
     }
-    (void)argv;
     struct tc_opts o = *opts;
     o.node = NULL; /* the list comes from the gateway we talk to */
     if (o.endpoint_defaulted)
@@ -76,6 +122,12 @@ int tc_cmd_nodes(const struct tc_opts *opts, int argc, char **argv)
         printf("%-20s %-10s %-10s %-10u %-9s %-12s %-8s %-8s %-4u %s\n", x->name ? x->name : "?",
                x->state ? x->state : "?", x->via && x->via[0] ? x->via : "-", x->machine_id, rtt, off, in, out,
                x->channels, since);
+    }
+    if (adb) {
+        printf("\nADB servers (host:devices):\n");
+        for (size_t i = 0; i < r->n_nodes; i++)
+            if (r->nodes[i]->name && (!r->nodes[i]->state || strcmp(r->nodes[i]->state, "raw") != 0))
+                print_adb(&rpc, r->nodes[i]->name);
     }
     tracegate__list_nodes_response__free_unpacked(r, NULL);
     ret = 0;

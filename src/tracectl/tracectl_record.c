@@ -836,6 +836,8 @@ static void record_usage(FILE *out)
             "                       when the connection drops (by default tracectl does, for as long as\n"
             "                       the gateway keeps it)\n"
             "      --no-progress    no progress line on stderr\n"
+            "      --spans FILE     after recording, stitch the OnePath NDJSON spans of FILE into the\n"
+            "                       trace (repeatable; see `tracectl merge`)\n"
             "  -h, --help           this help\n");
 }
 
@@ -892,7 +894,7 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
         {"fill", required_argument, NULL, 'F'},   {"ds", required_argument, NULL, 'D'},
         {"out", required_argument, NULL, 'o'},    {"detach", required_argument, NULL, 'K'},
         {"no-progress", no_argument, NULL, 'P'},  {"help", no_argument, NULL, 'h'},
-        {"no-resume", no_argument, NULL, 'R'},
+        {"no-resume", no_argument, NULL, 'R'},    {"spans", required_argument, NULL, 'S'},
         {"nodes", required_argument, NULL, 'n'}, {"all", no_argument, NULL, 'a'},
         {"all-machines", no_argument, NULL, 'M'},
         /* test only, not in the usage: shuts the socket down once after MS (tests/integration) */
@@ -905,8 +907,13 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
     memset(&o, 0, sizeof o);
     o.progress = 1;
     o.ds = calloc((size_t)argc + 1, sizeof *o.ds);
-    if (!o.ds)
+    char **spans = calloc((size_t)argc + 1, sizeof *spans);
+    size_t n_spans = 0;
+    if (!o.ds || !spans) {
+        free(o.ds);
+        free(spans);
         return 1;
+    }
     int c, ret = 2;
     optind = 0;
     while ((c = getopt_long(argc, argv, "c:t:b:o:h", longopts, NULL)) != -1) {
@@ -923,11 +930,12 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
         case 'n': snprintf(o.fed_spec, sizeof o.fed_spec, "@%s", optarg); break;
         case 'a': snprintf(o.fed_spec, sizeof o.fed_spec, "@all"); break;
         case 'M': o.all_machines = 1; break;
+        case 'S': spans[n_spans++] = optarg; break;
         case 'X': o.test_drop_after_ms = atoi(optarg); break;
         case 'Y': o.test_drop_read = atoi(optarg); break;
         case 'Z': o.test_drop_silent = 1; break;
-        case 'h': record_usage(stdout); free(o.ds); return 0;
-        default: record_usage(stderr); free(o.ds); return 2;
+        case 'h': record_usage(stdout); free(o.ds); free(spans); return 0;
+        default: record_usage(stderr); free(o.ds); free(spans); return 2;
         }
     }
     /* the URL may also come after the options */
@@ -950,11 +958,13 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
         fprintf(stderr, "tracectl record: unexpected argument '%s'\n", argv[optind]);
         record_usage(stderr);
         free(o.ds);
+        free(spans);
         return 2;
     }
     if (o.detach_key && !o.detach_key[0]) {
         fprintf(stderr, "tracectl record: --detach needs a non-empty KEY\n");
         free(o.ds);
+        free(spans);
         return 2;
     }
     char err[1024];
@@ -963,9 +973,19 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
     o.ds = NULL;
     if (!cfg) {
         fprintf(stderr, "tracectl record: %s\n", err);
+        free(spans);
         return 2;
     }
     const char *out_path = o.out_path ? o.out_path : "trace.pftrace";
+    /* --spans appends to the trace file once it is complete: it needs one tracectl can reopen */
+    if (n_spans && (o.detach_key || strcmp(out_path, "-") == 0 ||
+                    (cfg->write_into_file && cfg->output_path && cfg->output_path[0]))) {
+        fprintf(stderr, "tracectl record: --spans needs a trace file that tracectl writes or receives (not stdout, "
+                        "--detach or a config's output_path); use `tracectl merge` afterwards instead\n");
+        protobuf_c_message_free_unpacked(&cfg->base, NULL);
+        free(spans);
+        return 2;
+    }
     /* write_into_file: the service writes the trace itself, into output_path or into the file
      * whose fd rides on EnableTracing (wif) */
     int service_writes = cfg->write_into_file;
@@ -980,6 +1000,7 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
         fprintf(stderr, "tracectl record: a write_into_file session started with --detach needs -o FILE (the "
                         "service writes the trace into it)\n");
         protobuf_c_message_free_unpacked(&cfg->base, NULL);
+        free(spans);
         return 2;
     }
     if (wif) {
@@ -989,11 +1010,13 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
                             "socket, which needs a UNIX-socket endpoint (%s is %s)\n",
                     eo.endpoint, tg_endpoint_kind_name(ep.kind));
             protobuf_c_message_free_unpacked(&cfg->base, NULL);
+            free(spans);
             return 2;
         }
         if (strcmp(out_path, "-") == 0) {
             fprintf(stderr, "tracectl record: write_into_file needs a real output file, not stdout\n");
             protobuf_c_message_free_unpacked(&cfg->base, NULL);
+            free(spans);
             return 2;
         }
     }
@@ -1004,6 +1027,7 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
         fprintf(stderr, "tracectl record: cannot reach the tracing service at %s: %s\n", eo.endpoint, rpc.error);
         tc_rpc_close(&rpc);
         protobuf_c_message_free_unpacked(&cfg->base, NULL);
+        free(spans);
         return 1;
     }
     ret = 1;
@@ -1101,7 +1125,7 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
             free(data);
             fprintf(stderr, "tracectl: the service wrote %" PRIu64 " packets (%zu bytes) to %s\n", n, len, out_path);
         }
-        ret = 0;
+        ret = n_spans && tc_stitch_file(out_path, spans, n_spans) != 0 ? 1 : 0;
         goto out;
     }
     if (tc_session_read(&s, &w) != 0)
@@ -1109,7 +1133,7 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
     have_writer = 0;
     if (eo.node && eo.node[0] == '@')
         tc_print_machines(&s, &eo, stderr);
-    ret = 0;
+    ret = n_spans && tc_stitch_file(out_path, spans, n_spans) != 0 ? 1 : 0;
 out:
     if (ret != 0 && rpc.detach_key[0] && s.enable_started && !s.buffers_freed && !s.aborted && !s.enable_error[0])
         fprintf(stderr, "tracectl: if the gateway still held the session, it detaches it with key %s when its "
@@ -1126,6 +1150,7 @@ out_nosession:
     if (ret != 0 && opened_out && is_regular_path(out_path))
         unlink(out_path); /* a failed session leaves no empty trace behind (as perfetto does) */
     free(args);
+    free(spans);
     tc_rpc_close(&rpc);
     protobuf_c_message_free_unpacked(&cfg->base, NULL);
     return ret;

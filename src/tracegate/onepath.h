@@ -76,14 +76,19 @@ typedef struct {
     const char *ndjson_path;  /* span NDJSON file; NULL = $ONEPATH_TRACE_NDJSON_PATH */
     double sample_ratio;      /* head sampling ratio in [0,1]; 0.0 = $ONEPATH_TRACE_SAMPLE_RATIO */
     size_t ring_capacity;     /* export ring slots; 0 = 1024 */
+    const char *otlp_file;    /* OTLP/JSON lines file; NULL = $ONEPATH_TRACE_OTLP_FILE */
+    const char *otlp_http;    /* OTLP/HTTP JSON URL (http://HOST:PORT/v1/traces); NULL = $ONEPATH_TRACE_OTLP_HTTP */
 } onepath_trace_opts_t;
 
-#define ONEPATH_TRACE_OPTS_DEFAULT {NULL, NULL, 0.0, 0}
+#define ONEPATH_TRACE_OPTS_DEFAULT {NULL, NULL, 0.0, 0, NULL, NULL}
 
 /* Starts OnePath (tracing and metrics): reads the environment, opens the NDJSON files (created
  * 0600 if missing, appended to; a FIFO must already have a reader) and starts one exporter thread
- * per file. Idempotent: a second call while running returns ONEPATH_OK and changes nothing. opts
- * may be NULL; opts->ndjson_path "" turns span export off whatever the environment says.
+ * per kind (spans: NDJSON, OTLP file and OTLP/HTTP share one ring and thread, the HTTP sender has
+ * a second thread). Idempotent: a second call while running returns ONEPATH_OK and changes
+ * nothing. opts may be NULL; opts->ndjson_path (otlp_file, otlp_http) "" turns that export off
+ * whatever the environment says. An otlp_http URL that is not http://HOST[:PORT][/PATH] fails
+ * with ONEPATH_ERR_INVAL.
  * Returns ONEPATH_OK, or ONEPATH_ERR_IO / ONEPATH_ERR_NOMEM with nothing started (and no lazy
  * init until onepath_trace_shutdown()). */
 int onepath_trace_init(const onepath_trace_opts_t *opts);
@@ -281,8 +286,11 @@ void onepath_metrics_snapshot(onepath_metric_cb cb, void *userdata);
 char *onepath_metrics_prometheus(size_t *len);
 
 /* ---- export statistics ---- */
-#define ONEPATH_EXPORT_SPANS 0
+#define ONEPATH_EXPORT_SPANS 0     /* the span ring (queued, dropped) and the NDJSON file */
 #define ONEPATH_EXPORT_METRICS 1
+#define ONEPATH_EXPORT_OTLP_FILE 2 /* OTLP/JSON lines file (counts spans) */
+#define ONEPATH_EXPORT_OTLP_HTTP 3 /* OTLP/HTTP: queued/written/lost count spans, dropped = spans of
+                                    * requests refused by the full queue, stalls = retries */
 
 typedef struct {
     int active;        /* an exporter of this kind is running */

@@ -8,7 +8,7 @@
  *       costs one sendmsg per ~1 MiB and no copies in user space.
  *
  *   bench_gw client URL [--seconds S] [--warmup S] [--rr N] [--cacert FILE] [--token T] [--full]
- *                       [--watch NAME=PID]...
+ *                       [--watch NAME=PID]... [--conns N] [--stalls MS [--pace US]]
  *       URL: unix:PATH, tcp://H:P, tls://H:P, ws://H:P/PATH. Binds ConsumerPort, then either
  *       measures a ReadBuffers stream for S seconds after a warm-up (default), or N sequential
  *       QueryCapabilities calls (--rr: p50/p99 latency). The default client is a lean blocking
@@ -19,6 +19,11 @@
  *       difference. --watch reports the CPU use of a process tree (PID and its descendants, all
  *       threads) during the measured window, and cpu_others the CPU used meanwhile by every other
  *       process on the machine (noise). Prints one `key=value` line.
+ *       --conns N (stream): N connections streaming at once, read round-robin; prints the aggregate
+ *       MB/s and each connection's share (fairness). --stalls MS [--pace US] (link_bench.sh):
+ *       QueryCapabilities calls US microseconds apart (default 1000) for S seconds (or --rr N calls);
+ *       prints `stall start=T end=T` (CLOCK_MONOTONIC) for every gap of MS or more between replies,
+ *       and stops with `wrong_reply=1` if a reply is not the answer to the call just made.
  *
  *   bench_gw idle tcp://H:P --conns N [--pid PID] [--hold S]
  *       Opens N connections, binds ConsumerPort on each, and reports PID's RSS before and after
@@ -442,6 +447,8 @@ static ssize_t tx_read(struct rc *r, uint8_t *buf, size_t cap)
             int e = SSL_get_error(r->ssl, k);
             if (e == SSL_ERROR_ZERO_RETURN)
                 return 0;
+            if (e == SSL_ERROR_WANT_READ)
+                return -2; /* non-blocking socket (--conns): nothing to read now */
             if (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)
                 return 0; /* EOF without close_notify: the proxy went away */
             snprintf(r->err, sizeof r->err, "TLS read error %d", e);
@@ -450,6 +457,8 @@ static ssize_t tx_read(struct rc *r, uint8_t *buf, size_t cap)
         ssize_t n = recv(r->fd, buf, cap, 0);
         if (n < 0 && errno == EINTR)
             continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return -2;
         if (n < 0)
             snprintf(r->err, sizeof r->err, "read failed: %s", strerror(errno));
         return n;
@@ -625,7 +634,8 @@ static void ws_parse(struct rc *r, struct sink *s)
     r->wlen = len - p;
 }
 
-/* One transport read fed through the layers. Returns bytes read, 0 at EOF, -1 on error. */
+/* One transport read fed through the layers. Returns bytes read, 0 at EOF, -1 on error, -2 when a
+ * non-blocking socket has nothing yet. */
 static ssize_t rc_pump(struct rc *r, struct sink *s, uint8_t *buf)
 {
     if (r->eof)
@@ -837,36 +847,94 @@ static void print_latency(long n, double *lat)
     printf("calls=%ld p50_us=%.1f p90_us=%.1f p99_us=%.1f", n, lat[n / 2], lat[(n * 9) / 10], lat[(n * 99) / 100]);
 }
 
-static int run_lean(const char *url, long rr, double seconds, double warmup, const char *cacert, const char *token)
+/* Opens url and binds ConsumerPort (s in capture mode, its body allocated by the caller).
+ * Returns 0 with *sid and *m set, or -1 (printed). */
+static int lean_bind(struct rc *r, struct sink *s, uint8_t *buf, const char *url, const char *cacert,
+                     const char *token, uint32_t *sid, struct methods *m)
+{
+    if (rc_open(r, url, cacert, token) != 0) {
+        fprintf(stderr, "bench_gw: %s: %s\n", url, r->err);
+        return -1;
+    }
+    uint8_t f[300];
+    size_t fl = tg_ipc_encode_bind(f, sizeof f, 1, "ConsumerPort");
+    struct tg_frame_info fi;
+    if (rc_send_frame(r, f, fl) != 0 || rc_wait_frame(r, s, buf) != 0 || tg_frame_scan(s->body, s->blen, &fi) != 0 ||
+        fi.msg != TG_MSG_BIND_SERVICE_REPLY) {
+        fprintf(stderr, "bench_gw: %s: bind failed: %s\n", url, r->err);
+        return -1;
+    }
+    int ok = 0;
+    memset(m, 0, sizeof *m);
+    if (tg_ipc_parse_bind_reply(fi.msg_data, fi.msg_len, &ok, sid, collect, m) != 0 || !ok || !m->read_buffers ||
+        !m->query_caps) {
+        fprintf(stderr, "bench_gw: %s: ConsumerPort not offered\n", url);
+        return -1;
+    }
+    return 0;
+}
+
+/* --stalls: paced calls for `seconds`; every gap of at least stall_ms between two replies is
+ * printed as it ends (CLOCK_MONOTONIC seconds, comparable with other processes' clocks), so a
+ * script can tell when a cut connection carried calls again. */
+static int run_stalls(struct rc *r, struct sink *s, uint8_t *buf, uint32_t sid, uint32_t method, long max_calls,
+                      double seconds, double stall_ms, long pace_us)
+{
+    uint8_t f[300];
+    double t_start = now_s(), last = t_start, worst = 0;
+    long i, stalls = 0;
+    for (i = 0; i < max_calls && now_s() - t_start < seconds; i++) {
+        size_t fl = tg_ipc_encode_invoke(f, sizeof f, (uint64_t)(i + 2), sid, method, NULL, 0, 0);
+        if (rc_send_frame(r, f, fl) != 0 || rc_wait_frame(r, s, buf) != 0) {
+            fprintf(stderr, "bench_gw: call %ld failed: %s\n", i, r->err);
+            return 1;
+        }
+        uint64_t rid;
+        int ok, more;
+        if (reply_prefix(s->body, s->blen, &rid, &ok, &more) != 0 || rid != (uint64_t)(i + 2) || !ok) {
+            /* a resumed link must lose and duplicate nothing: every reply answers its own call */
+            printf("calls=%ld wrong_reply=1 expected_id=%ld got_id=%llu\n", i, i + 2, (unsigned long long)rid);
+            return 1;
+        }
+        double t = now_s();
+        if ((t - last) * 1e3 >= stall_ms) {
+            printf("stall start=%.6f end=%.6f ms=%.1f\n", last, t, (t - last) * 1e3);
+            fflush(stdout);
+            stalls++;
+        }
+        if (t - last > worst)
+            worst = t - last;
+        last = t;
+        if (pace_us > 0)
+            usleep((useconds_t)pace_us);
+    }
+    printf("calls=%ld stalls=%ld longest_gap_ms=%.1f\n", i, stalls, worst * 1e3);
+    return 0;
+}
+
+static int run_lean(const char *url, long rr, double seconds, double warmup, const char *cacert, const char *token,
+                    double stall_ms, long pace_us)
 {
     struct rc r;
     uint8_t *buf = malloc(RBUF);
     struct sink s;
     memset(&s, 0, sizeof s);
+    memset(&r, 0, sizeof r);
+    r.fd = -1;
     s.body = malloc(TG_FRAME_MAX_DEFAULT);
     s.capture = 1;
     int rc = 1;
-    if (rc_open(&r, url, cacert, token) != 0) {
-        fprintf(stderr, "bench_gw: %s: %s\n", url, r.err);
-        goto out;
-    }
     uint8_t f[300];
-    size_t fl = tg_ipc_encode_bind(f, sizeof f, 1, "ConsumerPort");
-    struct tg_frame_info fi;
-    if (rc_send_frame(&r, f, fl) != 0 || rc_wait_frame(&r, &s, buf) != 0 || tg_frame_scan(s.body, s.blen, &fi) != 0 ||
-        fi.msg != TG_MSG_BIND_SERVICE_REPLY) {
-        fprintf(stderr, "bench_gw: %s: bind failed: %s\n", url, r.err);
-        goto out;
-    }
-    struct methods m = {0, 0};
-    int ok = 0;
+    size_t fl;
+    struct methods m;
     uint32_t sid = 0;
-    if (tg_ipc_parse_bind_reply(fi.msg_data, fi.msg_len, &ok, &sid, collect, &m) != 0 || !ok || !m.read_buffers ||
-        !m.query_caps) {
-        fprintf(stderr, "bench_gw: %s: ConsumerPort not offered\n", url);
+    if (lean_bind(&r, &s, buf, url, cacert, token, &sid, &m) != 0)
+        goto out;
+    const char *cipher = r.ssl ? SSL_get_cipher_name(r.ssl) : NULL;
+    if (stall_ms > 0) {
+        rc = run_stalls(&r, &s, buf, sid, m.query_caps, rr > 0 ? rr : 1L << 40, seconds, stall_ms, pace_us);
         goto out;
     }
-    const char *cipher = r.ssl ? SSL_get_cipher_name(r.ssl) : NULL;
     if (rr > 0) {
         double *lat = calloc((size_t)rr, sizeof *lat);
         long i;
@@ -931,6 +999,118 @@ out:
     rc_close(&r);
     free(buf);
     free(s.body);
+    return rc;
+}
+
+/* ------------------------------------------------------------ lean client: many streams at once */
+
+#define MULTI_TURN (256u * 1024u) /* bytes read from one connection per poll turn, at most (about) */
+
+/* --conns N: N connections, each bound and streaming ReadBuffers, read round-robin (at most
+ * MULTI_TURN per connection and turn, so the client itself favours none of them). Prints the
+ * aggregate MB/s, the slowest and fastest connection's MB/s, min_share = slowest / (aggregate / N)
+ * (1 = perfectly fair) and each connection's MB/s. */
+static int run_multi(const char *url, int n, double seconds, double warmup, const char *cacert, const char *token)
+{
+    struct rc *r = calloc((size_t)n, sizeof *r);
+    struct sink *s = calloc((size_t)n, sizeof *s);
+    uint64_t *b0 = calloc((size_t)n, sizeof *b0);
+    struct pollfd *pfd = calloc((size_t)n, sizeof *pfd);
+    uint8_t *buf = malloc(RBUF);
+    int opened = 0, rc = 1;
+    for (int i = 0; i < n; i++)
+        r[i].fd = -1;
+    for (; opened < n; opened++) {
+        struct methods m;
+        uint32_t sid;
+        s[opened].body = malloc(TG_FRAME_MAX_DEFAULT);
+        s[opened].capture = 1;
+        if (lean_bind(&r[opened], &s[opened], buf, url, cacert, token, &sid, &m) != 0) {
+            opened++;
+            goto out;
+        }
+        uint8_t f[300];
+        size_t fl = tg_ipc_encode_invoke(f, sizeof f, 2, sid, m.read_buffers, NULL, 0, 0);
+        if (rc_send_frame(&r[opened], f, fl) != 0) {
+            fprintf(stderr, "bench_gw: connection %d: %s\n", opened, r[opened].err);
+            opened++;
+            goto out;
+        }
+        s[opened].capture = 0;
+        s[opened].rid = 2;
+    }
+    for (int i = 0; i < n; i++)
+        fcntl(r[i].fd, F_SETFL, fcntl(r[i].fd, F_GETFL) | O_NONBLOCK);
+    double t_start = now_s(), t0 = 0, c0 = 0, t = t_start;
+    int measuring = 0;
+    for (;;) {
+        int pending = 0;
+        for (int i = 0; i < n; i++) {
+            pfd[i].fd = r[i].fd;
+            pfd[i].events = POLLIN;
+            pfd[i].revents = 0;
+            if (r[i].ssl && SSL_pending(r[i].ssl) > 0)
+                pending = 1;
+        }
+        if (poll(pfd, (nfds_t)n, pending ? 0 : 1000) < 0 && errno != EINTR)
+            break;
+        for (int i = 0; i < n; i++) {
+            if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)) && !(r[i].ssl && SSL_pending(r[i].ssl) > 0))
+                continue;
+            size_t got = 0;
+            while (got < MULTI_TURN) {
+                ssize_t k = rc_pump(&r[i], &s[i], buf);
+                if (k == -2)
+                    break;
+                if (k <= 0 || s[i].ended || s[i].bad) {
+                    fprintf(stderr, "bench_gw: connection %d: stream ended early (frames=%llu bad=%llu: %s)\n", i,
+                            (unsigned long long)s[i].frames, (unsigned long long)s[i].bad, r[i].err);
+                    goto out;
+                }
+                got += (size_t)k;
+            }
+        }
+        t = now_s();
+        if (!measuring && t - t_start >= warmup) {
+            measuring = 1;
+            t0 = t;
+            for (int i = 0; i < n; i++)
+                b0[i] = s[i].wire_bytes;
+            c0 = self_cpu();
+            watch_start();
+        } else if (measuring && t - t0 >= seconds) {
+            break;
+        }
+    }
+    if (!measuring)
+        goto out;
+    double dt = t - t0, total = 0, lo = 0, hi = 0;
+    for (int i = 0; i < n; i++) {
+        double mb = (double)(s[i].wire_bytes - b0[i]) / dt / 1e6;
+        total += mb;
+        if (i == 0 || mb < lo)
+            lo = mb;
+        if (i == 0 || mb > hi)
+            hi = mb;
+    }
+    printf("conns=%d seconds=%.3f mb_per_s=%.1f min_mb_per_s=%.2f max_mb_per_s=%.2f min_share=%.3f cpu_client=%.0f", n,
+           dt, total, lo, hi, total > 0 ? lo / (total / n) : 0, (self_cpu() - c0) / dt * 100);
+    watch_print(dt);
+    printf(" per_conn_mb_per_s=");
+    for (int i = 0; i < n; i++)
+        printf("%s%.1f", i ? "," : "", (double)(s[i].wire_bytes - b0[i]) / dt / 1e6);
+    printf("\n");
+    rc = 0;
+out:
+    for (int i = 0; i < opened; i++) {
+        rc_close(&r[i]);
+        free(s[i].body);
+    }
+    free(r);
+    free(s);
+    free(b0);
+    free(pfd);
+    free(buf);
     return rc;
 }
 
@@ -1144,9 +1324,9 @@ int main(int argc, char **argv)
         struct tc_opts opts;
         memset(&opts, 0, sizeof opts);
         opts.timeout_ms = 10000;
-        long rr = 0;
-        double seconds = 2.0, warmup = 0.3;
-        int full = 0;
+        long rr = 0, pace_us = 1000;
+        double seconds = 2.0, warmup = 0.3, stall_ms = 0;
+        int full = 0, conns = 0;
         for (int i = 3; i < argc; i++) {
             if (strcmp(argv[i], "--rr") == 0 && i + 1 < argc) {
                 rr = atol(argv[++i]);
@@ -1158,6 +1338,12 @@ int main(int argc, char **argv)
                 opts.creds.cacert = argv[++i];
             } else if (strcmp(argv[i], "--token") == 0 && i + 1 < argc) {
                 opts.creds.token = argv[++i];
+            } else if (strcmp(argv[i], "--conns") == 0 && i + 1 < argc) {
+                conns = atoi(argv[++i]);
+            } else if (strcmp(argv[i], "--stalls") == 0 && i + 1 < argc) {
+                stall_ms = atof(argv[++i]);
+            } else if (strcmp(argv[i], "--pace") == 0 && i + 1 < argc) {
+                pace_us = atol(argv[++i]);
             } else if (strcmp(argv[i], "--full") == 0) {
                 full = 1;
             } else if (strcmp(argv[i], "--watch") == 0 && i + 1 < argc && g_nwatch < MAX_WATCH) {
@@ -1171,7 +1357,9 @@ int main(int argc, char **argv)
         }
         if (full)
             return run_full(argv[2], rr, seconds, warmup, &opts);
-        return run_lean(argv[2], rr, seconds, warmup, opts.creds.cacert, opts.creds.token);
+        if (conns > 1 && rr == 0 && stall_ms <= 0)
+            return run_multi(argv[2], conns, seconds, warmup, opts.creds.cacert, opts.creds.token);
+        return run_lean(argv[2], rr, seconds, warmup, opts.creds.cacert, opts.creds.token, stall_ms, pace_us);
     }
     if (argc >= 3 && strcmp(argv[1], "idle") == 0) {
         long conns = 10000;
@@ -1189,7 +1377,8 @@ int main(int argc, char **argv)
     }
     fprintf(stderr, "usage: bench_gw server ADDR [--frames N] [--size BYTES]\n"
                     "       bench_gw client URL [--seconds S] [--warmup S] [--rr N] [--cacert FILE] [--token T]\n"
-                    "                           [--full] [--watch NAME=PID]...\n"
+                    "                           [--full] [--watch NAME=PID]... [--conns N]\n"
+                    "                           [--stalls MS [--pace US]]\n"
                     "       bench_gw idle tcp://HOST:PORT [--conns N] [--pid PID] [--hold S]\n");
     return 2;
 }

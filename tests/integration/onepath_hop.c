@@ -118,14 +118,34 @@ static int sink(void)
     return 0;
 }
 
+/* With ONEPATH_HOP_STATS=1: shuts OnePath down (flushing every exporter) and prints the export
+ * statistics of the span kinds on stderr, for the tests to check. */
+static int finish(int rc)
+{
+    const char *v = getenv("ONEPATH_HOP_STATS");
+    if (!v || strcmp(v, "1") != 0)
+        return rc;
+    onepath_trace_shutdown();
+    static const char *const names[] = {"spans", "metrics", "otlp-file", "otlp-http"};
+    for (int k = 0; k < 4; k++) {
+        onepath_export_stats_t st;
+        if (k == ONEPATH_EXPORT_METRICS || onepath_export_stats(k, &st, NULL, 0) != ONEPATH_OK)
+            continue;
+        fprintf(stderr, "stats %s queued=%llu written=%llu dropped=%llu lost=%llu stalls=%llu\n", names[k],
+                (unsigned long long)st.queued, (unsigned long long)st.written, (unsigned long long)st.dropped,
+                (unsigned long long)st.lost, (unsigned long long)st.stalls);
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "source") == 0)
-        return source(atol(argv[2]));
+        return finish(source(atol(argv[2])));
     if (argc == 2 && strcmp(argv[1], "relay") == 0)
-        return relay();
+        return finish(relay());
     if (argc == 2 && strcmp(argv[1], "sink") == 0)
-        return sink();
+        return finish(sink());
     fprintf(stderr, "usage: onepath_hop source N | relay | sink\n");
     return 2;
 }

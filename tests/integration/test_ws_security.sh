@@ -27,30 +27,22 @@ start_http() {
         "$TRACEGATED" --producer-socket "$T/$name-p.sock" --consumer-socket "$T/$name-c.sock" \
             --http "$host:$PORT" --log-level info "$@" >"$T/$name.log" 2>&1 &
         GW_PID=$!
-        i=0
-        while [ $i -lt 100 ]; do
-            if grep -q "tracegated .* ready" "$T/$name.log"; then
-                PIDS="$PIDS $GW_PID"
-                return 0
-            fi
-            kill -0 "$GW_PID" 2>/dev/null || break
-            sleep 0.05
-            i=$((i + 1))
-        done
+        # ready, or gone (the port was taken): a scaled safety net, not a verdict
+        wait_for 20 _ready_or_gone "$T/$name.log" "$GW_PID"
+        if grep -q "tracegated .* ready" "$T/$name.log" 2>/dev/null; then
+            PIDS="$PIDS $GW_PID"
+            return 0
+        fi
         kill "$GW_PID" 2>/dev/null
         wait "$GW_PID" 2>/dev/null
     done
     fail "tracegated ($name) did not start its HTTP front end"
 }
 
-wait_log() { # FILE PATTERN: up to 10 s
-    i=0
-    while [ $i -lt 100 ]; do
-        grep -q -- "$2" "$1" && return 0
-        sleep 0.1
-        i=$((i + 1))
-    done
-    return 1
+_ready_or_gone() { grep -q "tracegated .* ready" "$1" 2>/dev/null || ! kill -0 "$2" 2>/dev/null; }
+_has_line() { grep -q -- "$2" "$1" 2>/dev/null; }
+wait_log() { # FILE PATTERN: waits for the line (a scaled safety net of 10 s)
+    wait_for 10 _has_line "$1" "$2"
 }
 
 metric() { # the value of a metric line (exact labels), or 0
@@ -147,15 +139,9 @@ cat "$T/attack.out"
     fail "the dribbler's cut was not counted"
 grep -q 'closed an HTTP connection from 127.0.0.1: no complete request' "$T/main.log" || fail "the cut was not logged"
 grep -q 'too many connections still in their HTTP request' "$T/main.log" || fail "the refusal was not logged"
-ok=
-i=0
-while [ $i -lt 50 ]; do # the half-open clients' slots come back as the server sees them close
-    code=$(curl -s -o /dev/null -w '%{http_code}' "$U/healthz")
-    [ "$code" = 200 ] && { ok=1; break; }
-    sleep 0.1
-    i=$((i + 1))
-done
-[ -n "$ok" ] || fail "a legitimate client was not served after the half-open clients left"
+_served() { [ "$(curl -s -o /dev/null -w '%{http_code}' "$U/healthz")" = 200 ]; }
+# the half-open clients' slots come back as the server sees them close
+wait_for 5 _served || fail "a legitimate client was not served after the half-open clients left"
 [ "$(metric 'tracegated_connections_rejected_total{reason="http_max_pending"}')" -ge 1 ] ||
     fail "the refused half-open client was not counted"
 echo "limits: dribbler cut at the deadline, half-open clients capped, legitimate client served"

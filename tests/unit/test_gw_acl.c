@@ -42,6 +42,17 @@ static void test_roles_parse(void **state)
     assert_int_equal(tg_gw_roles_parse(NULL), 0);
     assert_string_equal(tg_gw_role_name(TG_GW_ROLE_RECORDER), "recorder");
     assert_string_equal(tg_gw_role_name(0), "none");
+    /* adb: the /adb WebSocket only; it opens no IPC method */
+    assert_int_equal(tg_gw_roles_parse("adb,admin"), TG_GW_ROLE_ADB | TG_GW_ROLE_ADMIN);
+    assert_string_equal(tg_gw_role_name(TG_GW_ROLE_ADB), "adb");
+    assert_false(tg_gw_acl_allows(TG_GW_ROLE_ADB, "ConsumerPort", "QueryServiceState"));
+    assert_false(tg_gw_acl_allows(TG_GW_ROLE_ADB, "ProducerPort", "InitializeConnection"));
+    /* listing a node's ADB devices goes through its ADB server: the adb role, nothing less */
+    assert_true(tg_gw_acl_allows(TG_GW_ROLE_ADB, "TracegateFleet", "AdbDevices"));
+    assert_true(tg_gw_acl_allows(TG_GW_ROLE_ADMIN, "TracegateFleet", "AdbDevices"));
+    assert_false(tg_gw_acl_allows(TG_GW_ROLE_RECORDER | TG_GW_ROLE_OBSERVER | TG_GW_ROLE_PRODUCER, "TracegateFleet",
+                                  "AdbDevices"));
+    assert_true(tg_gw_acl_allows(TG_GW_ROLE_OBSERVER, "TracegateFleet", "ListNodes"));
     char buf[64];
     tg_gw_roles_format(TG_GW_ROLE_OBSERVER | TG_GW_ROLE_ADMIN, buf, sizeof buf);
     assert_string_equal(buf, "observer,admin");
@@ -105,6 +116,15 @@ static void test_bind(void **state)
     assert_true(tg_gw_acl_may_bind(TG_GW_ROLE_ADMIN, "RelayPort"));
     assert_false(tg_gw_acl_may_bind(TG_GW_ROLE_OBSERVER, TG_GW_SVC_SESSION));
     assert_true(tg_gw_acl_may_bind(TG_GW_ROLE_RECORDER, TG_GW_SVC_SESSION));
+    /* the gateway's counters: who may read /metrics */
+    assert_true(tg_gw_acl_may_bind(TG_GW_ROLE_OBSERVER, TG_GW_SVC_GATEWAY));
+    assert_true(tg_gw_acl_may_bind(TG_GW_ROLE_RECORDER, TG_GW_SVC_GATEWAY));
+    assert_false(tg_gw_acl_may_bind(TG_GW_ROLE_PRODUCER, TG_GW_SVC_GATEWAY));
+    assert_false(tg_gw_acl_may_bind(TG_GW_ROLE_NONE, TG_GW_SVC_GATEWAY));
+    assert_true(tg_gw_acl_allows(TG_GW_ROLE_OBSERVER, TG_GW_SVC_GATEWAY, "GetStats"));
+    assert_true(tg_gw_acl_allows(TG_GW_ROLE_ADMIN, TG_GW_SVC_GATEWAY, "GetStats"));
+    assert_false(tg_gw_acl_allows(TG_GW_ROLE_PRODUCER, TG_GW_SVC_GATEWAY, "GetStats"));
+    assert_false(tg_gw_acl_allows(TG_GW_ROLE_LINK, TG_GW_SVC_GATEWAY, "GetStats"));
 }
 
 int main(void)

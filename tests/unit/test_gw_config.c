@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gw_adb_addr.h"
 #include "gw_config.h"
 #include "tracegate/log.h"
 
@@ -328,12 +329,110 @@ static void test_http_front_end_options(void **state)
     tg_gw_config_free(&c);
 }
 
+static void adb_addr_is(const char *spec, const char *want)
+{
+    struct tg_addr a;
+    char err[256] = "";
+    if (tg_gw_adb_addr_parse(spec, &a, err, sizeof err) != 0)
+        fail_msg("%s: %s", spec, err);
+    assert_string_equal(a.text, want);
+}
+
+static void adb_addr_bad(const char *spec, const char *want)
+{
+    struct tg_addr a;
+    char err[256] = "";
+    assert_int_equal(tg_gw_adb_addr_parse(spec, &a, err, sizeof err), -1);
+    if (!strstr(err, want))
+        fail_msg("%s: error '%s' does not contain '%s'", spec, err, want);
+}
+
+/* /adb: http-adb, adb-server (adb's own socket specs, ADB_SERVER_SOCKET), adb-roles */
+static void test_adb_options(void **state)
+{
+    (void)state;
+    adb_addr_is("tcp:5037", "127.0.0.1:5037");
+    adb_addr_is("tcp:127.0.0.1:15037", "127.0.0.1:15037");
+    adb_addr_is("tcp:[::1]:5037", "[::1]:5037");
+    adb_addr_is("tcp://127.0.0.1:5038", "127.0.0.1:5038");
+    adb_addr_is("127.0.0.1:5039", "127.0.0.1:5039");
+    adb_addr_is("localfilesystem:/tmp/adb.sock", "/tmp/adb.sock");
+    adb_addr_is("localabstract:adbd", "@adbd");
+    adb_addr_is("unix:/run/adb.sock", "/run/adb.sock");
+    adb_addr_bad("tcp:", "tcp:PORT");
+    adb_addr_bad("tcp:host:port", "the port must be a number");
+    adb_addr_bad("localfilesystem:", "localfilesystem:PATH");
+    adb_addr_bad("usb:1-2", "not an ADB server address");
+    adb_addr_bad("", "empty");
+
+    const char *src;
+    unsetenv("ADB_SERVER_SOCKET");
+    assert_string_equal(tg_gw_adb_addr_choose(NULL, &src), TG_GW_ADB_DEFAULT_SERVER);
+    assert_string_equal(src, "default");
+    setenv("ADB_SERVER_SOCKET", "tcp:localhost:6000", 1);
+    assert_string_equal(tg_gw_adb_addr_choose(NULL, &src), "tcp:localhost:6000");
+    assert_string_equal(src, "ADB_SERVER_SOCKET");
+    assert_string_equal(tg_gw_adb_addr_choose("tcp:7000", &src), "tcp:7000");
+    assert_string_equal(src, "adb-server");
+
+    /* validate: on a loopback front end /adb is on, with the address resolved */
+    struct tg_gw_config c;
+    char err[512] = "";
+    setenv("ADB_SERVER_SOCKET", "tcp:16000", 1);
+    parse_ok(&c, "http = 127.0.0.1:8037\n");
+    assert_int_equal(tg_gw_config_validate(&c, err, sizeof err), 0);
+    assert_true(c.adb_enabled);
+    assert_string_equal(c.adb_addr.text, "127.0.0.1:16000");
+    assert_string_equal(c.adb_server_text, "tcp:16000 (ADB_SERVER_SOCKET)");
+    tg_gw_config_free(&c);
+    /* the option wins over the environment */
+    parse_ok(&c, "adb-server = localfilesystem:/run/adb.sock\nadb-roles = adb\n");
+    assert_int_equal(tg_gw_config_validate(&c, err, sizeof err), 0);
+    assert_string_equal(c.adb_addr.text, "/run/adb.sock");
+    assert_int_equal(c.adb_roles, TG_GW_ROLE_ADB);
+    tg_gw_config_free(&c);
+    /* a bad ADB_SERVER_SOCKET is named as such */
+    setenv("ADB_SERVER_SOCKET", "bogus", 1);
+    parse_ok(&c, "");
+    assert_int_equal(tg_gw_config_validate(&c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "ADB_SERVER_SOCKET"));
+    tg_gw_config_free(&c);
+    /* ... unless /adb is off */
+    parse_ok(&c, "http-adb = off\n");
+    assert_int_equal(c.http_adb, -1);
+    assert_int_equal(tg_gw_config_validate(&c, err, sizeof err), 0);
+    assert_false(c.adb_enabled);
+    tg_gw_config_free(&c);
+    unsetenv("ADB_SERVER_SOCKET");
+    /* a non-loopback front end: off unless http-adb = on */
+    parse_ok(&c, "http = 0.0.0.0:8037\ninsecure\n");
+    assert_int_equal(tg_gw_config_validate(&c, err, sizeof err), 0);
+    assert_false(c.adb_enabled);
+    tg_gw_config_free(&c);
+    parse_ok(&c, "http = 0.0.0.0:8037\ninsecure\nhttp-adb = on\n");
+    assert_int_equal(c.http_adb, 1);
+    assert_int_equal(tg_gw_config_validate(&c, err, sizeof err), 0);
+    assert_true(c.adb_enabled);
+    assert_string_equal(c.adb_server_text, TG_GW_ADB_DEFAULT_SERVER);
+    tg_gw_config_free(&c);
+    parse_ok(&c, "http-adb = auto\n");
+    assert_int_equal(c.http_adb, 0);
+    tg_gw_config_free(&c);
+    expect_parse_error("http-adb = sometimes\n", "auto, on or off");
+    expect_parse_error("adb-roles = shell\n", "not a role list");
+    parse_ok(&c, "adb-server = usb:1\n");
+    assert_int_equal(tg_gw_config_validate(&c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "adb-server"));
+    tg_gw_config_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_file_syntax),        cmocka_unit_test(test_file_errors),
         cmocka_unit_test(test_listen_specs),       cmocka_unit_test(test_validate_security),
         cmocka_unit_test(test_args_override_file), cmocka_unit_test(test_http_front_end_options),
+        cmocka_unit_test(test_adb_options),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -202,6 +202,25 @@ char *tg_gw_metrics_text(struct tg_gw *gw)
     return strdup("# TYPE tracegate_test_metric counter\ntracegate_test_metric 42\n");
 }
 
+const char *tg_gw_port_target(struct tg_gw *gw, enum tg_gw_port port)
+{
+    (void)gw;
+    return port == TG_GW_PORT_CONSUMER ? "test consumer port" : "test producer port";
+}
+
+const char *tg_gw_role_name(unsigned role_bit)
+{
+    switch (role_bit) {
+    case TG_GW_ROLE_OBSERVER: return "observer";
+    case TG_GW_ROLE_RECORDER: return "recorder";
+    case TG_GW_ROLE_PRODUCER: return "producer";
+    case TG_GW_ROLE_ADMIN: return "admin";
+    case TG_GW_ROLE_LINK: return "link";
+    case TG_GW_ROLE_ADB: return "adb";
+    default: return "none";
+    }
+}
+
 char *tg_gw_status_json(struct tg_gw *gw)
 {
     (void)gw;

@@ -147,12 +147,25 @@ static void test_metrics_and_status(void **state)
     assert_int_equal(tws_http(g_port, "GET", "/metrics", NULL, g_resp, sizeof g_resp), 200);
     assert_non_null(strcasestr(g_resp, "content-type: text/plain; version=0.0.4"));
     assert_non_null(strstr(body_of(g_resp), "tracegate_test_metric 42"));
+    assert_non_null(strstr(body_of(g_resp), "tracegated_adb_connections 0")); /* the /adb pipes' metrics */
     assert_int_equal(tws_http(g_port, "GET", "/api/status", NULL, g_resp, sizeof g_resp), 200);
     assert_non_null(strcasestr(g_resp, "content-type: application/json"));
-    assert_string_equal(body_of(g_resp), "{\"status\":\"ok\"}");
+    /* the core's document plus the front end's routes, each with its roles and target */
+    const char *b = body_of(g_resp);
+    assert_true(strncmp(b, "{\"status\":\"ok\",\"routes\":[{\"path\":\"/traced\",\"kind\":\"websocket\",\"roles\":"
+                           "[\"observer\",\"recorder\",\"admin\"],\"target\":\"test consumer port\",\"enabled\":true}",
+                        strlen("{\"status\":\"ok\",\"routes\":[{\"path\":\"/traced\",\"kind\":\"websocket\",\"roles\":"
+                               "[\"observer\",\"recorder\",\"admin\"],\"target\":\"test consumer port\","
+                               "\"enabled\":true}")) == 0);
+    assert_non_null(strstr(b, "{\"path\":\"/adb\",\"kind\":\"websocket\",\"roles\":[\"admin\",\"adb\"],"
+                              "\"target\":\"ADB server 127.0.0.1:5037\",\"enabled\":true}"));
+    assert_non_null(strstr(b, "{\"path\":\"/producer\",\"kind\":\"websocket\",\"roles\":[\"producer\",\"admin\"]"));
+    assert_non_null(strstr(b, "{\"path\":\"/healthz\",\"kind\":\"http\",\"roles\":\"any\""));
+    assert_int_equal(b[strlen(b) - 1], '}');
     assert_int_equal(tws_http(g_port, "GET", "/api/nope", NULL, g_resp, sizeof g_resp), 404);
     assert_int_equal(tws_http(g_port, "POST", "/api/status", "Content-Length: 0\r\n", g_resp, sizeof g_resp), 405);
     assert_int_equal(tws_http(g_port, "GET", "/traced", NULL, g_resp, sizeof g_resp), 426);
+    assert_int_equal(tws_http(g_port, "GET", "/adb", NULL, g_resp, sizeof g_resp), 426);
 }
 
 static void test_builtin_page(void **state)

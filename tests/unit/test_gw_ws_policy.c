@@ -27,6 +27,14 @@ unsigned tg_gw_auth_token_roles(struct tg_gw *gw, const char *token, char *princ
         snprintf(principal, plen, "prod");
         return TG_GW_ROLE_PRODUCER;
     }
+    if (!strcmp(token, "adb-token")) {
+        snprintf(principal, plen, "phones");
+        return TG_GW_ROLE_ADB;
+    }
+    if (!strcmp(token, "admin-token")) {
+        snprintf(principal, plen, "root");
+        return TG_GW_ROLE_ADMIN;
+    }
     return 0;
 }
 
@@ -310,6 +318,123 @@ static void test_route_node_and_health(void **state)
     assert_int_equal(d.info.loopback, 1);
 }
 
+static void test_adb_routes(void **state)
+{
+    (void)state;
+    char node[64];
+    assert_int_equal(tg_ws_route_of("/adb", node, sizeof node), TG_WS_ROUTE_ADB);
+    assert_string_equal(node, "");
+    assert_int_equal(tg_ws_route_of("/adb/lab-phone.1", node, sizeof node), TG_WS_ROUTE_ADB);
+    assert_string_equal(node, "lab-phone.1");
+    assert_int_equal(tg_ws_route_of("/adb/", node, sizeof node), TG_WS_ROUTE_NOT_FOUND);
+    assert_int_equal(tg_ws_route_of("/adb/..", node, sizeof node), TG_WS_ROUTE_NOT_FOUND);
+    assert_int_equal(tg_ws_route_of("/adb/a/b", node, sizeof node), TG_WS_ROUTE_NOT_FOUND);
+    assert_int_equal(tg_ws_route_of("/adbx", node, sizeof node), TG_WS_ROUTE_STATIC);
+
+    /* on by default on a loopback bind, off on a public one unless turned on */
+    struct tg_gw_ws_config c = k_cfg;
+    assert_true(tg_ws_adb_enabled(&c));
+    c.adb = TG_GW_WS_ADB_OFF;
+    assert_false(tg_ws_adb_enabled(&c));
+    c = k_cfg;
+    c.bind_host = "0.0.0.0";
+    assert_false(tg_ws_adb_enabled(&c));
+    c.bind_host = "192.0.2.1";
+    assert_false(tg_ws_adb_enabled(&c));
+    c.adb = TG_GW_WS_ADB_ON;
+    assert_true(tg_ws_adb_enabled(&c));
+    c = k_cfg;
+    c.bind_host = "localhost";
+    assert_true(tg_ws_adb_enabled(&c));
+    assert_int_equal(tg_ws_adb_roles(&k_cfg), TG_GW_ROLE_ADB | TG_GW_ROLE_ADMIN);
+}
+
+static void test_adb_decisions(void **state)
+{
+    (void)state;
+    struct tg_ws_decision d;
+    /* the local admin (the default local-roles), from the Perfetto UI's Origin */
+    struct tg_ws_request r = req("/adb", "127.0.0.1");
+    r.origin = "https://ui.perfetto.dev";
+    tg_ws_decide_upgrade(NULL, &k_cfg, &r, &d);
+    assert_int_equal(d.status, 0);
+    assert_int_equal(d.route, TG_WS_ROUTE_ADB);
+    assert_int_equal(d.info.roles, TG_GW_ROLE_ADMIN);
+    /* the tracing service's health does not matter to /adb */
+    g_healthy = 0;
+    tg_ws_decide_upgrade(NULL, &k_cfg, &r, &d);
+    assert_int_equal(d.status, 0);
+    g_healthy = 1;
+    /* the same Origin rule as /traced */
+    r.origin = "https://evil.example";
+    tg_ws_decide_upgrade(NULL, &k_cfg, &r, &d);
+    assert_int_equal(d.status, 403);
+    assert_null(d.label); /* counted as an Origin refusal */
+    r.origin = "https://ui.perfetto.dev";
+    /* another local user gets recorder,producer: not adb */
+    g_cred.uid = 4242;
+    tg_ws_decide_upgrade(NULL, &k_cfg, &r, &d);
+    assert_int_equal(d.status, 403);
+    assert_string_equal(d.label, "ws adb role");
+    assert_non_null(strstr(d.reason, "adb role"));
+    /* ... unless local-user-roles gives it adb */
+    struct tg_gw_ws_config c = k_cfg;
+    c.local_user_roles = TG_GW_ROLE_ADB;
+    tg_ws_decide_upgrade(NULL, &c, &r, &d);
+    assert_int_equal(d.status, 0);
+    g_cred.uid = geteuid();
+    /* a token with only the adb role, one without it, an unknown one */
+    r.protocols = "tracegate, tracegate.token.adb-token";
+    tg_ws_decide_upgrade(NULL, &k_cfg, &r, &d);
+    assert_int_equal(d.status, 0);
+    assert_string_equal(d.info.principal, "token:phones");
+    r.protocols = "tracegate, tracegate.token.good-token";
+    tg_ws_decide_upgrade(NULL, &k_cfg, &r, &d);
+    assert_int_equal(d.status, 403);
+    r.protocols = "tracegate, tracegate.token.bad-token";
+    tg_ws_decide_upgrade(NULL, &k_cfg, &r, &d);
+    assert_int_equal(d.status, 401);
+    r.protocols = NULL;
+    /* adb-roles = adb: admin no longer implies it */
+    c = k_cfg;
+    c.adb_roles = TG_GW_ROLE_ADB;
+    tg_ws_decide_upgrade(NULL, &c, &r, &d);
+    assert_int_equal(d.status, 403);
+    r.protocols = "tracegate, tracegate.token.admin-token";
+    tg_ws_decide_upgrade(NULL, &c, &r, &d);
+    assert_int_equal(d.status, 403);
+    tg_ws_decide_upgrade(NULL, &k_cfg, &r, &d);
+    assert_int_equal(d.status, 0);
+    r.protocols = NULL;
+    /* no credentials at all: 401 (a byte pipe has no in-band authentication) */
+    r.cred = NULL;
+    c = k_cfg;
+    c.require_token = 0;
+    tg_ws_decide_upgrade(NULL, &c, &r, &d);
+    assert_int_equal(d.status, 401);
+    /* a client certificate: cert-roles (recorder by default: refused; adb: served) */
+    r = req("/adb/lab1", "192.0.2.7");
+    r.tls = 1;
+    r.cert_subject = "laptop";
+    r.host = "gw.example:8037";
+    c = k_cfg;
+    c.bind_host = "0.0.0.0";
+    c.adb = TG_GW_WS_ADB_ON;
+    c.http_hosts = (const char *const[]){"gw.example"};
+    c.n_http_hosts = 1;
+    tg_ws_decide_upgrade(NULL, &c, &r, &d);
+    assert_int_equal(d.status, 403);
+    c.cert_roles = TG_GW_ROLE_ADB;
+    tg_ws_decide_upgrade(NULL, &c, &r, &d);
+    assert_int_equal(d.status, 0);
+    assert_string_equal(d.info.node, "lab1");
+    /* a public bind without http-adb: the route does not exist */
+    c.adb = TG_GW_WS_ADB_AUTO;
+    tg_ws_decide_upgrade(NULL, &c, &r, &d);
+    assert_int_equal(d.status, 404);
+    assert_string_equal(d.label, "ws adb off");
+}
+
 static void test_host_rule(void **state)
 {
     (void)state;
@@ -447,6 +572,8 @@ int main(void)
         cmocka_unit_test(test_static_paths_and_types),
         cmocka_unit_test(test_host_rule),
         cmocka_unit_test(test_bearer_and_status_access),
+        cmocka_unit_test(test_adb_routes),
+        cmocka_unit_test(test_adb_decisions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -275,7 +275,7 @@ static void test_failed_init_blocks_lazy(void **state)
 {
     (void)state;
     setenv("ONEPATH_TRACE_ENABLE", "1", 1);
-    onepath_trace_opts_t o = {NULL, file("missing/x.ndjson"), 1.0, 0};
+    onepath_trace_opts_t o = {NULL, file("missing/x.ndjson"), 1.0, 0, NULL, NULL};
     assert_int_equal(onepath_trace_init(&o), ONEPATH_ERR_IO);
     /* the environment alone would work, but after a failed init nothing starts by itself */
     assert_int_equal(root_sampled(), -1);
@@ -353,7 +353,7 @@ static void test_opts_override_env(void **state)
     setenv("ONEPATH_TRACE_SAMPLE_RATIO", "0", 1);
     setenv("ONEPATH_TRACE_NDJSON_PATH", file("env.ndjson"), 1);
     setenv("ONEPATH_TRACE_SERVICE_NAME", "envsvc", 1);
-    onepath_trace_opts_t o = {"optsvc", file("opt.ndjson"), 1.0, 8};
+    onepath_trace_opts_t o = {"optsvc", file("opt.ndjson"), 1.0, 8, NULL, NULL};
     assert_int_equal(onepath_trace_init(&o), ONEPATH_OK);
     assert_int_equal(root_sampled(), 1);
     onepath_trace_shutdown();
@@ -362,7 +362,7 @@ static void test_opts_override_env(void **state)
     assert_string_equal(svc, "optsvc");
     assert_false(exists(file("env.ndjson")));
     /* an empty path in opts turns file export off whatever the environment says */
-    onepath_trace_opts_t off = {NULL, "", 1.0, 0};
+    onepath_trace_opts_t off = {NULL, "", 1.0, 0, NULL, NULL};
     assert_int_equal(onepath_trace_init(&off), ONEPATH_OK);
     onepath_span_t s = onepath_span_start("x", ONEPATH_SPAN_KIND_INTERNAL, NULL);
     assert_false(onepath_span_is_recording(s));

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -180,17 +181,23 @@ static void test_schema(void **state)
 
     /* every record has exactly the documented keys */
     static const char *keys[] = {"trace_id", "span_id", "parent_span_id", "name", "kind", "start_ns", "end_ns",
-                                 "duration_ns", "status", "attributes", "events", "resource"};
+                                 "duration_ns", "status", "attributes", "events", "thread", "resource"};
     for (long i = 0; i < n; i++) {
         assert_int_equal(v[i]->type, TJ_OBJ);
-        assert_int_equal(v[i]->n, 12);
-        for (size_t k = 0; k < 12; k++)
+        assert_int_equal(v[i]->n, 13);
+        for (size_t k = 0; k < 13; k++)
             assert_non_null(tj_get(v[i], keys[k]));
         assert_int_equal(strlen(tj_str(v[i], "trace_id")), 32);
         assert_int_equal(strlen(tj_str(v[i], "span_id")), 16);
         const struct tj *res = tj_get(v[i], "resource");
         assert_string_equal(tj_str(res, "service.name"), service);
         assert_string_equal(tj_str(res, "host.name"), host);
+        int ok;
+        assert_int_equal(tj_int(res, "process.pid", &ok), getpid());
+        assert_true(ok);
+        /* all spans of this test ran on this thread */
+        assert_int_equal(tj_int(tj_get(v[i], "thread"), "id", &ok), (int64_t)syscall(SYS_gettid));
+        assert_true(ok);
         check_times(v[i], t_before, t_after);
     }
 

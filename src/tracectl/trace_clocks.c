@@ -1,0 +1,231 @@
+/* trace_clocks.c: collecting clock pairs, machine ids and sequence ids from a trace (see
+ * trace_clocks.h), with the allocation-free protobuf wire reader. */
+#include "trace_clocks.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "trace_file.h"
+#include "tracegate/pbwire.h"
+
+/* TracePacket fields (Perfetto wire facts §4.7) */
+#define PKT_CLOCK_SNAPSHOT 6
+#define PKT_SEQ_ID 10
+#define PKT_COMPRESSED 50
+#define PKT_MACHINE_ID 98
+#define PKT_REMOTE_CLOCK_SYNC 107
+/* ClockSnapshot / ClockSnapshot.Clock (§4.8) */
+#define CS_CLOCKS 1
+#define CS_PRIMARY 2
+#define CLK_ID 1
+#define CLK_TS 2
+#define CLK_INCREMENTAL 3
+#define CLK_MULTIPLIER 4
+/* RemoteClockSync / SyncedClocks (§6.1) */
+#define RCS_SYNCED 1
+#define SYNCED_CLIENT 2
+
+static struct tc_machine_clocks *machine(struct tc_trace_clocks *c, uint32_t id)
+{
+    for (size_t i = 0; i < c->n; i++)
+        if (c->m[i].machine_id == id)
+            return &c->m[i];
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 4;
+        struct tc_machine_clocks *m = realloc(c->m, cap * sizeof *m);
+        if (!m)
+            return NULL;
+        c->m = m;
+        c->cap = cap;
+    }
+    struct tc_machine_clocks *m = &c->m[c->n++];
+    memset(m, 0, sizeof *m);
+    m->machine_id = id;
+    m->clock_id = TC_CLOCK_BOOTTIME;
+    return m;
+}
+
+static int add_pair(struct tc_machine_clocks *m, uint64_t real, uint64_t target)
+{
+    if (m->n == m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 8;
+        struct tc_clock_pair *p = realloc(m->pairs, cap * sizeof *p);
+        if (!p)
+            return -1;
+        m->pairs = p;
+        m->cap = cap;
+    }
+    m->pairs[m->n++] = (struct tc_clock_pair){real, target};
+    return 0;
+}
+
+/* Reads REALTIME and clock `want` from a ClockSnapshot; *primary = its primary_trace_clock (0 if
+ * absent). 1 when both clocks were found (absolute, ns). */
+static int snapshot_pair(const uint8_t *p, size_t len, uint32_t want, uint64_t *real, uint64_t *target,
+                         uint32_t *primary)
+{
+    struct tg_pb_reader r;
+    struct tg_pb_field f;
+    int have_real = 0, have_target = 0;
+    *primary = 0;
+    tg_pb_reader_init(&r, p, len);
+    while (tg_pb_next(&r, &f) == 1) {
+        if (f.number == CS_PRIMARY && f.wire == TG_PB_VARINT) {
+            *primary = (uint32_t)f.value;
+            continue;
+        }
+        if (f.number != CS_CLOCKS || f.wire != TG_PB_LEN)
+            continue;
+        struct tg_pb_reader cr;
+        struct tg_pb_field cf;
+        uint64_t id = 0, ts = 0;
+        int has_ts = 0, odd = 0;
+        tg_pb_reader_init(&cr, f.data, f.len);
+        while (tg_pb_next(&cr, &cf) == 1) {
+            if (cf.number == CLK_ID && cf.wire == TG_PB_VARINT)
+                id = cf.value;
+            else if (cf.number == CLK_TS && cf.wire == TG_PB_VARINT) {
+                ts = cf.value;
+                has_ts = 1;
+            } else if ((cf.number == CLK_INCREMENTAL && cf.value) || (cf.number == CLK_MULTIPLIER && cf.value != 1))
+                odd = 1;
+        }
+        if (!has_ts || odd)
+            continue;
+        if (id == TC_CLOCK_REALTIME) {
+            *real = ts;
+            have_real = 1;
+        }
+        if (id == want) {
+            *target = ts;
+            have_target = 1;
+        }
+    }
+    return have_real && have_target;
+}
+
+int tc_trace_clocks_add_packet(struct tc_trace_clocks *c, const uint8_t *pkt, size_t len)
+{
+    struct tg_pb_reader r;
+    struct tg_pb_field f;
+    const uint8_t *snap = NULL, *sync = NULL;
+    size_t snap_len = 0, sync_len = 0;
+    uint32_t mid = 0;
+    if (c->n == 0 && !machine(c, 0))
+        return -1;
+    c->packets++;
+    tg_pb_reader_init(&r, pkt, len);
+    while (tg_pb_next(&r, &f) == 1) {
+        if (f.number == PKT_CLOCK_SNAPSHOT && f.wire == TG_PB_LEN) {
+            snap = f.data;
+            snap_len = f.len;
+        } else if (f.number == PKT_REMOTE_CLOCK_SYNC && f.wire == TG_PB_LEN) {
+            sync = f.data;
+            sync_len = f.len;
+        } else if (f.number == PKT_MACHINE_ID && f.wire == TG_PB_VARINT) {
+            mid = (uint32_t)f.value;
+        } else if (f.number == PKT_SEQ_ID && f.wire == TG_PB_VARINT && f.value <= UINT32_MAX) {
+            if ((uint32_t)f.value > c->max_seq_id)
+                c->max_seq_id = (uint32_t)f.value;
+        } else if (f.number == PKT_COMPRESSED) {
+            c->compressed++;
+        }
+    }
+    struct tc_machine_clocks *m = machine(c, mid);
+    if (!m)
+        return -1;
+    uint64_t real, target;
+    uint32_t primary;
+    if (snap) {
+        int ok = snapshot_pair(snap, snap_len, m->clock_id, &real, &target, &primary);
+        /* the host's trace clock is the primary clock its (first) snapshot names */
+        if (mid == 0 && primary && primary != m->clock_id && m->n == 0) {
+            m->clock_id = primary;
+            ok = snapshot_pair(snap, snap_len, m->clock_id, &real, &target, &primary);
+        }
+        if (ok && add_pair(m, real, target))
+            return -1;
+    }
+    if (sync && mid != 0) {
+        struct tg_pb_reader sr;
+        struct tg_pb_field sf;
+        tg_pb_reader_init(&sr, sync, sync_len);
+        while (tg_pb_next(&sr, &sf) == 1) {
+            if (sf.number != RCS_SYNCED || sf.wire != TG_PB_LEN)
+                continue;
+            struct tg_pb_reader pr;
+            struct tg_pb_field pf;
+            tg_pb_reader_init(&pr, sf.data, sf.len);
+            while (tg_pb_next(&pr, &pf) == 1)
+                if (pf.number == SYNCED_CLIENT && pf.wire == TG_PB_LEN &&
+                    snapshot_pair(pf.data, pf.len, TC_CLOCK_BOOTTIME, &real, &target, &primary) &&
+                    add_pair(m, real, target))
+                    return -1;
+        }
+    }
+    return 0;
+}
+
+int tc_trace_clocks_scan(const uint8_t *data, size_t len, struct tc_trace_clocks *c, char *err, size_t errlen)
+{
+    memset(c, 0, sizeof *c);
+    struct tc_trace_reader rd;
+    tc_trace_reader_init(&rd, data, len);
+    const uint8_t *p;
+    size_t pl, off;
+    int rc;
+    if (!machine(c, 0))
+        goto oom;
+    while ((rc = tc_trace_reader_next(&rd, &p, &pl, &off, err, errlen)) == 1)
+        if (tc_trace_clocks_add_packet(c, p, pl) != 0)
+            goto oom;
+    if (rc < 0) {
+        tc_trace_clocks_free(c);
+        return -1;
+    }
+    return 0;
+oom:
+    snprintf(err, errlen, "out of memory");
+    tc_trace_clocks_free(c);
+    return -1;
+}
+
+const struct tc_machine_clocks *tc_trace_clocks_machine(const struct tc_trace_clocks *c, uint32_t id)
+{
+    for (size_t i = 0; i < c->n; i++)
+        if (c->m[i].machine_id == id)
+            return &c->m[i];
+    return NULL;
+}
+
+int tc_clock_map(const struct tc_machine_clocks *mc, uint64_t real_ns, uint64_t *out)
+{
+    if (!mc || mc->n == 0)
+        return -1;
+    const struct tc_clock_pair *best = &mc->pairs[0];
+    uint64_t best_d = UINT64_MAX;
+    for (size_t i = 0; i < mc->n; i++) {
+        uint64_t d = real_ns > mc->pairs[i].real ? real_ns - mc->pairs[i].real : mc->pairs[i].real - real_ns;
+        if (d < best_d) {
+            best_d = d;
+            best = &mc->pairs[i];
+        }
+    }
+    if (real_ns >= best->real) {
+        *out = best->target + (real_ns - best->real);
+        return 0;
+    }
+    uint64_t back = best->real - real_ns;
+    if (back > best->target)
+        return -1;
+    *out = best->target - back;
+    return 0;
+}
+
+void tc_trace_clocks_free(struct tc_trace_clocks *c)
+{
+    for (size_t i = 0; i < c->n; i++)
+        free(c->m[i].pairs);
+    free(c->m);
+    memset(c, 0, sizeof *c);
+}

@@ -1,0 +1,48 @@
+/* trace_clocks.h: what stitching needs to know about an existing trace: per machine, pairs of
+ * simultaneous (REALTIME, trace clock) readings from its ClockSnapshot packets (machine 0, the
+ * host, whose trace clock is the snapshot's primary_trace_clock, BOOTTIME by default) and from
+ * the client side of RemoteClockSync packets (a remote machine's own REALTIME and BOOTTIME); the
+ * machine ids present; the highest packet sequence id in use. Single-threaded. */
+#ifndef TRACEGATE_TRACECTL_TRACE_CLOCKS_H
+#define TRACEGATE_TRACECTL_TRACE_CLOCKS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TC_CLOCK_REALTIME 1
+#define TC_CLOCK_BOOTTIME 6
+
+struct tc_clock_pair {
+    uint64_t real;   /* REALTIME ns */
+    uint64_t target; /* the machine's trace clock (host: primary clock; remote: BOOTTIME) ns */
+};
+
+struct tc_machine_clocks {
+    uint32_t machine_id; /* 0 = the host */
+    uint32_t clock_id;   /* the clock of target */
+    struct tc_clock_pair *pairs;
+    size_t n, cap;
+};
+
+struct tc_trace_clocks {
+    struct tc_machine_clocks *m; /* m[0] is always the host (machine 0) */
+    size_t n, cap;
+    uint32_t max_seq_id;
+    uint64_t packets;
+    uint64_t compressed; /* packets with compressed_packets (not looked into) */
+};
+
+/* Scans a whole .pftrace in memory. 0, or -1 on a corrupt record / OOM (err). */
+int tc_trace_clocks_scan(const uint8_t *data, size_t len, struct tc_trace_clocks *c, char *err, size_t errlen);
+/* Adds one packet to c (tc_trace_clocks_scan calls it for every packet; c zeroed first). 0 or -1
+ * on OOM. A malformed packet is ignored. */
+int tc_trace_clocks_add_packet(struct tc_trace_clocks *c, const uint8_t *pkt, size_t len);
+/* The machine's entry, NULL when the machine id never appears in the trace. */
+const struct tc_machine_clocks *tc_trace_clocks_machine(const struct tc_trace_clocks *c, uint32_t machine_id);
+/* Maps a REALTIME timestamp onto the machine's trace clock with the pair whose REALTIME is
+ * nearest (so drift between snapshots costs at most half a snapshot period's drift). Returns 0,
+ * or -1 when the machine has no pair or the result would be negative. */
+int tc_clock_map(const struct tc_machine_clocks *mc, uint64_t real_ns, uint64_t *out);
+void tc_trace_clocks_free(struct tc_trace_clocks *c);
+
+#endif

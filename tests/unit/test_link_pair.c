@@ -1,0 +1,407 @@
+/* test_link_pair.c: two nodes linked over loopback TCP in one process, end to end through real
+ * nghttp2 sessions: "hub" (a link listener; its gateway bridges to a fake ConsumerPort) and
+ * "edge" (dials it). A consumer channel from edge to hub carries IPC both ways over the record
+ * layer: 100 QueryServiceState calls with 40 KB arguments pipelined while 60 KB replies stream
+ * back (records spanning many DATA frames in both directions, ACKs falling due inside busy
+ * streams, HTTP/2 flow control), every reply arriving whole and in order; the same with the
+ * connection cut half way (edge redials and resumes the link; the records the other side lacks
+ * go again, nothing is lost or repeated). Then the local client sends a frame over 128 KiB: its
+ * channel is reset while bound and busy (the RST goes out from outside nghttp2's callbacks), the
+ * link stays up, and a new channel works. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fleet.h"
+#include "gw_config.h"
+#include "gw_core.h"
+#include "link_int.h"
+#include "tracegate/ipc_host.h"
+#include "tracegate/ipc_wire.h"
+#include "tracegate/log.h"
+#include "tracegate/pbwire.h"
+#include "ipc_frame.pb-c.h"
+
+#include "tg_test_util.h"
+
+#define WAIT_MS 20000
+#define N_CALLS 100
+#define REPLY_SIZE 60000
+#define ARGS_SIZE 40000
+
+static char g_dir[] = "/tmp/tg-test-linkpair-XXXXXX";
+static struct event_base *g_base;
+static tg_ipc_host *g_host;
+static struct tg_gw_config g_hub_cfg, g_edge_cfg;
+static struct tg_gw *g_hub_gw, *g_edge_gw;
+static struct tg_fleet *g_hub, *g_edge;
+
+/* ------------------------------------------------------------ the fake service behind hub */
+
+static void m_qss(tg_ipc_call *call, const ProtobufCMessage *req, void *ctx, void *ps)
+{
+    (void)req;
+    (void)ctx;
+    (void)ps;
+    uint8_t *b = malloc(REPLY_SIZE);
+    assert_non_null(b);
+    uint64_t rid = tg_ipc_call_request_id(call);
+    for (size_t i = 0; i < REPLY_SIZE; i++)
+        b[i] = (uint8_t)(rid * 7 + i);
+    tg_ipc_call_reply_bytes(call, b, REPLY_SIZE, 0, -1);
+    free(b);
+}
+
+static const struct tg_ipc_method k_methods[] = {{"QueryServiceState", NULL, m_qss}};
+static const struct tg_ipc_service_def k_consumer = {"ConsumerPort", k_methods, 1, NULL, NULL};
+
+/* ------------------------------------------------------------ fixture */
+
+static struct tg_gw *new_gw(struct tg_gw_config *cfg, const char *upstream)
+{
+    char err[512];
+    tg_gw_config_init(cfg);
+    assert_int_equal(tg_gw_config_set(cfg, "upstream-consumer", upstream, err, sizeof err), 0);
+    assert_int_equal(tg_gw_config_set(cfg, "no-http", NULL, err, sizeof err), 0);
+    assert_int_equal(tg_gw_config_set(cfg, "upstream-probe-interval", "0", err, sizeof err), 0);
+    /* the test reads as fast as the loop lets it; the slow-client policy is not what it is about */
+    assert_int_equal(tg_gw_config_set(cfg, "out-soft-limit", "64m", err, sizeof err), 0);
+    assert_int_equal(tg_gw_config_set(cfg, "out-hard-limit", "128m", err, sizeof err), 0);
+    if (tg_gw_config_validate(cfg, err, sizeof err) != 0)
+        fail_msg("validate: %s", err);
+    struct tg_gw *gw = tg_gw_new(g_base, cfg, NULL, err, sizeof err);
+    if (!gw)
+        fail_msg("tg_gw_new: %s", err);
+    return gw;
+}
+
+static struct tg_link *link_to(struct tg_fleet *f, const char *name)
+{
+    struct tg_link *l = tg_fleet_link_by_name(f, name, NULL);
+    return l && l->state == LINK_UP ? l : NULL;
+}
+
+static int both_up(void *arg)
+{
+    (void)arg;
+    return link_to(g_edge, "hub") && link_to(g_hub, "edge");
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    tg_log_set_level(TG_LOG_WARN);
+    assert_non_null(mkdtemp(g_dir));
+    g_base = event_base_new();
+    char err[512], up[300], none[300];
+    snprintf(up, sizeof up, "%s/upstream.sock", g_dir);
+    snprintf(none, sizeof none, "%s/none.sock", g_dir);
+    g_host = tg_ipc_host_new(g_base, NULL);
+    assert_non_null(g_host);
+    assert_int_equal(tg_ipc_host_add_service(g_host, &k_consumer, NULL), 1);
+    assert_int_equal(tg_ipc_host_listen(g_host, up, 0600, err, sizeof err), 0);
+    g_hub_gw = new_gw(&g_hub_cfg, up);
+    g_edge_gw = new_gw(&g_edge_cfg, none);
+
+    char listen[64] = "tcp://127.0.0.1:0", peer[64];
+    char *listens[1] = {listen}, *peers[1] = {peer};
+    struct tg_fleet_config hc, ec;
+    memset(&hc, 0, sizeof hc);
+    hc.node_name = "hub";
+    hc.listen_links = listens;
+    hc.n_listen_links = 1;
+    /* resumes and pings are not what this test is about: far beyond its safety nets */
+    hc.resume_window_ms = (uint32_t)tg_test_ms(600000);
+    hc.ping_interval_ms = (uint32_t)tg_test_ms(600000);
+    /* the port the kernel chose, from the hub's log line */
+    tg_log_set_level(TG_LOG_INFO);
+    assert_int_equal(tg_test_stderr_begin(), 0);
+    g_hub = tg_fleet_new(g_base, g_hub_gw, &hc, err, sizeof err);
+    char *log = tg_test_stderr_end();
+    tg_log_set_level(TG_LOG_WARN);
+    if (!g_hub)
+        fail_msg("hub: %s", err);
+    assert_non_null(log);
+    const char *at = strstr(log, "listening for links: tcp://127.0.0.1:");
+    assert_non_null(at);
+    int port = atoi(at + strlen("listening for links: tcp://127.0.0.1:"));
+    free(log);
+    assert_true(port > 0);
+    snprintf(peer, sizeof peer, "tcp://127.0.0.1:%d", port);
+    memset(&ec, 0, sizeof ec);
+    ec.node_name = "edge";
+    ec.peers = peers;
+    ec.n_peers = 1;
+    ec.resume_window_ms = hc.resume_window_ms;
+    ec.ping_interval_ms = hc.ping_interval_ms;
+    g_edge = tg_fleet_new(g_base, g_edge_gw, &ec, err, sizeof err);
+    if (!g_edge)
+        fail_msg("edge: %s", err);
+    assert_true(tg_test_run_until(g_base, both_up, NULL, WAIT_MS));
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    tg_fleet_free(g_edge);
+    tg_fleet_free(g_hub);
+    tg_test_run_until(g_base, NULL, NULL, 50); /* closes settle */
+    tg_gw_free(g_edge_gw);
+    tg_gw_free(g_hub_gw);
+    tg_ipc_host_free(g_host);
+    tg_gw_config_free(&g_edge_cfg);
+    tg_gw_config_free(&g_hub_cfg);
+    event_base_free(g_base);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* ------------------------------------------------------------ a raw IPC client on a channel */
+
+struct client {
+    int fd;
+    struct evbuffer *out, *in;
+    Perfetto__Protos__IPCFrame *frames[N_CALLS + 8];
+    size_t n_frames;
+    int eof;
+};
+
+static void client_pump(struct client *c)
+{
+    while (evbuffer_get_length(c->out)) {
+        ssize_t w = evbuffer_write(c->out, c->fd);
+        if (w <= 0)
+            break;
+    }
+    for (;;) {
+        int r = evbuffer_read(c->in, c->fd, 65536);
+        if (r == 0)
+            c->eof = 1;
+        if (r <= 0)
+            break;
+    }
+    for (;;) {
+        size_t have = evbuffer_get_length(c->in);
+        if (have < 4)
+            return;
+        uint8_t h[4];
+        evbuffer_copyout(c->in, h, 4);
+        uint32_t n = (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 24;
+        if (have < 4 + (size_t)n)
+            return;
+        evbuffer_drain(c->in, 4);
+        uint8_t *b = malloc(n ? n : 1);
+        assert_non_null(b);
+        evbuffer_remove(c->in, b, n);
+        Perfetto__Protos__IPCFrame *f = perfetto__protos__ipcframe__unpack(NULL, n, b);
+        free(b);
+        assert_non_null(f);
+        assert_true(c->n_frames < sizeof c->frames / sizeof c->frames[0]);
+        c->frames[c->n_frames++] = f;
+    }
+}
+
+static void client_send(struct client *c, const uint8_t *body, size_t len)
+{
+    uint8_t h[4] = {(uint8_t)len, (uint8_t)(len >> 8), (uint8_t)(len >> 16), (uint8_t)(len >> 24)};
+    evbuffer_add(c->out, h, 4);
+    evbuffer_add(c->out, body, len);
+    client_pump(c);
+}
+
+struct want {
+    struct client *c;
+    size_t frames;
+};
+static int got_frames(void *arg)
+{
+    struct want *w = arg;
+    client_pump(w->c);
+    return w->c->n_frames >= w->frames;
+}
+static int got_eof(void *arg)
+{
+    struct client *c = arg;
+    client_pump(c);
+    return c->eof;
+}
+
+static void client_open(struct client *c)
+{
+    memset(c, 0, sizeof *c);
+    struct tg_gw_client_info who;
+    memset(&who, 0, sizeof who);
+    snprintf(who.principal, sizeof who.principal, "uid:4242");
+    char err[256];
+    c->fd = tg_fleet_connect(g_edge, "hub", 0, &who, err, sizeof err);
+    if (c->fd < 0)
+        fail_msg("tg_fleet_connect: %s", err);
+    c->out = evbuffer_new();
+    c->in = evbuffer_new();
+}
+
+static void client_close(struct client *c)
+{
+    for (size_t i = 0; i < c->n_frames; i++)
+        perfetto__protos__ipcframe__free_unpacked(c->frames[i], NULL);
+    evbuffer_free(c->out);
+    evbuffer_free(c->in);
+    close(c->fd);
+}
+
+/* Binds ConsumerPort; returns QueryServiceState's (service id << 32 | method id). */
+static uint64_t bind_consumer(struct client *c)
+{
+    uint8_t b[256];
+    size_t n = tg_ipc_encode_bind(b, sizeof b, 1, "ConsumerPort");
+    client_send(c, b, n);
+    struct want w = {c, c->n_frames + 1};
+    assert_true(tg_test_run_until(g_base, got_frames, &w, WAIT_MS));
+    Perfetto__Protos__IPCFrame *f = c->frames[c->n_frames - 1];
+    assert_int_equal(f->msg_case, PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE_REPLY);
+    assert_true(f->msg_bind_service_reply->success);
+    uint32_t mid = 0;
+    for (size_t i = 0; i < f->msg_bind_service_reply->n_methods; i++)
+        if (!strcmp(f->msg_bind_service_reply->methods[i]->name, "QueryServiceState"))
+            mid = f->msg_bind_service_reply->methods[i]->id;
+    assert_true(mid != 0);
+    return (uint64_t)f->msg_bind_service_reply->service_id << 32 | mid;
+}
+
+/* ------------------------------------------------------------ tests */
+
+/* Sends N_CALLS QueryServiceState calls (request ids 2..) with ARGS_SIZE bytes of arguments each,
+ * so both directions carry records that span DATA frames while the other side's ACKs fall due. */
+static void send_calls(struct client *c, uint64_t ids)
+{
+    uint8_t *args = malloc(ARGS_SIZE + 8), *b = malloc(ARGS_SIZE + 64);
+    assert_non_null(args);
+    assert_non_null(b);
+    size_t al = 0;
+    args[al++] = 0x7a; /* field 15, length-delimited: a field the service does not know */
+    al += tg_pb_put_varint(args + al, ARGS_SIZE);
+    memset(args + al, 0x5a, ARGS_SIZE);
+    al += ARGS_SIZE;
+    for (uint64_t rid = 2; rid < 2 + N_CALLS; rid++) {
+        size_t n = tg_ipc_encode_invoke(b, ARGS_SIZE + 64, rid, (uint32_t)(ids >> 32), (uint32_t)ids, args, al, 0);
+        assert_true(n > 0);
+        client_send(c, b, n);
+    }
+    free(args);
+    free(b);
+}
+
+/* Every reply once, in order, whole. */
+static void check_replies(struct client *c)
+{
+    assert_int_equal(c->n_frames, 1 + N_CALLS);
+    for (size_t i = 1; i < c->n_frames; i++) {
+        Perfetto__Protos__IPCFrame *f = c->frames[i];
+        assert_int_equal(f->request_id, i + 1);
+        assert_int_equal(f->msg_case, PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY);
+        assert_true(f->msg_invoke_method_reply->success);
+        assert_int_equal(f->msg_invoke_method_reply->reply_proto.len, REPLY_SIZE);
+        const uint8_t *p = f->msg_invoke_method_reply->reply_proto.data;
+        for (size_t k = 0; k < REPLY_SIZE; k += 997)
+            assert_int_equal(p[k], (uint8_t)(f->request_id * 7 + k));
+    }
+}
+
+static void test_pipelined_calls(void **state)
+{
+    (void)state;
+    struct client c;
+    client_open(&c);
+    uint64_t ids = bind_consumer(&c);
+    send_calls(&c, ids);
+    struct want w = {&c, 1 + N_CALLS};
+    assert_true(tg_test_run_until(g_base, got_frames, &w, WAIT_MS));
+    check_replies(&c);
+    struct tg_link *l = link_to(g_edge, "hub");
+    assert_non_null(l);
+    assert_true(l->bytes_in > (uint64_t)N_CALLS * REPLY_SIZE);
+    client_close(&c);
+}
+
+/* The connection fails in the middle of the traffic (edge's transport reports an error, as a
+ * reset would): edge redials and resumes the link, the channel is bound to a new stream with
+ * each side's received count, and what the other side had not received goes again. The IPC
+ * client sees a pause, nothing lost, nothing twice. */
+static void test_resume_mid_stream(void **state)
+{
+    (void)state;
+    struct client c;
+    client_open(&c);
+    uint64_t ids = bind_consumer(&c);
+    struct tg_link *l = link_to(g_edge, "hub");
+    assert_non_null(l);
+    unsigned resumes = l->resumes;
+    send_calls(&c, ids);
+    struct want some = {&c, 1 + N_CALLS / 4};
+    assert_true(tg_test_run_until(g_base, got_frames, &some, WAIT_MS));
+    /* still streaming: flow control keeps the hub at most a stream window plus socket buffers
+     * (a few MB) ahead of what this client read, and the replies are 6 MB */
+    assert_true(c.n_frames < 1 + N_CALLS);
+    tg_link_conn_tr_cbs.on_error(l->conn, "test: the connection is cut");
+    assert_null(l->conn);
+    struct want all = {&c, 1 + N_CALLS};
+    assert_true(tg_test_run_until(g_base, got_frames, &all, WAIT_MS));
+    check_replies(&c);
+    assert_int_equal(l->resumes, resumes + 1);
+    assert_int_equal(l->state, LINK_UP);
+    client_close(&c);
+}
+
+static int hub_channels_gone(void *arg)
+{
+    (void)arg;
+    struct tg_link *l = link_to(g_hub, "edge");
+    return l && l->n_channels == 0;
+}
+
+static void test_bad_local_frame_resets_channel(void **state)
+{
+    (void)state;
+    struct client c;
+    client_open(&c);
+    uint64_t ids = bind_consumer(&c);
+    /* replies in flight, then a frame header over 128 KiB from the local side */
+    for (uint64_t rid = 2; rid < 12; rid++) {
+        uint8_t b[64];
+        size_t n = tg_ipc_encode_invoke(b, sizeof b, rid, (uint32_t)(ids >> 32), (uint32_t)ids, NULL, 0, 0);
+        client_send(&c, b, n);
+    }
+    static const uint8_t big[4] = {0, 0, 0x20, 0}; /* 2 MiB */
+    evbuffer_add(c.out, big, sizeof big);
+    client_pump(&c);
+    assert_true(tg_test_run_until(g_base, got_eof, &c, WAIT_MS)); /* the channel closed its end */
+    assert_true(tg_test_run_until(g_base, hub_channels_gone, NULL, WAIT_MS));
+    client_close(&c);
+    /* the link is still up and carries a new channel */
+    assert_non_null(link_to(g_edge, "hub"));
+    client_open(&c);
+    bind_consumer(&c);
+    client_close(&c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pipelined_calls),
+        cmocka_unit_test(test_resume_mid_stream),
+        cmocka_unit_test(test_bad_local_frame_resets_channel),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
