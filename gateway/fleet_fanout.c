@@ -277,8 +277,10 @@ static void leg_reply(tg_ipc_client *cli, int success, int has_more, const uint8
                 success = 0;
                 tg_ipc_client_cancel(n->cli, leg->rid);
             } else if (send_slices(op, 0) != 0) {
+                /* the client is gone: forget this read (its later parts too) and the op */
+                tg_ipc_client_cancel(n->cli, leg->rid);
                 leg->done = 1;
-                op_free(op); /* the client is gone: the host tears down */
+                op_free(op);
                 return;
             }
         }

@@ -62,6 +62,7 @@ start_node nodea --peer "tcp://127.0.0.1:$PORT_B" --peer "tcp://127.0.0.1:$PORT_
     --node "noded=unix:$T/nothing-here.sock" --http "127.0.0.1:@PORT@" \
     --export-node "nodeb:producer=$T/nodeb-producer.sock"
 HTTP=127.0.0.1:$NODE_PORT
+NODEA_PID=$NODE_PID
 HUB=unix:$T/nodea-gw.sock
 
 # ---- the fleet is up, each node has its producer, and nodeb's clock has been sampled ----
@@ -157,6 +158,19 @@ grep -Eq "^tracectl: +noded +machine [0-9]+ +0 packets +FAILED" "$T/rec-some.log
 grep -q "node noded failed" "$T/nodea.log" || fail "the hub did not log noded's failure"
 "$TRACECTL" dump "$T/some.pftrace" --summary >"$T/some.txt" 2>&1 || fail "the partial trace does not decode"
 if grep -Eq '^machines: .*\b'"$MID_C"' ' "$T/some.txt"; then fail "nodec was recorded although not asked for"; fi
+
+# ---- 2b. a client that vanishes while the merged trace streams: the hub stays healthy ----
+cp "$T/demo-nodeb.log" "$T/demo-nodeb.before"
+"$TRACECTL" record "$HUB" --all --ds track_event --no-progress --no-resume --test-drop-read 1 \
+    -o "$T/dropped.pftrace" >"$T/rec-dropped.log" 2>&1 &
+rpid=$!
+drew_after() { [ "$(grep -c 'first frame drawn' "$T/demo-$1.log")" -gt "$(grep -c 'first frame drawn' "$T/demo-$1.before")" ]; }
+wait_for 60 drew_after nodeb || fail "demo-nodeb never drew into the dropped session"
+kill -INT "$rpid"
+wait_exit "$rpid" 60
+wait_for_line 30 "$T/nodea.log" "federated session of .* closed" || fail "the hub did not close the dropped session"
+kill -0 "$NODEA_PID" 2>/dev/null || fail "the hub died when a federated client vanished mid-read"
+tg_timeout 10 "$TRACECTL" nodes "$HUB" >/dev/null 2>&1 || fail "the hub stopped answering after a client vanished"
 
 # ---- 3. an unknown node is refused before anything starts ----
 "$TRACECTL" record "$HUB" --nodes nodeb,nosuch --ds track_event -t 1s --no-progress -o "$T/none.pftrace" \
