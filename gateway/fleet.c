@@ -395,18 +395,6 @@ static struct tg_link *route(struct tg_fleet *f, const char *name)
 
 int tg_fleet_nodes_has(struct tg_fleet *f, const char *name) { return tg_fleet_can_route(f, name); }
 
-int tg_fleet_nodes_known(struct tg_fleet *f, const char *name)
-{
-    struct tg_fleet_node *all = calloc(256, sizeof *all);
-    if (!all)
-        return 0;
-    size_t n = tg_fleet_nodes(f, all, 256), found = 0;
-    for (size_t i = 0; i < n && i < 256 && !found; i++)
-        found = !strcmp(all[i].name, name);
-    free(all);
-    return (int)found;
-}
-
 int tg_fleet_can_route(struct tg_fleet *f, const char *name)
 {
     return !strcmp(name, f->name) || raw_by_name(f, name) || route(f, name);

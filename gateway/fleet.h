@@ -84,8 +84,6 @@ struct tg_fleet_node {
 };
 /* Whether node `name` is this node or one the fleet can route to now. */
 int tg_fleet_nodes_has(struct tg_fleet *f, const char *name);
-/* Whether node `name` is in the node list at all (up, down, or still connecting). */
-int tg_fleet_nodes_known(struct tg_fleet *f, const char *name);
 /* Fills up to max nodes (this node first); returns how many there are. */
 size_t tg_fleet_nodes(struct tg_fleet *f, struct tg_fleet_node *out, size_t max);
 /* The clock records of node `name` for a RemoteClockSync (federated traces): up to max records of

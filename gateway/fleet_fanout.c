@@ -606,8 +606,8 @@ static void peer_gone(tg_ipc_peer *peer, void *arg)
     fed_free(fed);
 }
 
-/* Resolves "all" or "a,b,c" into node names (this node first for "all"). */
-static size_t resolve(struct tg_fleet *f, const char *spec, char (*names)[64], size_t max, char *err, size_t errlen)
+size_t tg_fanout_resolve(struct tg_fleet *f, const char *spec, char (*names)[64], size_t max, char *err,
+                         size_t errlen)
 {
     struct tg_fleet_node *all = calloc(MAX_FED_NODES, sizeof *all);
     if (!all) {
@@ -658,7 +658,7 @@ int tg_fanout_connect(struct tg_fanout *fo, const char *spec, int producer, cons
         return -1;
     }
     char names[MAX_FED_NODES][64];
-    size_t n = resolve(fo->fleet, spec, names, MAX_FED_NODES, err, errlen);
+    size_t n = tg_fanout_resolve(fo->fleet, spec, names, MAX_FED_NODES, err, errlen);
     if (!n) {
         if (!err[0])
             snprintf(err, errlen, "no node to record");

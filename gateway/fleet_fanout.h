@@ -19,6 +19,13 @@ struct tg_fanout;
 struct tg_fanout *tg_fanout_new(struct tg_fleet *f);
 void tg_fanout_free(struct tg_fanout *fo);
 
+/* The nodes of a federated spec ("all" or "a,b,c", without the '@'): "all" is this node and every
+ * node up now (this node first); a list must name nodes the fleet knows (in any state), each
+ * non-empty, duplicates once. Returns how many (at most max), 0 with a message when the spec is
+ * bad. */
+size_t tg_fanout_resolve(struct tg_fleet *f, const char *spec, char (*names)[64], size_t max, char *err,
+                         size_t errlen);
+
 /* A connected socket to a federated ConsumerPort over `spec` ("all" or "a,b,c", without the
  * '@') for client `who`; -1 with a message (the producer port, an unknown node, no node). */
 int tg_fanout_connect(struct tg_fanout *fo, const char *spec, int producer, const struct tg_gw_client_info *who,

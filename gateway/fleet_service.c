@@ -3,6 +3,7 @@
 #include "fleet_service.h"
 
 #include "fleet_adb_query.h"
+#include "fleet_fanout.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -15,25 +16,11 @@
 #define LOG "fleet"
 #define MAX_NODES 256
 
-/* "@all" or "@a,b,c": every name a node the fleet knows (the fan-out reports down ones per node) */
+/* "@all" or "@a,b,c": the fan-out's own reading of the spec decides (tg_fanout_resolve) */
 static int federation_ok(struct tg_fleet *f, const char *spec)
 {
-    if (!strcmp(spec, "all"))
-        return 1;
-    char name[64];
-    while (*spec) {
-        size_t l = strcspn(spec, ",");
-        if (!l || l >= sizeof name)
-            return 0;
-        memcpy(name, spec, l);
-        name[l] = 0;
-        if (!tg_link_node_name_ok(name) || !tg_fleet_nodes_known(f, name))
-            return 0;
-        spec += l;
-        if (*spec == ',' && *++spec == 0)
-            return 0;
-    }
-    return 1;
+    char names[64][64], err[160] = "";
+    return tg_fanout_resolve(f, spec, names, 64, err, sizeof err) > 0;
 }
 
 static void m_route(struct tg_gw_session *s, uint64_t rid, const uint8_t *args, size_t len, int drop_reply, void *ctx)

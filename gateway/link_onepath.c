@@ -7,12 +7,12 @@
 
 #include "link_int.h"
 #include "link_wire.h"
-#include "tracegate/pbwire.h"
+#include "tracegate/frame.h"
 
 int tg_link_op_on(void) { return onepath_trace_enabled(); }
 
-/* What an IPC frame is, from its first bytes: IPCFrame{request_id 2, msg 3..8{service_id 1,
- * method_id 2 for InvokeMethod 5}}. The frame may be longer than what is looked at. */
+/* What an IPC frame is, from its first bytes (the frame's 4-byte header included): the IPC host's
+ * own lenient reading (tg_frame_scan_prefix); a frame those bytes do not decide is "ipc.frame". */
 struct frame_facts {
     const char *kind;
     uint64_t request_id;
@@ -20,60 +20,22 @@ struct frame_facts {
     int has_method;
 };
 
-static void facts_of(const uint8_t *frame, size_t have, struct frame_facts *ff)
+static void facts_of(const uint8_t *frame, size_t have, size_t len, struct frame_facts *ff)
 {
     static const char *const kinds[] = {"ipc.frame", "ipc.frame", "ipc.frame", "ipc.BindService",
                                         "ipc.BindServiceReply", "ipc.InvokeMethod", "ipc.InvokeMethodReply",
                                         "ipc.RequestError", "ipc.SetPeerIdentity"};
     memset(ff, 0, sizeof *ff);
     ff->kind = "ipc.frame";
-    if (have < 4)
+    struct tg_frame_info fi;
+    if (have < 4 || len < 4 || tg_frame_scan_prefix(frame + 4, have - 4, len - 4, &fi, 0) != 0)
         return;
-    const uint8_t *p = frame + 4, *end = frame + have;
-    while (p < end) {
-        uint64_t tag, v;
-        size_t n = tg_pb_read_varint(p, end, &tag);
-        if (!n)
-            return;
-        p += n;
-        uint32_t field = (uint32_t)(tag >> 3), wire = (uint32_t)(tag & 7);
-        if (wire == TG_PB_VARINT) {
-            if (!(n = tg_pb_read_varint(p, end, &v)))
-                return;
-            p += n;
-            if (field == 2)
-                ff->request_id = v;
-        } else if (wire == TG_PB_LEN) {
-            if (!(n = tg_pb_read_varint(p, end, &v)))
-                return;
-            p += n;
-            if (field >= 3 && field <= 8) {
-                ff->kind = kinds[field];
-                if (field == 5) { /* InvokeMethod: its first fields, as far as we have them */
-                    const uint8_t *q = p, *qe = (size_t)(end - p) < v ? end : p + v;
-                    while (q < qe) {
-                        uint64_t t2, v2;
-                        size_t m = tg_pb_read_varint(q, qe, &t2);
-                        if (!m || (t2 & 7) != TG_PB_VARINT)
-                            break;
-                        q += m;
-                        if (!(m = tg_pb_read_varint(q, qe, &v2)))
-                            break;
-                        q += m;
-                        if ((t2 >> 3) == 2) {
-                            ff->method_id = v2;
-                            ff->has_method = 1;
-                        }
-                    }
-                }
-                return;
-            }
-            if ((size_t)(end - p) < v)
-                return;
-            p += v;
-        } else {
-            return;
-        }
+    ff->request_id = fi.request_id;
+    if ((unsigned)fi.msg < sizeof kinds / sizeof kinds[0])
+        ff->kind = kinds[fi.msg];
+    if (fi.msg == TG_MSG_INVOKE_METHOD) {
+        ff->method_id = fi.method_id;
+        ff->has_method = 1;
     }
 }
 
@@ -126,7 +88,7 @@ size_t tg_link_op_send(struct link_channel *ch, const uint8_t *frame, size_t hav
     if (!onepath_trace_enabled())
         return 0;
     struct frame_facts ff;
-    facts_of(frame, have, &ff);
+    facts_of(frame, have, len, &ff);
     /* the side that opened the channel asks, the other answers */
     onepath_span_t sp = onepath_span_start(ff.kind, ch->inbound ? ONEPATH_SPAN_KIND_PRODUCER : ONEPATH_SPAN_KIND_CLIENT,
                                            ch->op.has_ctx ? &ch->op.ctx : NULL);
@@ -171,7 +133,7 @@ void tg_link_op_recv(struct link_channel *ch, const uint8_t *frame, size_t have,
     onepath_recv(&r, ch->op.att_len ? ch->op.att : NULL, ch->op.att_len, len);
     ch->op.att_len = 0;
     struct frame_facts ff;
-    facts_of(frame, have, &ff);
+    facts_of(frame, have, len, &ff);
     onepath_span_t sp = onepath_span_start(ff.kind, ch->inbound ? ONEPATH_SPAN_KIND_SERVER : ONEPATH_SPAN_KIND_CONSUMER,
                                            r.has_parent ? &r.parent : (ch->op.has_ctx ? &ch->op.ctx : NULL));
     if (!sp)
