@@ -314,11 +314,13 @@ static void on_open(struct tg_link *l, const Tracegate__Link__Open *o)
     }
     if (!status) {
         int fd = -1;
-        struct link_channel *ch = tg_link_channel_new(l, id, node, producer, o->principal ? o->principal : "", 1, &fd);
+        struct bufferevent *bev = NULL;
+        struct link_channel *ch = tg_link_channel_new(l, id, node, producer, o->principal ? o->principal : "", 1, &fd,
+                                                      producer == LINK_KIND_ADB ? NULL : &bev);
         if (!ch) {
             status = 503;
             reason = "cannot create the channel";
-        } else if ((status = tg_fleet_accept_channel(l->fleet, l, ch, fd)) != 0) {
+        } else if ((status = tg_fleet_accept_channel(l->fleet, l, ch, fd, bev)) != 0) {
             reason = "refused";
             tg_link_channel_free(ch);
         } else if (tg_link_submit_channel(l, ch) != 0) {
@@ -888,13 +890,14 @@ static void accept_channel(struct link_conn *c, int32_t sid, struct stream_ctx *
             return;
         }
         int fd = -1;
-        ch = tg_link_channel_new(l, id, node, producer, x->principal, 1, &fd);
+        struct bufferevent *bev = NULL;
+        ch = tg_link_channel_new(l, id, node, producer, x->principal, 1, &fd, producer == LINK_KIND_ADB ? NULL : &bev);
         if (!ch) {
             refuse(c, sid, 503, "cannot create the channel");
             return;
         }
         tg_link_op_channel_open(ch, x->traceparent, ch->traceparent);
-        int st = tg_fleet_accept_channel(c->fleet, l, ch, fd);
+        int st = tg_fleet_accept_channel(c->fleet, l, ch, fd, bev);
         if (st) {
             tg_link_channel_free(ch);
             refuse(c, sid, st, "refused by the gateway");

@@ -1,5 +1,6 @@
-/* link_channel.c: one IPC connection carried by a gateway link: a socketpair toward the gateway
- * on this node, an HTTP/2 stream toward the peer, and between them the record layer
+/* link_channel.c: one IPC connection carried by a gateway link: an in-process bufferevent pair
+ * toward the gateway on this node (a socketpair for ADB streams, which are spliced to a socket),
+ * an HTTP/2 stream toward the peer, and between them the record layer
  * (docs/link-protocol.md §4): whole IPC frames as numbered records kept until the peer ACKs
  * them, resent after a resume; received bytes consumed from HTTP/2's window only once they were
  * handed to the local socket. */
@@ -39,6 +40,34 @@ static void kick(struct link_channel *ch)
 
 static int local_read(struct link_channel *ch);
 
+/* Whether the local input holds something local_read would turn into a record. */
+static int local_has_record(struct link_channel *ch)
+{
+    struct evbuffer *in = bufferevent_get_input(ch->local);
+    size_t have = evbuffer_get_length(in);
+    if (ch->producer == LINK_KIND_ADB)
+        return have > 0;
+    uint8_t h[4];
+    if (have < 4 || evbuffer_copyout(in, h, 4) != 4)
+        return 0;
+    uint32_t n = (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 24;
+    return have >= 4 + (size_t)n;
+}
+
+/* The local peer reads an end of stream once it has everything: shutdown(SHUT_WR) on a socket;
+ * on a bufferevent pair, the rest handed over and an EOF event for the partner. */
+static void local_finish(struct link_channel *ch)
+{
+    if (ch->local_finished)
+        return;
+    ch->local_finished = 1;
+    int fd = bufferevent_getfd(ch->local);
+    if (fd >= 0)
+        shutdown(fd, SHUT_WR);
+    else
+        bufferevent_flush(ch->local, EV_WRITE, BEV_FINISHED);
+}
+
 /* ---- acknowledgements ---- */
 
 static void apply_ack(struct link_channel *ch, uint64_t received)
@@ -62,6 +91,9 @@ static void apply_ack(struct link_channel *ch, uint64_t received)
         bufferevent_enable(ch->local, EV_READ);
         /* frames that waited in the input, read from the loop: our callers (the peer's data,
          * a bind) still use the channel, and reading may close it */
+        bufferevent_trigger(ch->local, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+    } else if (ch->local && ch->local_eof && local_has_record(ch) && evbuffer_get_length(ch->unacked) < LINK_CHANNEL_BUFFER) {
+        /* a pair signals its end while frames still wait in the input (its reader had paused) */
         bufferevent_trigger(ch->local, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
     }
 }
@@ -205,11 +237,8 @@ static void local_write_cb(struct bufferevent *bev, void *arg)
 {
     struct link_channel *ch = arg;
     consume(ch); /* the local peer took its bytes: open the window again */
-    if (ch->peer_eof && evbuffer_get_length(bufferevent_get_output(bev)) == 0) {
-        int fd = bufferevent_getfd(bev);
-        if (fd >= 0)
-            shutdown(fd, SHUT_WR);
-    }
+    if (ch->peer_eof && evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+        local_finish(ch);
 }
 
 static void local_event_cb(struct bufferevent *bev, short what, void *arg)
@@ -223,7 +252,10 @@ static void local_event_cb(struct bufferevent *bev, short what, void *arg)
             ch->local_eof = 1;
         }
         bufferevent_disable(ch->local, EV_READ);
-        if ((what & BEV_EVENT_ERROR) && !ch->local_gone) {
+        /* a pair's partner that was freed (the gateway closed the connection) cannot take more:
+         * as a socket's EPIPE */
+        int gone = (what & BEV_EVENT_ERROR) || (bufferevent_getfd(ch->local) < 0 && !bufferevent_pair_get_partner(ch->local));
+        if (gone && !ch->local_gone) {
             /* the local peer is gone (EPIPE, ECONNRESET): what the peer still sends can never be
              * delivered. Drop it and give its window back, or this stream's window stays closed,
              * the peer never finishes (no END_STREAM, the channel is never freed) and a dozen
@@ -245,18 +277,30 @@ static void local_event_cb(struct bufferevent *bev, short what, void *arg)
 /* ---- lifecycle ---- */
 
 struct link_channel *tg_link_channel_new(struct tg_link *l, uint64_t id, const char *node, int producer,
-                                         const char *principal, int inbound, int *other_fd)
+                                         const char *principal, int inbound, int *other_fd,
+                                         struct bufferevent **other_bev)
 {
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0)
-        return NULL;
-    struct link_channel *ch = calloc(1, sizeof *ch);
-    if (!ch) {
-        close(sv[0]);
-        close(sv[1]);
+    struct event_base *base = tg_fleet_base(l->fleet);
+    int sv[2] = {-1, -1};
+    struct bufferevent *pair[2] = {NULL, NULL};
+    if (other_bev) {
+        /* in-process: frames move between the two ends as evbuffer chains, no syscall, no copy */
+        if (bufferevent_pair_new(base, BEV_OPT_DEFER_CALLBACKS, pair) != 0)
+            return NULL;
+    } else if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0) {
         return NULL;
     }
-    struct event_base *base = tg_fleet_base(l->fleet);
+    struct link_channel *ch = calloc(1, sizeof *ch);
+    if (!ch) {
+        if (other_bev) {
+            bufferevent_free(pair[0]);
+            bufferevent_free(pair[1]);
+        } else {
+            close(sv[0]);
+            close(sv[1]);
+        }
+        return NULL;
+    }
     ch->link = l;
     ch->sid = -1;
     ch->inbound = inbound;
@@ -268,15 +312,20 @@ struct link_channel *tg_link_channel_new(struct tg_link *l, uint64_t id, const c
         l->next_cid += 2;
     }
     ch->id = id;
-    ch->local = bufferevent_socket_new(base, sv[0], BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+    ch->local = other_bev ? pair[0]
+                          : bufferevent_socket_new(base, sv[0], BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
     ch->unacked = evbuffer_new();
     ch->ack_out = evbuffer_new();
     ch->rx = evbuffer_new();
     ch->ack_ev = evtimer_new(base, ack_cb, ch);
     if (!ch->local || !ch->unacked || !ch->ack_out || !ch->rx || !ch->ack_ev) {
-        if (!ch->local)
-            close(sv[0]);
-        close(sv[1]);
+        if (other_bev) {
+            bufferevent_free(pair[1]);
+        } else {
+            if (!ch->local)
+                close(sv[0]);
+            close(sv[1]);
+        }
         ch->link = NULL;
         tg_link_channel_free(ch);
         return NULL;
@@ -289,7 +338,10 @@ struct link_channel *tg_link_channel_new(struct tg_link *l, uint64_t id, const c
         ch->next->prev = ch;
     l->channels = ch;
     l->n_channels++;
-    *other_fd = sv[1];
+    if (other_bev)
+        *other_bev = pair[1];
+    else
+        *other_fd = sv[1];
     return ch;
 }
 
@@ -310,8 +362,10 @@ void tg_link_channel_free(struct link_channel *ch)
     }
     if (ch->ctx)
         ch->ctx->ch = NULL;
-    if (ch->local)
+    if (ch->local) {
+        local_finish(ch); /* a pair's partner is not told of a free: it gets its EOF first */
         bufferevent_free(ch->local);
+    }
     if (ch->unacked)
         evbuffer_free(ch->unacked);
     if (ch->ack_out)
@@ -475,11 +529,8 @@ int tg_link_channel_on_data(struct link_channel *ch, const uint8_t *data, size_t
 void tg_link_channel_on_peer_eof(struct link_channel *ch)
 {
     ch->peer_eof = 1;
-    if (evbuffer_get_length(bufferevent_get_output(ch->local)) == 0) {
-        int fd = bufferevent_getfd(ch->local);
-        if (fd >= 0)
-            shutdown(fd, SHUT_WR);
-    }
+    if (evbuffer_get_length(bufferevent_get_output(ch->local)) == 0)
+        local_finish(ch);
 }
 
 ssize_t tg_link_channel_read_cb(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,
@@ -531,7 +582,7 @@ ssize_t tg_link_channel_read_cb(nghttp2_session *s, int32_t sid, uint8_t *buf, s
     }
     if (n)
         return (ssize_t)n;
-    if (ch->local_eof && ch->tx_off >= total && !ch->eof_sent) {
+    if (ch->local_eof && ch->tx_off >= total && !ch->eof_sent && !local_has_record(ch)) {
         ch->eof_sent = 1;
         *flags |= NGHTTP2_DATA_FLAG_EOF;
         return 0;

@@ -171,6 +171,7 @@ struct link_channel {
     struct evbuffer *ack_out;
     int ack_partial;          /* part of ack_out was handed out: append, never replace */
     int local_eof, eof_sent;
+    int local_finished;       /* the local peer was given its end of stream */
     /* from the peer */
     struct evbuffer *rx;
     uint64_t rx_count, rx_acked_sent;
@@ -183,9 +184,12 @@ struct link_channel {
     char traceparent[56];     /* W3C context the opening CONNECT carries ("" = none) */
 };
 
-/* Creates a channel with a socketpair; *other_fd receives the end for the gateway. */
+/* Creates a channel. With other_bev, its local side is a bufferevent pair and *other_bev receives
+ * the end for the gateway (tg_conn_new_bev; the pair moves frames without syscalls or copies);
+ * without, a socketpair and *other_fd (a byte stream spliced to a socket: ADB). */
 struct link_channel *tg_link_channel_new(struct tg_link *l, uint64_t id, const char *node, int producer,
-                                         const char *principal, int inbound, int *other_fd);
+                                         const char *principal, int inbound, int *other_fd,
+                                         struct bufferevent **other_bev);
 void tg_link_channel_free(struct link_channel *ch);
 /* Closes the channel now (local peer sees EOF); reason logged; its stream, if any, is reset with
  * CANCEL (abort) or error_code (reset). The channel is freed before the RST_STREAM is sent. */
@@ -214,8 +218,10 @@ struct tg_link *tg_fleet_link_by_name(struct tg_fleet *f, const char *name, cons
 struct tg_link *tg_fleet_link_by_id(struct tg_fleet *f, const uint8_t id[16]);
 void tg_fleet_add_link(struct tg_fleet *f, struct tg_link *l);
 void tg_fleet_remove_link(struct tg_fleet *f, struct tg_link *l);
-/* An inbound channel: hands the gateway end to tg_gw_accept. Returns 0, or an HTTP status. */
-int tg_fleet_accept_channel(struct tg_fleet *f, struct tg_link *l, struct link_channel *ch, int fd);
+/* An inbound channel: hands the gateway end (fd for ADB, else bev; ownership passes) to
+ * tg_gw_accept or the ADB server. Returns 0, or an HTTP status. */
+int tg_fleet_accept_channel(struct tg_fleet *f, struct tg_link *l, struct link_channel *ch, int fd,
+                            struct bufferevent *bev);
 /* Whether a channel to node `name` can be served by this node (itself or a reachable node). */
 int tg_fleet_can_route(struct tg_fleet *f, const char *name);
 /* Authenticates a control request (acceptor). Returns roles (0: refused, *status set). */

@@ -12,7 +12,10 @@
  * again; a local frame over 128 KiB closes the channel (also when found after an ACK, while the
  * channel is still processing the peer's data); end of stream in both directions; a local peer
  * that is gone (its socket closed while the peer's records arrive): later records are dropped
- * with their window given back at once, and the channel resets when the peer has all of ours. */
+ * with their window given back at once, and the channel resets when the peer has all of ours.
+ *
+ * Every case runs twice: with the local side a socketpair (ADB streams) and a bufferevent pair
+ * (IPC channels: the gateway holds the other end through tg_conn_new_bev). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -87,15 +90,66 @@ static int teardown(void **state)
 
 /* ------------------------------------------------------------ harness */
 
-/* One channel of a stand-in link, bound to stream 1 whose data provider is `x`. fd is the local
- * peer's end (what the gateway would hold). */
+static int g_pair; /* the local side is a bufferevent pair, not a socketpair */
+
+/* One channel of a stand-in link, bound to stream 1 whose data provider is `x`. fd or peer is
+ * the local peer's end (what the gateway would hold). */
 struct h {
     struct tg_link *l;
     struct link_channel *ch;
     uint64_t id;
     int fd;
+    struct bufferevent *peer;
+    int peer_eof; /* the pair end saw its end of stream */
     struct stream_ctx x;
 };
+
+static void peer_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+    (void)bev;
+    if (what & BEV_EVENT_EOF)
+        ((struct h *)arg)->peer_eof = 1;
+}
+
+/* The local peer is done writing (shutdown(SHUT_WR), or a pair's BEV_FINISHED). */
+static void local_shutdown(struct h *h)
+{
+    if (h->peer)
+        bufferevent_flush(h->peer, EV_WRITE, BEV_FINISHED);
+    else
+        shutdown(h->fd, SHUT_WR);
+}
+
+/* The local peer is gone, as tg_conn frees a pair end (its partner told first) or closes a socket. */
+static void local_gone(struct h *h)
+{
+    if (h->peer) {
+        bufferevent_flush(h->peer, EV_WRITE, BEV_FINISHED);
+        bufferevent_free(h->peer);
+        h->peer = NULL;
+    } else if (h->fd >= 0) {
+        close(h->fd);
+    }
+    h->fd = -1;
+}
+
+/* What the local peer can read now, appended to got: 1 at its end of stream, else 0. */
+static int local_read_some(struct h *h, struct evbuffer *got)
+{
+    if (h->peer) {
+        evbuffer_add_buffer(got, bufferevent_get_input(h->peer));
+        return h->peer_eof;
+    }
+    uint8_t buf[65536];
+    for (;;) {
+        ssize_t r = read(h->fd, buf, sizeof buf);
+        if (r == 0)
+            return 1;
+        if (r < 0)
+            return 0;
+        evbuffer_add(got, buf, (size_t)r);
+    }
+}
 
 static void h_bind(struct h *h, int32_t sid, uint64_t peer_received)
 {
@@ -116,8 +170,13 @@ static void h_open(struct h *h)
     h->l->state = LINK_UP;
     h->l->next_cid = 1;
     snprintf(h->l->peer_name, sizeof h->l->peer_name, "peer");
-    h->ch = tg_link_channel_new(h->l, 0, "peer", 0, "uid:7", 0, &h->fd);
+    h->fd = -1;
+    h->ch = tg_link_channel_new(h->l, 0, "peer", 0, "uid:7", 0, &h->fd, g_pair ? &h->peer : NULL);
     assert_non_null(h->ch);
+    if (h->peer) {
+        bufferevent_setcb(h->peer, NULL, NULL, peer_event_cb, h);
+        bufferevent_enable(h->peer, EV_READ | EV_WRITE);
+    }
     h->id = h->ch->id;
     h_bind(h, 1, 0);
 }
@@ -127,7 +186,7 @@ static int h_gone(struct h *h) { return tg_link_channel_find(h->l, h->id) == NUL
 static void h_close(struct h *h)
 {
     tg_link_free(h->l); /* frees what channels are left */
-    close(h->fd);
+    local_gone(h);
     /* let the closed bufferevents' deferred callbacks run */
     event_base_loop(g_base, EVLOOP_NONBLOCK);
 }
@@ -147,6 +206,11 @@ static size_t make_frame(uint8_t *out, uint32_t plen, uint8_t tag)
 /* Writes all of buf to the local end, running the loop while the socket is full. */
 static void write_local(struct h *h, const uint8_t *buf, size_t len)
 {
+    if (h->peer) { /* the pair hands it over when the channel reads */
+        evbuffer_add(bufferevent_get_output(h->peer), buf, len);
+        event_base_loop(g_base, EVLOOP_NONBLOCK);
+        return;
+    }
     size_t off = 0;
     while (off < len) {
         ssize_t w = write(h->fd, buf + off, len - off);
@@ -363,20 +427,14 @@ static void test_resend_after_resume(void **state)
 /* ------------------------------------------------------------ receiving */
 
 struct read_wait {
-    int fd;
+    struct h *h;
     struct evbuffer *got;
     size_t want;
 };
 static int local_received(void *arg)
 {
     struct read_wait *w = arg;
-    uint8_t buf[65536];
-    for (;;) {
-        ssize_t r = read(w->fd, buf, sizeof buf);
-        if (r <= 0)
-            break;
-        evbuffer_add(w->got, buf, (size_t)r);
-    }
+    local_read_some(w->h, w->got);
     return evbuffer_get_length(w->got) >= w->want;
 }
 
@@ -424,7 +482,7 @@ static void test_receive_and_ack(void **state)
     assert_true(acked_at_32);
     assert_int_equal(h.ch->rx_count, 40);
     /* the local peer gets the IPC bytes exactly, in order */
-    struct read_wait rw = {h.fd, evbuffer_new(), evbuffer_get_length(want)};
+    struct read_wait rw = {&h, evbuffer_new(), evbuffer_get_length(want)};
     assert_true(tg_test_run_until(g_base, local_received, &rw, WAIT_MS));
     assert_int_equal(evbuffer_get_length(rw.got), evbuffer_get_length(want));
     assert_memory_equal(evbuffer_pullup(rw.got, -1), evbuffer_pullup(want, -1), evbuffer_get_length(want));
@@ -542,7 +600,7 @@ static void test_partial_record_lost_with_stream(void **state)
     assert_int_equal(feed(&h, rec[2], rl[2]), 0);
     assert_int_equal(h.ch->rx_count, 3);
     /* the local peer saw each frame exactly once */
-    struct read_wait rw = {h.fd, evbuffer_new(), fl[0] + fl[1] + fl[2]};
+    struct read_wait rw = {&h, evbuffer_new(), fl[0] + fl[1] + fl[2]};
     assert_true(tg_test_run_until(g_base, local_received, &rw, WAIT_MS));
     assert_int_equal(evbuffer_get_length(rw.got), rw.want);
     const uint8_t *g = evbuffer_pullup(rw.got, -1);
@@ -683,15 +741,7 @@ static void test_bad_frame_found_after_ack(void **state)
 static int eof_seen(void *arg)
 {
     struct read_wait *w = arg;
-    uint8_t buf[4096];
-    for (;;) {
-        ssize_t r = read(w->fd, buf, sizeof buf);
-        if (r == 0)
-            return 1;
-        if (r < 0)
-            return 0;
-        evbuffer_add(w->got, buf, (size_t)r);
-    }
+    return local_read_some(w->h, w->got);
 }
 
 static int local_eof_noted(void *arg) { return ((struct h *)arg)->ch->local_eof; }
@@ -707,7 +757,7 @@ static void test_end_of_stream(void **state)
         fl[i] = make_frame(f[i], 30, (uint8_t)i);
         write_local(&h, f[i], fl[i]);
     }
-    shutdown(h.fd, SHUT_WR); /* the local peer is done writing */
+    local_shutdown(&h); /* the local peer is done writing */
     wait_tx_count(&h, 2);
     assert_true(tg_test_run_until(g_base, local_eof_noted, &h, WAIT_MS));
     struct evbuffer *out = evbuffer_new(), *ipc = evbuffer_new();
@@ -728,7 +778,7 @@ static void test_end_of_stream(void **state)
     memcpy(rec + rl, f[0], fl[0]);
     assert_int_equal(feed(&h, rec, rl + fl[0]), 0);
     tg_link_channel_on_peer_eof(h.ch);
-    struct read_wait rw = {h.fd, evbuffer_new(), 0};
+    struct read_wait rw = {&h, evbuffer_new(), 0};
     assert_true(tg_test_run_until(g_base, eof_seen, &rw, WAIT_MS));
     assert_int_equal(evbuffer_get_length(rw.got), fl[0]);
     evbuffer_free(rw.got);
@@ -762,8 +812,7 @@ static void test_local_peer_gone(void **state)
     memcpy(rec + hl, f, fl);
     for (int i = 0; i < 4; i++) /* replies the local peer will never read */
         assert_int_equal(feed(&h, rec, hl + fl), 0);
-    close(h.fd);
-    h.fd = -1;
+    local_gone(&h);
     for (int i = 0; i < 4; i++) /* more keep coming: writing them fails */
         assert_int_equal(feed(&h, rec, hl + fl), 0);
     assert_true(tg_test_run_until(g_base, local_gone_noted, &h, WAIT_MS));
@@ -804,5 +853,8 @@ int main(void)
         cmocka_unit_test(test_end_of_stream),
         cmocka_unit_test(test_local_peer_gone),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    int failed = cmocka_run_group_tests_name("socketpair", tests, setup, teardown);
+    g_pair = 1;
+    failed += cmocka_run_group_tests_name("bufferevent pair", tests, setup, teardown);
+    return failed;
 }
