@@ -22,6 +22,10 @@
 
 #define LOG "link"
 #define LOCAL_OUT_LOW (256u * 1024u) /* consume stream bytes once the local output is under this */
+/* What the local input may hold beyond the records: a bufferevent pair moves everything its
+ * partner queued whenever reading is enabled, so this mark is what leaves the rest queued at the
+ * gateway (whose bridge then sees its client congested and stops reading the other side). */
+#define LOCAL_IN_HIGH (1024u * 1024u)
 
 static nghttp2_session *h2_of(struct link_channel *ch)
 {
@@ -332,6 +336,7 @@ struct link_channel *tg_link_channel_new(struct tg_link *l, uint64_t id, const c
     }
     bufferevent_setcb(ch->local, local_read_cb, local_write_cb, local_event_cb, ch);
     bufferevent_setwatermark(ch->local, EV_WRITE, LOCAL_OUT_LOW, 0);
+    bufferevent_setwatermark(ch->local, EV_READ, 0, LOCAL_IN_HIGH);
     bufferevent_enable(ch->local, EV_READ | EV_WRITE);
     ch->next = l->channels;
     if (ch->next)

@@ -688,6 +688,40 @@ static void test_backpressure(void **state)
     h_close(&h);
 }
 
+/* A gateway writing faster than the peer acknowledges: what the channel takes from its local side
+ * stays bounded (records up to the 8 MiB buffer, at most 1 MiB more waiting in its input) and the
+ * rest stays queued on the writer's side, where the gateway's own congestion control sees it. A
+ * bufferevent pair would otherwise move everything its partner queued at each read. */
+static void test_local_side_bounded(void **state)
+{
+    (void)state;
+    if (!g_pair) {
+        skip(); /* a socket's writer blocks at the kernel's buffer: test_backpressure covers it */
+        return;
+    }
+    struct h h;
+    h_open(&h);
+    static uint8_t f[4 + 65536];
+    size_t fl = make_frame(f, 65536, 3);
+    const size_t total = 32u << 20; /* four times the buffer */
+    for (size_t sent = 0; sent < total; sent += fl)
+        write_local(&h, f, fl);
+    tg_test_run_until(g_base, NULL, NULL, 50); /* shows something does NOT happen */
+    size_t in = evbuffer_get_length(bufferevent_get_input(h.ch->local));
+    size_t unacked = evbuffer_get_length(h.ch->unacked);
+    assert_true(unacked <= LINK_CHANNEL_BUFFER + fl);
+    assert_true(in <= (1u << 20) + fl);
+    assert_true(evbuffer_get_length(bufferevent_get_output(h.peer)) >= total - unacked - in - fl);
+    /* acknowledged: more moves, still bounded */
+    uint64_t before = h.ch->tx_count;
+    assert_int_equal(feed_ack(&h, before), 0);
+    wait_tx_count(&h, before + 1);
+    tg_test_run_until(g_base, NULL, NULL, 50);
+    assert_true(evbuffer_get_length(bufferevent_get_input(h.ch->local)) <= (1u << 20) + fl);
+    assert_true(evbuffer_get_length(h.ch->unacked) <= LINK_CHANNEL_BUFFER + fl);
+    h_close(&h);
+}
+
 static void test_local_frame_too_big(void **state)
 {
     (void)state;
@@ -848,6 +882,7 @@ int main(void)
         cmocka_unit_test(test_partial_record_lost_with_stream),
         cmocka_unit_test(test_protocol_errors),
         cmocka_unit_test(test_backpressure),
+        cmocka_unit_test(test_local_side_bounded),
         cmocka_unit_test(test_local_frame_too_big),
         cmocka_unit_test(test_bad_frame_found_after_ack),
         cmocka_unit_test(test_end_of_stream),
