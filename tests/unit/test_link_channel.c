@@ -715,7 +715,8 @@ static void test_local_side_bounded(void **state)
     /* acknowledged: more moves, still bounded */
     uint64_t before = h.ch->tx_count;
     assert_int_equal(feed_ack(&h, before), 0);
-    wait_tx_count(&h, before + 1);
+    struct count_wait w = {&h, before + 1};
+    assert_true(tg_test_run_until(g_base, tx_count_reached, &w, WAIT_MS));
     tg_test_run_until(g_base, NULL, NULL, 50);
     assert_true(evbuffer_get_length(bufferevent_get_input(h.ch->local)) <= (1u << 20) + fl);
     assert_true(evbuffer_get_length(h.ch->unacked) <= LINK_CHANNEL_BUFFER + fl);
