@@ -22,9 +22,10 @@
 
 #define LOG "link"
 #define LOCAL_OUT_LOW (256u * 1024u) /* consume stream bytes once the local output is under this */
-/* What the local input may hold beyond the records: a bufferevent pair moves everything its
- * partner queued whenever reading is enabled, so this mark is what leaves the rest queued at the
- * gateway (whose bridge then sees its client congested and stops reading the other side). */
+/* What the local input may hold beyond the records. A bufferevent pair moves everything its
+ * partner queued whenever reading is enabled; reading stops at this mark, so the rest stays queued
+ * at the gateway (whose bridge then sees its client congested and stops reading the other side).
+ * Not a read watermark: the pair would then move partial chains, copying them. */
 #define LOCAL_IN_HIGH (1024u * 1024u)
 
 static nghttp2_session *h2_of(struct link_channel *ch)
@@ -44,7 +45,21 @@ static void kick(struct link_channel *ch)
 
 static int local_read(struct link_channel *ch);
 
-/* Whether the local input holds something local_read would turn into a record. */
+/* Reads from the local side while there is room: records under the send buffer and the input
+ * under its mark (and not after its end). */
+static void local_flow(struct link_channel *ch)
+{
+    int want = !ch->local_eof && evbuffer_get_length(ch->unacked) < LINK_CHANNEL_BUFFER &&
+               evbuffer_get_length(bufferevent_get_input(ch->local)) < LOCAL_IN_HIGH;
+    int on = (bufferevent_get_enabled(ch->local) & EV_READ) != 0;
+    if (want && !on)
+        bufferevent_enable(ch->local, EV_READ);
+    else if (!want && on)
+        bufferevent_disable(ch->local, EV_READ);
+}
+
+/* Whether the local input holds something local_read would act on: a whole frame (or an oversized
+ * frame's header, which closes the channel). */
 static int local_has_record(struct link_channel *ch)
 {
     struct evbuffer *in = bufferevent_get_input(ch->local);
@@ -55,7 +70,7 @@ static int local_has_record(struct link_channel *ch)
     if (have < 4 || evbuffer_copyout(in, h, 4) != 4)
         return 0;
     uint32_t n = (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 24;
-    return have >= 4 + (size_t)n;
+    return n > TG_FRAME_MAX_DEFAULT || have >= 4 + (size_t)n;
 }
 
 /* The local peer reads an end of stream once it has everything: shutdown(SHUT_WR) on a socket;
@@ -90,16 +105,14 @@ static void apply_ack(struct link_channel *ch, uint64_t received)
         ch->rec_count--;
         ch->tx_acked++;
     }
-    if (ch->local && !(bufferevent_get_enabled(ch->local) & EV_READ) && !ch->local_eof &&
-        evbuffer_get_length(ch->unacked) < LINK_CHANNEL_BUFFER) {
-        bufferevent_enable(ch->local, EV_READ);
-        /* frames that waited in the input, read from the loop: our callers (the peer's data,
-         * a bind) still use the channel, and reading may close it */
-        bufferevent_trigger(ch->local, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
-    } else if (ch->local && ch->local_eof && local_has_record(ch) && evbuffer_get_length(ch->unacked) < LINK_CHANNEL_BUFFER) {
-        /* a pair signals its end while frames still wait in the input (its reader had paused) */
+    if (ch->local && evbuffer_get_length(ch->unacked) < LINK_CHANNEL_BUFFER && local_has_record(ch)) {
+        /* frames that waited in the input (also after a pair reported its end), read from the
+         * loop: our callers (the peer's data, a bind) still use the channel, and reading may
+         * close it */
         bufferevent_trigger(ch->local, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
     }
+    if (ch->local)
+        local_flow(ch);
 }
 
 static void queue_ack(struct link_channel *ch)
@@ -214,8 +227,7 @@ static int local_read(struct link_channel *ch)
         ch->tx_count++;
         added = 1;
     }
-    if (evbuffer_get_length(ch->unacked) >= LINK_CHANNEL_BUFFER)
-        bufferevent_disable(ch->local, EV_READ); /* the peer is behind: this channel waits, no other */
+    local_flow(ch); /* the peer is behind: this channel waits, no other */
     if (added)
         kick(ch);
     return 0;
@@ -336,7 +348,6 @@ struct link_channel *tg_link_channel_new(struct tg_link *l, uint64_t id, const c
     }
     bufferevent_setcb(ch->local, local_read_cb, local_write_cb, local_event_cb, ch);
     bufferevent_setwatermark(ch->local, EV_WRITE, LOCAL_OUT_LOW, 0);
-    bufferevent_setwatermark(ch->local, EV_READ, 0, LOCAL_IN_HIGH);
     bufferevent_enable(ch->local, EV_READ | EV_WRITE);
     ch->next = l->channels;
     if (ch->next)
