@@ -910,6 +910,7 @@ static void accept_channel(struct link_conn *c, int32_t sid, struct stream_ctx *
     char rcv[24];
     snprintf(rcv, sizeof rcv, "%" PRIu64, ch->rx_count);
     nghttp2_nv extra[1] = {{(uint8_t *)"tracegate-received", (uint8_t *)rcv, 18, strlen(rcv), NGHTTP2_NV_FLAG_NONE}};
+    x->nocopy = 1;
     nghttp2_data_provider prd = {.source.ptr = x, .read_callback = tg_link_channel_read_cb};
     ch->response_ok = 1;
     tg_link_channel_bind(ch, sid, peer_received);
@@ -1077,6 +1078,38 @@ static int on_stream_close(nghttp2_session *s, int32_t sid, uint32_t error_code,
     return 0;
 }
 
+/* A channel's no-copy DATA frame goes straight into the transport's output (one copy). */
+static int send_data_cb(nghttp2_session *s, nghttp2_frame *frame, const uint8_t *framehd, size_t length,
+                        nghttp2_data_source *src, void *user)
+{
+    (void)s;
+    struct link_conn *c = user;
+    struct evbuffer *out = tg_link_tr_output(c->tr);
+    if (evbuffer_get_length(out) >= OUT_HIGH)
+        return NGHTTP2_ERR_WOULDBLOCK; /* again once the transport drained (tr_drain) */
+    if (frame->data.padlen || !src->ptr || tg_link_channel_send_data(src->ptr, framehd, length, out) != 0)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* (we never pad) the stream is reset */
+    if (c->link)
+        c->link->bytes_out += 9 + (uint64_t)length;
+    return 0;
+}
+
+/* DATA frames as large as the peer takes (up to LINK_MAX_FRAME): fewer frames per record. */
+static ssize_t data_length_cb(nghttp2_session *s, uint8_t type, int32_t sid, int32_t conn_window,
+                              int32_t stream_window, uint32_t remote_max_frame, void *user)
+{
+    (void)s;
+    (void)type;
+    (void)sid;
+    (void)user;
+    ssize_t n = remote_max_frame < LINK_MAX_FRAME ? (ssize_t)remote_max_frame : (ssize_t)LINK_MAX_FRAME;
+    if (conn_window < n)
+        n = conn_window;
+    if (stream_window < n)
+        n = stream_window;
+    return n > 0 ? n : 1;
+}
+
 static nghttp2_session *new_session(struct link_conn *c)
 {
     nghttp2_session_callbacks *cb;
@@ -1087,6 +1120,8 @@ static nghttp2_session *new_session(struct link_conn *c)
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    nghttp2_session_callbacks_set_send_data_callback(cb, send_data_cb);
+    nghttp2_session_callbacks_set_data_source_read_length_callback(cb, data_length_cb);
     nghttp2_option *opt;
     nghttp2_option_new(&opt);
     nghttp2_option_set_no_auto_window_update(opt, 1);
@@ -1097,9 +1132,10 @@ static nghttp2_session *new_session(struct link_conn *c)
     nghttp2_session_callbacks_del(cb);
     if (rv != 0)
         return NULL;
-    nghttp2_settings_entry iv[4];
+    nghttp2_settings_entry iv[5];
     size_t n = 0;
     iv[n++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, LINK_STREAM_WINDOW};
+    iv[n++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_MAX_FRAME_SIZE, LINK_MAX_FRAME};
     iv[n++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 258};
     iv[n++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 16384};
     if (!c->dialer)
@@ -1270,6 +1306,7 @@ int tg_link_submit_channel(struct tg_link *l, struct link_channel *ch)
     if (!x)
         return -1;
     x->ch = ch;
+    x->nocopy = 1;
     nghttp2_data_provider prd = {.source.ptr = x, .read_callback = tg_link_channel_read_cb};
     int32_t sid = nghttp2_submit_request(c->h2, NULL, nv, n, &prd, x);
     if (sid < 0) {

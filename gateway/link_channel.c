@@ -94,6 +94,7 @@ static void apply_ack(struct link_channel *ch, uint64_t received)
     while (ch->tx_acked < received && ch->rec_count) {
         uint32_t len = ch->rec_len[ch->rec_head];
         evbuffer_drain(ch->unacked, len);
+        ch->unacked_base += len;
         if (ch->tx_next) {
             ch->tx_next--;
             ch->tx_off -= len;
@@ -549,6 +550,33 @@ void tg_link_channel_on_peer_eof(struct link_channel *ch)
         local_finish(ch);
 }
 
+/* No-copy pieces: record bytes merge with the piece before when they follow it. */
+static int nc_add_records(struct stream_ctx *x, uint64_t abs, size_t len)
+{
+    struct link_nc_seg *last = x->nc_n ? &x->nc[x->nc_n - 1] : NULL;
+    if (last && !last->n_ack && last->abs + last->len == abs && (uint64_t)last->len + len <= UINT32_MAX) {
+        last->len += (uint32_t)len;
+        return 1;
+    }
+    if (x->nc_n == LINK_NC_SEGS)
+        return 0;
+    x->nc[x->nc_n++] = (struct link_nc_seg){.abs = abs, .len = (uint32_t)len};
+    return 1;
+}
+
+static size_t nc_add_ack(struct stream_ctx *x, struct evbuffer *ack_out, size_t want)
+{
+    if (x->nc_n == LINK_NC_SEGS)
+        return 0;
+    struct link_nc_seg *g = &x->nc[x->nc_n++];
+    memset(g, 0, sizeof *g);
+    if (want > sizeof g->ack)
+        want = sizeof g->ack;
+    g->n_ack = (uint8_t)evbuffer_remove(ack_out, g->ack, want);
+    g->len = g->n_ack;
+    return g->n_ack;
+}
+
 ssize_t tg_link_channel_read_cb(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,
                                 nghttp2_data_source *src, void *user)
 {
@@ -563,6 +591,8 @@ ssize_t tg_link_channel_read_cb(nghttp2_session *s, int32_t sid, uint8_t *buf, s
     }
     if (!ch->response_ok)
         return NGHTTP2_ERR_DEFERRED;
+    int nc = x->nocopy;
+    x->nc_n = 0;
     /* A record may span several DATA frames (nghttp2 offers any len): an ACK goes out only
      * between two records, and a record only after a whole ACK, so the peer reads whole records. */
     size_t n = 0;
@@ -570,14 +600,22 @@ ssize_t tg_link_channel_read_cb(nghttp2_session *s, int32_t sid, uint8_t *buf, s
     while (n < len) {
         if (ch->tx_rec_left) {
             size_t want = len - n < ch->tx_rec_left ? len - n : ch->tx_rec_left;
-            struct evbuffer_ptr p;
-            evbuffer_ptr_set(ch->unacked, &p, ch->tx_off, EVBUFFER_PTR_SET);
-            ev_ssize_t got = evbuffer_copyout_from(ch->unacked, &p, buf + n, want);
-            if (got <= 0)
-                break;
-            ch->tx_off += (size_t)got;
-            ch->tx_rec_left -= (size_t)got;
-            n += (size_t)got;
+            size_t got = 0;
+            if (nc) {
+                if (ch->tx_off + want > total || !nc_add_records(x, ch->unacked_base + ch->tx_off, want))
+                    break;
+                got = want;
+            } else {
+                struct evbuffer_ptr p;
+                evbuffer_ptr_set(ch->unacked, &p, ch->tx_off, EVBUFFER_PTR_SET);
+                ev_ssize_t r = evbuffer_copyout_from(ch->unacked, &p, buf + n, want);
+                if (r <= 0)
+                    break;
+                got = (size_t)r;
+            }
+            ch->tx_off += got;
+            ch->tx_rec_left -= got;
+            n += got;
             if (!ch->tx_rec_left)
                 ch->tx_next++;
             continue;
@@ -585,7 +623,13 @@ ssize_t tg_link_channel_read_cb(nghttp2_session *s, int32_t sid, uint8_t *buf, s
         size_t a = evbuffer_get_length(ch->ack_out);
         if (a) {
             size_t want = len - n < a ? len - n : a;
-            evbuffer_remove(ch->ack_out, buf + n, want);
+            if (nc) {
+                want = nc_add_ack(x, ch->ack_out, want);
+                if (!want)
+                    break;
+            } else {
+                evbuffer_remove(ch->ack_out, buf + n, want);
+            }
             n += want;
             ch->ack_partial = evbuffer_get_length(ch->ack_out) != 0;
             continue;
@@ -596,14 +640,50 @@ ssize_t tg_link_channel_read_cb(nghttp2_session *s, int32_t sid, uint8_t *buf, s
         }
         break;
     }
-    if (n)
+    if (n) {
+        if (nc)
+            *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
         return (ssize_t)n;
+    }
     if (ch->local_eof && ch->tx_off >= total && !ch->eof_sent && !local_has_record(ch)) {
         ch->eof_sent = 1;
         *flags |= NGHTTP2_DATA_FLAG_EOF;
         return 0;
     }
     return NGHTTP2_ERR_DEFERRED;
+}
+
+int tg_link_channel_send_data(struct stream_ctx *x, const uint8_t *framehd, size_t length, struct evbuffer *out)
+{
+    struct link_channel *ch = x->ch;
+    size_t sum = 0;
+    for (size_t i = 0; i < x->nc_n; i++) { /* check everything before writing anything */
+        const struct link_nc_seg *g = &x->nc[i];
+        if (!g->n_ack && (!ch || g->abs < ch->unacked_base ||
+                          g->abs - ch->unacked_base + g->len > evbuffer_get_length(ch->unacked)))
+            return -1;
+        sum += g->len;
+    }
+    if (sum != length)
+        return -1;
+    evbuffer_add(out, framehd, 9);
+    for (size_t i = 0; i < x->nc_n; i++) {
+        const struct link_nc_seg *g = &x->nc[i];
+        if (g->n_ack) {
+            evbuffer_add(out, g->ack, g->n_ack);
+            continue;
+        }
+        struct evbuffer_iovec v;
+        struct evbuffer_ptr p;
+        if (evbuffer_reserve_space(out, g->len, &v, 1) != 1 ||
+            evbuffer_ptr_set(ch->unacked, &p, g->abs - ch->unacked_base, EVBUFFER_PTR_SET) != 0 ||
+            evbuffer_copyout_from(ch->unacked, &p, v.iov_base, g->len) != (ev_ssize_t)g->len)
+            return -1; /* (out of memory: the frame is cut, the connection is lost) */
+        v.iov_len = g->len;
+        evbuffer_commit_space(out, &v, 1);
+    }
+    x->nc_n = 0;
+    return 0;
 }
 
 void tg_link_channel_on_close(struct link_channel *ch, uint32_t error_code)
