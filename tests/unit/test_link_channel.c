@@ -14,8 +14,11 @@
  * that is gone (its socket closed while the peer's records arrive): later records are dropped
  * with their window given back at once, and the channel resets when the peer has all of ours.
  *
- * Every case runs twice: with the local side a socketpair (ADB streams) and a bufferevent pair
- * (IPC channels: the gateway holds the other end through tg_conn_new_bev). */
+ * Every case runs three times: with the local side a socketpair (ADB streams), a bufferevent pair
+ * (IPC channels: the gateway holds the other end through tg_conn_new_bev), and a pair with no-copy
+ * DATA (what tracegated does: the read callback notes pieces, tg_link_channel_send_data writes
+ * the frame). Plus: an ACK for records whose bytes are noted but not written yet makes the write
+ * fail (the stream is reset) instead of reading drained records. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -90,7 +93,8 @@ static int teardown(void **state)
 
 /* ------------------------------------------------------------ harness */
 
-static int g_pair; /* the local side is a bufferevent pair, not a socketpair */
+static int g_pair;   /* the local side is a bufferevent pair, not a socketpair */
+static int g_nocopy; /* streams hand DATA out with NGHTTP2_DATA_FLAG_NO_COPY */
 
 /* One channel of a stand-in link, bound to stream 1 whose data provider is `x`. fd or peer is
  * the local peer's end (what the gateway would hold). */
@@ -155,6 +159,7 @@ static void h_bind(struct h *h, int32_t sid, uint64_t peer_received)
 {
     memset(&h->x, 0, sizeof h->x);
     h->x.kind = STREAM_CHANNEL;
+    h->x.nocopy = g_nocopy;
     h->x.ch = h->ch;
     h->ch->ctx = &h->x;
     h->ch->response_ok = 1;
@@ -243,17 +248,37 @@ static void wait_tx_count(struct h *h, uint64_t n)
 
 static int gone_cb(void *arg) { return h_gone(arg); }
 
+/* What nghttp2 gets from the read callback: with no-copy, the frame tg_link_channel_send_data
+ * writes (less its 9-byte header) copied into buf. */
+static ssize_t read_data(struct h *h, uint8_t *buf, size_t len, uint32_t *flags)
+{
+    nghttp2_data_source src = {.ptr = &h->x};
+    ssize_t r = tg_link_channel_read_cb(NULL, 1, buf, len, flags, &src, NULL);
+    if (r > 0 && (*flags & NGHTTP2_DATA_FLAG_NO_COPY)) {
+        assert_true(h->x.nocopy);
+        struct evbuffer *out = evbuffer_new();
+        static const uint8_t hd[9] = {0};
+        assert_int_equal(tg_link_channel_send_data(&h->x, hd, (size_t)r, out), 0);
+        assert_int_equal(evbuffer_get_length(out), 9 + (size_t)r);
+        evbuffer_drain(out, 9);
+        evbuffer_remove(out, buf, (size_t)r);
+        evbuffer_free(out);
+    } else if (r > 0) {
+        assert_false(h->x.nocopy);
+    }
+    return r;
+}
+
 /* Everything the channel would hand nghttp2 now (until it defers); *eof set on END_STREAM. */
 static size_t pull(struct h *h, struct evbuffer *out, int *eof)
 {
-    nghttp2_data_source src = {.ptr = &h->x};
     size_t total = 0;
     uint8_t buf[16384];
     for (;;) {
         uint32_t flags = 0;
         /* odd sizes so records are cut at arbitrary places, as nghttp2's frame sizes do */
         size_t want = 1 + (total % 9973);
-        ssize_t r = tg_link_channel_read_cb(NULL, 1, buf, want, &flags, &src, NULL);
+        ssize_t r = read_data(h, buf, want, &flags);
         if (r == NGHTTP2_ERR_DEFERRED)
             break;
         assert_true(r >= 0);
@@ -530,10 +555,9 @@ static void test_ack_between_records(void **state)
     write_local(&h, f, fl);
     wait_tx_count(&h, 1);
     /* nghttp2 takes 1000 bytes of the record, then the peer's 32 records make an ACK due */
-    nghttp2_data_source src = {.ptr = &h.x};
     uint8_t first[1000];
     uint32_t flags = 0;
-    assert_int_equal(tg_link_channel_read_cb(NULL, 1, first, sizeof first, &flags, &src, NULL), sizeof first);
+    assert_int_equal(read_data(&h, first, sizeof first, &flags), sizeof first);
     for (int i = 0; i < 32; i++) {
         uint8_t rec[32];
         size_t n = tg_link_rec_header(rec, TG_LINK_REC_IPC, 8);
@@ -567,10 +591,10 @@ static void test_ack_between_records(void **state)
     for (size_t i = 0; i < wn; i++) {
         uint8_t b;
         flags = 0;
-        assert_int_equal(tg_link_channel_read_cb(NULL, 1, &b, 1, &flags, &src, NULL), 1);
+        assert_int_equal(read_data(&h, &b, 1, &flags), 1);
         assert_int_equal(b, want[i]);
     }
-    assert_int_equal(tg_link_channel_read_cb(NULL, 1, first, sizeof first, &flags, &src, NULL), NGHTTP2_ERR_DEFERRED);
+    assert_int_equal(read_data(&h, first, sizeof first, &flags), NGHTTP2_ERR_DEFERRED);
     evbuffer_free(out);
     evbuffer_free(ipc);
     free(f);
@@ -889,6 +913,38 @@ static void test_local_peer_gone(void **state)
     h_close(&h);
 }
 
+/* No-copy: the peer acknowledges records whose bytes nghttp2 noted but has not written: the write
+ * refuses (its caller resets the stream) rather than copying from drained records. */
+static void test_nocopy_ack_of_unsent(void **state)
+{
+    (void)state;
+    if (!g_nocopy) {
+        skip();
+        return;
+    }
+    struct h h;
+    h_open(&h);
+    uint8_t f[2][300];
+    for (int i = 0; i < 2; i++)
+        write_local(&h, f[i], make_frame(f[i], 290, (uint8_t)i));
+    wait_tx_count(&h, 2);
+    nghttp2_data_source src = {.ptr = &h.x};
+    uint8_t buf[4096];
+    uint32_t flags = 0;
+    ssize_t r = tg_link_channel_read_cb(NULL, 1, buf, sizeof buf, &flags, &src, NULL);
+    assert_true(r > 0 && (flags & NGHTTP2_DATA_FLAG_NO_COPY));
+    assert_int_equal(feed_ack(&h, 2), 0); /* a lie: nothing was written yet */
+    struct evbuffer *out = evbuffer_new();
+    static const uint8_t hd[9] = {0};
+    assert_int_equal(tg_link_channel_send_data(&h.x, hd, (size_t)r, out), -1);
+    assert_int_equal(evbuffer_get_length(out), 0); /* nothing half written */
+    /* and a length other than what was noted is refused too */
+    h.x.nc_n = 0;
+    assert_int_equal(tg_link_channel_send_data(&h.x, hd, 1, out), -1);
+    evbuffer_free(out);
+    h_close(&h);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN); /* as in tracegated: a closed local socket is an error, not a signal */
@@ -905,9 +961,12 @@ int main(void)
         cmocka_unit_test(test_bad_frame_found_after_ack),
         cmocka_unit_test(test_end_of_stream),
         cmocka_unit_test(test_local_peer_gone),
+        cmocka_unit_test(test_nocopy_ack_of_unsent),
     };
     int failed = cmocka_run_group_tests_name("socketpair", tests, setup, teardown);
     g_pair = 1;
     failed += cmocka_run_group_tests_name("bufferevent pair", tests, setup, teardown);
+    g_nocopy = 1;
+    failed += cmocka_run_group_tests_name("bufferevent pair, no-copy DATA", tests, setup, teardown);
     return failed;
 }
