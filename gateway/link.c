@@ -406,17 +406,18 @@ static void on_control_data(struct link_conn *c, const uint8_t *data, size_t len
         size_t have = evbuffer_get_length(c->ctl_rx);
         if (!have || !c->link)
             return;
-        size_t peek = have < 16 ? have : 16;
-        const uint8_t *p = evbuffer_pullup(c->ctl_rx, (ev_ssize_t)peek);
-        const uint8_t *msg;
-        size_t mlen;
-        long n = tg_link_ctl_parse(p, peek, &msg, &mlen);
-        if (n == 0 && peek < have) {
-            /* the length is complete; is the message? */
-            n = tg_link_ctl_parse(evbuffer_pullup(c->ctl_rx, -1), have, &msg, &mlen);
-        } else if (n > 0) {
+        /* the size first, from the length prefix alone: the message is made contiguous once,
+         * when all of it is here (not at every DATA chunk of a large one) */
+        uint8_t pre[8];
+        size_t peek = have < sizeof pre ? have : sizeof pre;
+        evbuffer_copyout(c->ctl_rx, pre, peek);
+        long n = tg_link_ctl_size(pre, peek);
+        const uint8_t *msg = NULL;
+        size_t mlen = 0;
+        if (n > 0 && (size_t)n > have)
+            return; /* more to come */
+        if (n > 0)
             n = tg_link_ctl_parse(evbuffer_pullup(c->ctl_rx, n), (size_t)n, &msg, &mlen);
-        }
         if (n < 0) {
             conn_lost(c, "malformed control message");
             return;
