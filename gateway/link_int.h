@@ -30,7 +30,12 @@ struct tg_link;
 #define LINK_CLOCK_ROUNDS 8
 #define LINK_CHANNEL_BUFFER (8u << 20)  /* unacknowledged bytes per channel direction */
 #define LINK_STREAM_WINDOW (1u << 20)   /* HTTP/2 per-stream receive window */
-#define LINK_CONN_WINDOW (16u << 20)    /* HTTP/2 connection receive window */
+#define LINK_MAX_STREAMS 258u          /* SETTINGS_MAX_CONCURRENT_STREAMS: 256 channels, control, one spare */
+/* HTTP/2 connection receive window: room for every stream's whole window at once. A client that
+ * stops reading holds its stream's window (its bytes wait for it); with a smaller connection
+ * window a few such streams would hold all of it and stall every other channel of the link.
+ * Memory stays bounded by the stream windows. */
+#define LINK_CONN_WINDOW (LINK_MAX_STREAMS * LINK_STREAM_WINDOW)
 #define LINK_MAX_FRAME (256u << 10)     /* SETTINGS_MAX_FRAME_SIZE we take, and the largest DATA we send */
 #define LINK_ACK_RECORDS 32
 #define LINK_ACK_BYTES (64u * 1024u)
