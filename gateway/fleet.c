@@ -10,6 +10,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <event2/bufferevent.h>
 #include <event2/dns.h>
 #include <netinet/in.h>
 #include <strings.h>
@@ -402,16 +403,20 @@ int tg_fleet_can_route(struct tg_fleet *f, const char *name)
 
 /* ------------------------------------------------------------ routing (the bridge's upstreams) */
 
-int tg_fleet_connect(void *fleet, const char *node, int producer, const struct tg_gw_client_info *who, char *err,
-                     size_t errlen)
+/* A stream to node `node` for `who`: out->fd, or (when bev_ok and the node is across a link)
+ * out->bev, one end of a bufferevent pair whose other end is the link channel. */
+static int fleet_open(struct tg_fleet *f, const char *node, int producer, const struct tg_gw_client_info *who,
+                      int bev_ok, struct tg_gw_route *out, char *err, size_t errlen)
 {
-    struct tg_fleet *f = fleet;
+    out->fd = -1;
+    out->bev = NULL;
     if (node[0] == '@') {
         if (!f->fanout) {
             snprintf(err, errlen, "federated sessions are not available (out of memory at start)");
             return -1;
         }
-        return tg_fanout_connect(f->fanout, node + 1, producer, who, err, errlen);
+        out->fd = tg_fanout_connect(f->fanout, node + 1, producer, who, err, errlen);
+        return out->fd < 0 ? -1 : 0;
     }
     struct raw_node *raw = raw_by_name(f, node);
     if (raw) {
@@ -422,10 +427,12 @@ int tg_fleet_connect(void *fleet, const char *node, int producer, const struct t
                 snprintf(err, errlen, "node %s has no %s socket", node, producer ? "producer" : "consumer");
             return -1;
         }
-        int fd = tg_addr_connect(&addr);
-        if (fd < 0)
+        out->fd = tg_addr_connect(&addr);
+        if (out->fd < 0) {
             snprintf(err, errlen, "node %s: cannot connect to %s: %s", node, a, strerror(errno));
-        return fd;
+            return -1;
+        }
+        return 0;
     }
     struct tg_link *l = route(f, node);
     if (!l) {
@@ -436,8 +443,8 @@ int tg_fleet_connect(void *fleet, const char *node, int producer, const struct t
         snprintf(err, errlen, "the link to %s has too many channels", l->peer_name);
         return -1;
     }
-    int fd = -1;
-    struct link_channel *ch = tg_link_channel_new(l, 0, node, producer, who ? who->principal : "", 0, &fd);
+    struct link_channel *ch = tg_link_channel_new(l, 0, node, producer, who ? who->principal : "", 0, &out->fd,
+                                                  bev_ok ? &out->bev : NULL);
     if (!ch) {
         snprintf(err, errlen, "cannot create a channel to %s", node);
         return -1;
@@ -446,13 +453,31 @@ int tg_fleet_connect(void *fleet, const char *node, int producer, const struct t
     int r = l->dialer ? tg_link_submit_channel(l, ch) : tg_link_send_open(l, ch);
     if (r != 0) {
         tg_link_channel_free(ch);
-        close(fd);
+        if (out->bev)
+            bufferevent_free(out->bev);
+        if (out->fd >= 0)
+            close(out->fd);
+        out->fd = -1;
+        out->bev = NULL;
         snprintf(err, errlen, "cannot open a channel to %s", node);
         return -1;
     }
     tg_info(LOG, "link %s: channel %llx to %s/%s for %s", l->peer_name, (unsigned long long)ch->id, node,
             producer ? "producer" : "consumer", ch->principal[0] ? ch->principal : "-");
-    return fd;
+    return 0;
+}
+
+int tg_fleet_connect(void *fleet, const char *node, int producer, const struct tg_gw_client_info *who, char *err,
+                     size_t errlen)
+{
+    struct tg_gw_route r;
+    return fleet_open(fleet, node, producer, who, 0, &r, err, errlen) == 0 ? r.fd : -1;
+}
+
+int tg_fleet_route(void *fleet, const char *node, int producer, const struct tg_gw_client_info *who,
+                   struct tg_gw_route *out, char *err, size_t errlen)
+{
+    return fleet_open(fleet, node, producer, who, 1, out, err, errlen);
 }
 
 /* ------------------------------------------------------------ inbound channels */
@@ -504,7 +529,7 @@ int tg_fleet_adb_connect(void *fleet, const char *node, const struct tg_gw_clien
     }
     int fd = -1;
     struct link_channel *ch =
-        tg_link_channel_new(l, 0, node, LINK_KIND_ADB, who ? who->principal : "", 0, &fd);
+        tg_link_channel_new(l, 0, node, LINK_KIND_ADB, who ? who->principal : "", 0, &fd, NULL);
     if (!ch) {
         snprintf(err, errlen, "cannot create a channel to %s", node);
         return -1;
@@ -527,7 +552,8 @@ int tg_fleet_set_adb(struct tg_fleet *f, const struct tg_addr *server, const cha
     return server && !f->adb ? -1 : 0;
 }
 
-int tg_fleet_accept_channel(struct tg_fleet *f, struct tg_link *l, struct link_channel *ch, int fd)
+int tg_fleet_accept_channel(struct tg_fleet *f, struct tg_link *l, struct link_channel *ch, int fd,
+                            struct bufferevent *bev)
 {
     struct tg_gw_client_info info;
     memset(&info, 0, sizeof info);
@@ -549,7 +575,7 @@ int tg_fleet_accept_channel(struct tg_fleet *f, struct tg_link *l, struct link_c
     struct tg_conn_opts o;
     tg_gw_client_conn_opts(f->gw, &o);
     o.no_fd_passing = 1;
-    tg_conn *c = tg_conn_new_fd(f->base, fd, &o, NULL, NULL);
+    tg_conn *c = bev ? tg_conn_new_bev(f->base, bev, &o, NULL, NULL) : tg_conn_new_fd(f->base, fd, &o, NULL, NULL);
     if (!c)
         return 503;
     tg_gw_accept(f->gw, c, &info);
@@ -1135,7 +1161,7 @@ struct tg_fleet *tg_fleet_new(struct event_base *base, struct tg_gw *gw, const s
     f->fanout = tg_fanout_new(f);
     if (!f->fanout)
         tg_warn(LOG, "federated sessions are off: out of memory");
-    tg_gw_set_router(gw, tg_fleet_connect, f, f->name);
+    tg_gw_set_router(gw, tg_fleet_route, f, f->name);
     tg_gw_set_status_nodes(gw, status_nodes, f);
     tg_gw_set_metrics_extra(gw, metrics_text, f);
     for (size_t i = 0; i < f->n_peers; i++) {

@@ -54,10 +54,15 @@ void tg_fleet_drain(struct tg_fleet *f);
  * targets that drive a link over a socketpair. Returns 0, or -1 with a message. */
 int tg_fleet_accept_link_fd(struct tg_fleet *f, int fd, char *err, size_t errlen);
 
-/* The router the bridge uses (tg_gw_set_router): a connected socket to node `node`'s consumer
- * or producer port for client `who`; -1 with a message (unknown node, link down too long). */
+/* A connected socket to node `node`'s consumer or producer port for client `who`; -1 with a
+ * message (unknown node, link down too long). Across a link the channel's local side is then a
+ * socketpair (the federated fan-out uses this). */
 int tg_fleet_connect(void *fleet, const char *node, int producer, const struct tg_gw_client_info *who, char *err,
                      size_t errlen);
+/* The router the bridge uses (tg_gw_set_router): as tg_fleet_connect, but a node across a link is
+ * reached through an in-process bufferevent pair (out->bev), without a socket hop. 0 or -1. */
+int tg_fleet_route(void *fleet, const char *node, int producer, const struct tg_gw_client_info *who,
+                   struct tg_gw_route *out, char *err, size_t errlen);
 
 /* ADB over links (/adb/NAME): a stream socket to node `node`'s ADB server for `who` (this node's
  * own, or through a link channel), or -1 with a message. The router of the /adb route. */

@@ -73,11 +73,19 @@ void tg_gw_accept(struct tg_gw *gw, tg_conn *down, const struct tg_gw_client_inf
  * limits. */
 void tg_gw_client_conn_opts(struct tg_gw *gw, struct tg_conn_opts *opts);
 
-/* Routing to other nodes (gateway links): a connected socket to node
- * `node`'s consumer or producer port for client `who`, or -1 with a message.
- * Set by the fleet; clients whose info.node names another node use it. */
+/* Routing to other nodes (gateway links): a stream to node `node`'s consumer or
+ * producer port for client `who`, either a connected socket (fd >= 0) or an
+ * in-process bufferevent on the gateway's base (bev, e.g. one end of a
+ * bufferevent pair); exactly one is set and ownership passes to the caller.
+ * Returns 0, or -1 with a message. Set by the fleet; clients whose info.node
+ * names another node use it. Called on the gateway's event loop thread. */
+struct bufferevent;
+struct tg_gw_route {
+    int fd;
+    struct bufferevent *bev;
+};
 typedef int (*tg_gw_router_fn)(void *ctx, const char *node, int producer, const struct tg_gw_client_info *who,
-                               char *err, size_t errlen);
+                               struct tg_gw_route *out, char *err, size_t errlen);
 void tg_gw_set_router(struct tg_gw *gw, tg_gw_router_fn fn, void *ctx, const char *node_name);
 /* The "nodes" of /api/status: fn(ctx) returns a malloc'd JSON array and may be called from any
  * thread (the HTTP front end's); NULL removes it. */

@@ -379,17 +379,19 @@ static void send_bind_reply(struct tg_gw_session *s, uint64_t rid, int success, 
 
 /* ------------------------------------------------------------ upstream */
 
-/* The upstream is another node, reached through the fleet's links: the channel is a socketpair
- * that carries bytes only (fds cannot cross machines). */
+/* The upstream is another node, reached through the fleet's links: a link channel's bufferevent
+ * pair end (or a socket for raw nodes and federated sessions), bytes only (fds cannot cross
+ * machines). */
 static tg_conn *open_routed_up(struct tg_gw_session *s, const char *node)
 {
     char err[256];
-    int fd = -1;
+    struct tg_gw_route r = {.fd = -1, .bev = NULL};
+    int rc = -1;
     if (!s->gw->router)
         snprintf(err, sizeof err, "no gateway links are configured (no route to node %s)", node);
     else
-        fd = s->gw->router(s->gw->router_ctx, node, s->info.port == TG_GW_PORT_PRODUCER, &s->info, err, sizeof err);
-    if (fd < 0) {
+        rc = s->gw->router(s->gw->router_ctx, node, s->info.port == TG_GW_PORT_PRODUCER, &s->info, &r, err, sizeof err);
+    if (rc != 0) {
         tg_gw_metrics_upstream_error(s->gw->metrics, s->info.port);
         tg_warn(LOG, "session %llu: %s", (unsigned long long)s->id, err);
         tg_gw_session_close(s, "node unreachable", 1);
@@ -401,7 +403,7 @@ static tg_conn *open_routed_up(struct tg_gw_session *s, const char *node)
     o.out_high = s->gw->limits.out_high;
     o.out_low = s->gw->limits.out_low;
     o.no_fd_passing = 1;
-    s->up = tg_conn_new_fd(s->gw->base, fd, &o, &k_up_cbs, s);
+    s->up = r.bev ? tg_conn_new_bev(s->gw->base, r.bev, &o, &k_up_cbs, s) : tg_conn_new_fd(s->gw->base, r.fd, &o, &k_up_cbs, s);
     if (!s->up) {
         tg_gw_session_close(s, "out of memory", 0);
         return NULL;

@@ -314,11 +314,13 @@ static void on_open(struct tg_link *l, const Tracegate__Link__Open *o)
     }
     if (!status) {
         int fd = -1;
-        struct link_channel *ch = tg_link_channel_new(l, id, node, producer, o->principal ? o->principal : "", 1, &fd);
+        struct bufferevent *bev = NULL;
+        struct link_channel *ch = tg_link_channel_new(l, id, node, producer, o->principal ? o->principal : "", 1, &fd,
+                                                      producer == LINK_KIND_ADB ? NULL : &bev);
         if (!ch) {
             status = 503;
             reason = "cannot create the channel";
-        } else if ((status = tg_fleet_accept_channel(l->fleet, l, ch, fd)) != 0) {
+        } else if ((status = tg_fleet_accept_channel(l->fleet, l, ch, fd, bev)) != 0) {
             reason = "refused";
             tg_link_channel_free(ch);
         } else if (tg_link_submit_channel(l, ch) != 0) {
@@ -404,17 +406,18 @@ static void on_control_data(struct link_conn *c, const uint8_t *data, size_t len
         size_t have = evbuffer_get_length(c->ctl_rx);
         if (!have || !c->link)
             return;
-        size_t peek = have < 16 ? have : 16;
-        const uint8_t *p = evbuffer_pullup(c->ctl_rx, (ev_ssize_t)peek);
-        const uint8_t *msg;
-        size_t mlen;
-        long n = tg_link_ctl_parse(p, peek, &msg, &mlen);
-        if (n == 0 && peek < have) {
-            /* the length is complete; is the message? */
-            n = tg_link_ctl_parse(evbuffer_pullup(c->ctl_rx, -1), have, &msg, &mlen);
-        } else if (n > 0) {
+        /* the size first, from the length prefix alone: the message is made contiguous once,
+         * when all of it is here (not at every DATA chunk of a large one) */
+        uint8_t pre[8];
+        size_t peek = have < sizeof pre ? have : sizeof pre;
+        evbuffer_copyout(c->ctl_rx, pre, peek);
+        long n = tg_link_ctl_size(pre, peek);
+        const uint8_t *msg = NULL;
+        size_t mlen = 0;
+        if (n > 0 && (size_t)n > have)
+            return; /* more to come */
+        if (n > 0)
             n = tg_link_ctl_parse(evbuffer_pullup(c->ctl_rx, n), (size_t)n, &msg, &mlen);
-        }
         if (n < 0) {
             conn_lost(c, "malformed control message");
             return;
@@ -888,13 +891,14 @@ static void accept_channel(struct link_conn *c, int32_t sid, struct stream_ctx *
             return;
         }
         int fd = -1;
-        ch = tg_link_channel_new(l, id, node, producer, x->principal, 1, &fd);
+        struct bufferevent *bev = NULL;
+        ch = tg_link_channel_new(l, id, node, producer, x->principal, 1, &fd, producer == LINK_KIND_ADB ? NULL : &bev);
         if (!ch) {
             refuse(c, sid, 503, "cannot create the channel");
             return;
         }
         tg_link_op_channel_open(ch, x->traceparent, ch->traceparent);
-        int st = tg_fleet_accept_channel(c->fleet, l, ch, fd);
+        int st = tg_fleet_accept_channel(c->fleet, l, ch, fd, bev);
         if (st) {
             tg_link_channel_free(ch);
             refuse(c, sid, st, "refused by the gateway");
@@ -907,6 +911,7 @@ static void accept_channel(struct link_conn *c, int32_t sid, struct stream_ctx *
     char rcv[24];
     snprintf(rcv, sizeof rcv, "%" PRIu64, ch->rx_count);
     nghttp2_nv extra[1] = {{(uint8_t *)"tracegate-received", (uint8_t *)rcv, 18, strlen(rcv), NGHTTP2_NV_FLAG_NONE}};
+    x->nocopy = 1;
     nghttp2_data_provider prd = {.source.ptr = x, .read_callback = tg_link_channel_read_cb};
     ch->response_ok = 1;
     tg_link_channel_bind(ch, sid, peer_received);
@@ -1074,6 +1079,38 @@ static int on_stream_close(nghttp2_session *s, int32_t sid, uint32_t error_code,
     return 0;
 }
 
+/* A channel's no-copy DATA frame goes straight into the transport's output (one copy). */
+static int send_data_cb(nghttp2_session *s, nghttp2_frame *frame, const uint8_t *framehd, size_t length,
+                        nghttp2_data_source *src, void *user)
+{
+    (void)s;
+    struct link_conn *c = user;
+    struct evbuffer *out = tg_link_tr_output(c->tr);
+    if (evbuffer_get_length(out) >= OUT_HIGH)
+        return NGHTTP2_ERR_WOULDBLOCK; /* again once the transport drained (tr_drain) */
+    if (frame->data.padlen || !src->ptr || tg_link_channel_send_data(src->ptr, framehd, length, out) != 0)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* (we never pad) the stream is reset */
+    if (c->link)
+        c->link->bytes_out += 9 + (uint64_t)length;
+    return 0;
+}
+
+/* DATA frames as large as the peer takes (up to LINK_MAX_FRAME): fewer frames per record. */
+static ssize_t data_length_cb(nghttp2_session *s, uint8_t type, int32_t sid, int32_t conn_window,
+                              int32_t stream_window, uint32_t remote_max_frame, void *user)
+{
+    (void)s;
+    (void)type;
+    (void)sid;
+    (void)user;
+    ssize_t n = remote_max_frame < LINK_MAX_FRAME ? (ssize_t)remote_max_frame : (ssize_t)LINK_MAX_FRAME;
+    if (conn_window < n)
+        n = conn_window;
+    if (stream_window < n)
+        n = stream_window;
+    return n > 0 ? n : 1;
+}
+
 static nghttp2_session *new_session(struct link_conn *c)
 {
     nghttp2_session_callbacks *cb;
@@ -1084,6 +1121,8 @@ static nghttp2_session *new_session(struct link_conn *c)
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    nghttp2_session_callbacks_set_send_data_callback(cb, send_data_cb);
+    nghttp2_session_callbacks_set_data_source_read_length_callback(cb, data_length_cb);
     nghttp2_option *opt;
     nghttp2_option_new(&opt);
     nghttp2_option_set_no_auto_window_update(opt, 1);
@@ -1094,10 +1133,11 @@ static nghttp2_session *new_session(struct link_conn *c)
     nghttp2_session_callbacks_del(cb);
     if (rv != 0)
         return NULL;
-    nghttp2_settings_entry iv[4];
+    nghttp2_settings_entry iv[5];
     size_t n = 0;
     iv[n++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, LINK_STREAM_WINDOW};
-    iv[n++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 258};
+    iv[n++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_MAX_FRAME_SIZE, LINK_MAX_FRAME};
+    iv[n++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, LINK_MAX_STREAMS};
     iv[n++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 16384};
     if (!c->dialer)
         iv[n++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1};
@@ -1267,6 +1307,7 @@ int tg_link_submit_channel(struct tg_link *l, struct link_channel *ch)
     if (!x)
         return -1;
     x->ch = ch;
+    x->nocopy = 1;
     nghttp2_data_provider prd = {.source.ptr = x, .read_callback = tg_link_channel_read_cb};
     int32_t sid = nghttp2_submit_request(c->h2, NULL, nv, n, &prd, x);
     if (sid < 0) {

@@ -1,5 +1,6 @@
-/* link_channel.c: one IPC connection carried by a gateway link: a socketpair toward the gateway
- * on this node, an HTTP/2 stream toward the peer, and between them the record layer
+/* link_channel.c: one IPC connection carried by a gateway link: an in-process bufferevent pair
+ * toward the gateway on this node (a socketpair for ADB streams, which are spliced to a socket),
+ * an HTTP/2 stream toward the peer, and between them the record layer
  * (docs/link-protocol.md §4): whole IPC frames as numbered records kept until the peer ACKs
  * them, resent after a resume; received bytes consumed from HTTP/2's window only once they were
  * handed to the local socket. */
@@ -21,6 +22,11 @@
 
 #define LOG "link"
 #define LOCAL_OUT_LOW (256u * 1024u) /* consume stream bytes once the local output is under this */
+/* What the local input may hold beyond the records. A bufferevent pair moves everything its
+ * partner queued whenever reading is enabled; reading stops at this mark, so the rest stays queued
+ * at the gateway (whose bridge then sees its client congested and stops reading the other side).
+ * Not a read watermark: the pair would then move partial chains, copying them. */
+#define LOCAL_IN_HIGH (1024u * 1024u)
 
 static nghttp2_session *h2_of(struct link_channel *ch)
 {
@@ -39,6 +45,48 @@ static void kick(struct link_channel *ch)
 
 static int local_read(struct link_channel *ch);
 
+/* Reads from the local side while there is room: records under the send buffer and the input
+ * under its mark (and not after its end). */
+static void local_flow(struct link_channel *ch)
+{
+    int want = !ch->local_eof && evbuffer_get_length(ch->unacked) < LINK_CHANNEL_BUFFER &&
+               evbuffer_get_length(bufferevent_get_input(ch->local)) < LOCAL_IN_HIGH;
+    int on = (bufferevent_get_enabled(ch->local) & EV_READ) != 0;
+    if (want && !on)
+        bufferevent_enable(ch->local, EV_READ);
+    else if (!want && on)
+        bufferevent_disable(ch->local, EV_READ);
+}
+
+/* Whether the local input holds something local_read would act on: a whole frame (or an oversized
+ * frame's header, which closes the channel). */
+static int local_has_record(struct link_channel *ch)
+{
+    struct evbuffer *in = bufferevent_get_input(ch->local);
+    size_t have = evbuffer_get_length(in);
+    if (ch->producer == LINK_KIND_ADB)
+        return have > 0;
+    uint8_t h[4];
+    if (have < 4 || evbuffer_copyout(in, h, 4) != 4)
+        return 0;
+    uint32_t n = (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 24;
+    return n > TG_FRAME_MAX_DEFAULT || have >= 4 + (size_t)n;
+}
+
+/* The local peer reads an end of stream once it has everything: shutdown(SHUT_WR) on a socket;
+ * on a bufferevent pair, the rest handed over and an EOF event for the partner. */
+static void local_finish(struct link_channel *ch)
+{
+    if (ch->local_finished)
+        return;
+    ch->local_finished = 1;
+    int fd = bufferevent_getfd(ch->local);
+    if (fd >= 0)
+        shutdown(fd, SHUT_WR);
+    else
+        bufferevent_flush(ch->local, EV_WRITE, BEV_FINISHED);
+}
+
 /* ---- acknowledgements ---- */
 
 static void apply_ack(struct link_channel *ch, uint64_t received)
@@ -46,6 +94,7 @@ static void apply_ack(struct link_channel *ch, uint64_t received)
     while (ch->tx_acked < received && ch->rec_count) {
         uint32_t len = ch->rec_len[ch->rec_head];
         evbuffer_drain(ch->unacked, len);
+        ch->unacked_base += len;
         if (ch->tx_next) {
             ch->tx_next--;
             ch->tx_off -= len;
@@ -57,13 +106,14 @@ static void apply_ack(struct link_channel *ch, uint64_t received)
         ch->rec_count--;
         ch->tx_acked++;
     }
-    if (ch->local && !(bufferevent_get_enabled(ch->local) & EV_READ) && !ch->local_eof &&
-        evbuffer_get_length(ch->unacked) < LINK_CHANNEL_BUFFER) {
-        bufferevent_enable(ch->local, EV_READ);
-        /* frames that waited in the input, read from the loop: our callers (the peer's data,
-         * a bind) still use the channel, and reading may close it */
+    if (ch->local && evbuffer_get_length(ch->unacked) < LINK_CHANNEL_BUFFER && local_has_record(ch)) {
+        /* frames that waited in the input (also after a pair reported its end), read from the
+         * loop: our callers (the peer's data, a bind) still use the channel, and reading may
+         * close it */
         bufferevent_trigger(ch->local, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
     }
+    if (ch->local)
+        local_flow(ch);
 }
 
 static void queue_ack(struct link_channel *ch)
@@ -178,8 +228,7 @@ static int local_read(struct link_channel *ch)
         ch->tx_count++;
         added = 1;
     }
-    if (evbuffer_get_length(ch->unacked) >= LINK_CHANNEL_BUFFER)
-        bufferevent_disable(ch->local, EV_READ); /* the peer is behind: this channel waits, no other */
+    local_flow(ch); /* the peer is behind: this channel waits, no other */
     if (added)
         kick(ch);
     return 0;
@@ -205,11 +254,8 @@ static void local_write_cb(struct bufferevent *bev, void *arg)
 {
     struct link_channel *ch = arg;
     consume(ch); /* the local peer took its bytes: open the window again */
-    if (ch->peer_eof && evbuffer_get_length(bufferevent_get_output(bev)) == 0) {
-        int fd = bufferevent_getfd(bev);
-        if (fd >= 0)
-            shutdown(fd, SHUT_WR);
-    }
+    if (ch->peer_eof && evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+        local_finish(ch);
 }
 
 static void local_event_cb(struct bufferevent *bev, short what, void *arg)
@@ -223,7 +269,10 @@ static void local_event_cb(struct bufferevent *bev, short what, void *arg)
             ch->local_eof = 1;
         }
         bufferevent_disable(ch->local, EV_READ);
-        if ((what & BEV_EVENT_ERROR) && !ch->local_gone) {
+        /* a pair's partner that was freed (the gateway closed the connection) cannot take more:
+         * as a socket's EPIPE */
+        int gone = (what & BEV_EVENT_ERROR) || (bufferevent_getfd(ch->local) < 0 && !bufferevent_pair_get_partner(ch->local));
+        if (gone && !ch->local_gone) {
             /* the local peer is gone (EPIPE, ECONNRESET): what the peer still sends can never be
              * delivered. Drop it and give its window back, or this stream's window stays closed,
              * the peer never finishes (no END_STREAM, the channel is never freed) and a dozen
@@ -245,18 +294,30 @@ static void local_event_cb(struct bufferevent *bev, short what, void *arg)
 /* ---- lifecycle ---- */
 
 struct link_channel *tg_link_channel_new(struct tg_link *l, uint64_t id, const char *node, int producer,
-                                         const char *principal, int inbound, int *other_fd)
+                                         const char *principal, int inbound, int *other_fd,
+                                         struct bufferevent **other_bev)
 {
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0)
-        return NULL;
-    struct link_channel *ch = calloc(1, sizeof *ch);
-    if (!ch) {
-        close(sv[0]);
-        close(sv[1]);
+    struct event_base *base = tg_fleet_base(l->fleet);
+    int sv[2] = {-1, -1};
+    struct bufferevent *pair[2] = {NULL, NULL};
+    if (other_bev) {
+        /* in-process: frames move between the two ends as evbuffer chains, no syscall, no copy */
+        if (bufferevent_pair_new(base, BEV_OPT_DEFER_CALLBACKS, pair) != 0)
+            return NULL;
+    } else if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0) {
         return NULL;
     }
-    struct event_base *base = tg_fleet_base(l->fleet);
+    struct link_channel *ch = calloc(1, sizeof *ch);
+    if (!ch) {
+        if (other_bev) {
+            bufferevent_free(pair[0]);
+            bufferevent_free(pair[1]);
+        } else {
+            close(sv[0]);
+            close(sv[1]);
+        }
+        return NULL;
+    }
     ch->link = l;
     ch->sid = -1;
     ch->inbound = inbound;
@@ -268,15 +329,20 @@ struct link_channel *tg_link_channel_new(struct tg_link *l, uint64_t id, const c
         l->next_cid += 2;
     }
     ch->id = id;
-    ch->local = bufferevent_socket_new(base, sv[0], BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+    ch->local = other_bev ? pair[0]
+                          : bufferevent_socket_new(base, sv[0], BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
     ch->unacked = evbuffer_new();
     ch->ack_out = evbuffer_new();
     ch->rx = evbuffer_new();
     ch->ack_ev = evtimer_new(base, ack_cb, ch);
     if (!ch->local || !ch->unacked || !ch->ack_out || !ch->rx || !ch->ack_ev) {
-        if (!ch->local)
-            close(sv[0]);
-        close(sv[1]);
+        if (other_bev) {
+            bufferevent_free(pair[1]);
+        } else {
+            if (!ch->local)
+                close(sv[0]);
+            close(sv[1]);
+        }
         ch->link = NULL;
         tg_link_channel_free(ch);
         return NULL;
@@ -289,7 +355,10 @@ struct link_channel *tg_link_channel_new(struct tg_link *l, uint64_t id, const c
         ch->next->prev = ch;
     l->channels = ch;
     l->n_channels++;
-    *other_fd = sv[1];
+    if (other_bev)
+        *other_bev = pair[1];
+    else
+        *other_fd = sv[1];
     return ch;
 }
 
@@ -310,8 +379,10 @@ void tg_link_channel_free(struct link_channel *ch)
     }
     if (ch->ctx)
         ch->ctx->ch = NULL;
-    if (ch->local)
+    if (ch->local) {
+        local_finish(ch); /* a pair's partner is not told of a free: it gets its EOF first */
         bufferevent_free(ch->local);
+    }
     if (ch->unacked)
         evbuffer_free(ch->unacked);
     if (ch->ack_out)
@@ -475,11 +546,35 @@ int tg_link_channel_on_data(struct link_channel *ch, const uint8_t *data, size_t
 void tg_link_channel_on_peer_eof(struct link_channel *ch)
 {
     ch->peer_eof = 1;
-    if (evbuffer_get_length(bufferevent_get_output(ch->local)) == 0) {
-        int fd = bufferevent_getfd(ch->local);
-        if (fd >= 0)
-            shutdown(fd, SHUT_WR);
+    if (evbuffer_get_length(bufferevent_get_output(ch->local)) == 0)
+        local_finish(ch);
+}
+
+/* No-copy pieces: record bytes merge with the piece before when they follow it. */
+static int nc_add_records(struct stream_ctx *x, uint64_t abs, size_t len)
+{
+    struct link_nc_seg *last = x->nc_n ? &x->nc[x->nc_n - 1] : NULL;
+    if (last && !last->n_ack && last->abs + last->len == abs && (uint64_t)last->len + len <= UINT32_MAX) {
+        last->len += (uint32_t)len;
+        return 1;
     }
+    if (x->nc_n == LINK_NC_SEGS)
+        return 0;
+    x->nc[x->nc_n++] = (struct link_nc_seg){.abs = abs, .len = (uint32_t)len};
+    return 1;
+}
+
+static size_t nc_add_ack(struct stream_ctx *x, struct evbuffer *ack_out, size_t want)
+{
+    if (x->nc_n == LINK_NC_SEGS)
+        return 0;
+    struct link_nc_seg *g = &x->nc[x->nc_n++];
+    memset(g, 0, sizeof *g);
+    if (want > sizeof g->ack)
+        want = sizeof g->ack;
+    g->n_ack = (uint8_t)evbuffer_remove(ack_out, g->ack, want);
+    g->len = g->n_ack;
+    return g->n_ack;
 }
 
 ssize_t tg_link_channel_read_cb(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,
@@ -496,6 +591,8 @@ ssize_t tg_link_channel_read_cb(nghttp2_session *s, int32_t sid, uint8_t *buf, s
     }
     if (!ch->response_ok)
         return NGHTTP2_ERR_DEFERRED;
+    int nc = x->nocopy;
+    x->nc_n = 0;
     /* A record may span several DATA frames (nghttp2 offers any len): an ACK goes out only
      * between two records, and a record only after a whole ACK, so the peer reads whole records. */
     size_t n = 0;
@@ -503,14 +600,22 @@ ssize_t tg_link_channel_read_cb(nghttp2_session *s, int32_t sid, uint8_t *buf, s
     while (n < len) {
         if (ch->tx_rec_left) {
             size_t want = len - n < ch->tx_rec_left ? len - n : ch->tx_rec_left;
-            struct evbuffer_ptr p;
-            evbuffer_ptr_set(ch->unacked, &p, ch->tx_off, EVBUFFER_PTR_SET);
-            ev_ssize_t got = evbuffer_copyout_from(ch->unacked, &p, buf + n, want);
-            if (got <= 0)
-                break;
-            ch->tx_off += (size_t)got;
-            ch->tx_rec_left -= (size_t)got;
-            n += (size_t)got;
+            size_t got = 0;
+            if (nc) {
+                if (ch->tx_off + want > total || !nc_add_records(x, ch->unacked_base + ch->tx_off, want))
+                    break;
+                got = want;
+            } else {
+                struct evbuffer_ptr p;
+                evbuffer_ptr_set(ch->unacked, &p, ch->tx_off, EVBUFFER_PTR_SET);
+                ev_ssize_t r = evbuffer_copyout_from(ch->unacked, &p, buf + n, want);
+                if (r <= 0)
+                    break;
+                got = (size_t)r;
+            }
+            ch->tx_off += got;
+            ch->tx_rec_left -= got;
+            n += got;
             if (!ch->tx_rec_left)
                 ch->tx_next++;
             continue;
@@ -518,7 +623,13 @@ ssize_t tg_link_channel_read_cb(nghttp2_session *s, int32_t sid, uint8_t *buf, s
         size_t a = evbuffer_get_length(ch->ack_out);
         if (a) {
             size_t want = len - n < a ? len - n : a;
-            evbuffer_remove(ch->ack_out, buf + n, want);
+            if (nc) {
+                want = nc_add_ack(x, ch->ack_out, want);
+                if (!want)
+                    break;
+            } else {
+                evbuffer_remove(ch->ack_out, buf + n, want);
+            }
             n += want;
             ch->ack_partial = evbuffer_get_length(ch->ack_out) != 0;
             continue;
@@ -529,14 +640,50 @@ ssize_t tg_link_channel_read_cb(nghttp2_session *s, int32_t sid, uint8_t *buf, s
         }
         break;
     }
-    if (n)
+    if (n) {
+        if (nc)
+            *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
         return (ssize_t)n;
-    if (ch->local_eof && ch->tx_off >= total && !ch->eof_sent) {
+    }
+    if (ch->local_eof && ch->tx_off >= total && !ch->eof_sent && !local_has_record(ch)) {
         ch->eof_sent = 1;
         *flags |= NGHTTP2_DATA_FLAG_EOF;
         return 0;
     }
     return NGHTTP2_ERR_DEFERRED;
+}
+
+int tg_link_channel_send_data(struct stream_ctx *x, const uint8_t *framehd, size_t length, struct evbuffer *out)
+{
+    struct link_channel *ch = x->ch;
+    size_t sum = 0;
+    for (size_t i = 0; i < x->nc_n; i++) { /* check everything before writing anything */
+        const struct link_nc_seg *g = &x->nc[i];
+        if (!g->n_ack && (!ch || g->abs < ch->unacked_base ||
+                          g->abs - ch->unacked_base + g->len > evbuffer_get_length(ch->unacked)))
+            return -1;
+        sum += g->len;
+    }
+    if (sum != length)
+        return -1;
+    evbuffer_add(out, framehd, 9);
+    for (size_t i = 0; i < x->nc_n; i++) {
+        const struct link_nc_seg *g = &x->nc[i];
+        if (g->n_ack) {
+            evbuffer_add(out, g->ack, g->n_ack);
+            continue;
+        }
+        struct evbuffer_iovec v;
+        struct evbuffer_ptr p;
+        if (evbuffer_reserve_space(out, g->len, &v, 1) != 1 ||
+            evbuffer_ptr_set(ch->unacked, &p, g->abs - ch->unacked_base, EVBUFFER_PTR_SET) != 0 ||
+            evbuffer_copyout_from(ch->unacked, &p, v.iov_base, g->len) != (ev_ssize_t)g->len)
+            return -1; /* (out of memory: the frame is cut, the connection is lost) */
+        v.iov_len = g->len;
+        evbuffer_commit_space(out, &v, 1);
+    }
+    x->nc_n = 0;
+    return 0;
 }
 
 void tg_link_channel_on_close(struct link_channel *ch, uint32_t error_code)

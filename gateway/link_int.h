@@ -30,7 +30,13 @@ struct tg_link;
 #define LINK_CLOCK_ROUNDS 8
 #define LINK_CHANNEL_BUFFER (8u << 20)  /* unacknowledged bytes per channel direction */
 #define LINK_STREAM_WINDOW (1u << 20)   /* HTTP/2 per-stream receive window */
-#define LINK_CONN_WINDOW (16u << 20)    /* HTTP/2 connection receive window */
+#define LINK_MAX_STREAMS 258u          /* SETTINGS_MAX_CONCURRENT_STREAMS: 256 channels, control, one spare */
+/* HTTP/2 connection receive window: room for every stream's whole window at once. A client that
+ * stops reading holds its stream's window (its bytes wait for it); with a smaller connection
+ * window a few such streams would hold all of it and stall every other channel of the link.
+ * Memory stays bounded by the stream windows. */
+#define LINK_CONN_WINDOW (LINK_MAX_STREAMS * LINK_STREAM_WINDOW)
+#define LINK_MAX_FRAME (256u << 10)     /* SETTINGS_MAX_FRAME_SIZE we take, and the largest DATA we send */
 #define LINK_ACK_RECORDS 32
 #define LINK_ACK_BYTES (64u * 1024u)
 
@@ -101,8 +107,22 @@ struct tg_link {
 };
 
 /* Per HTTP/2 stream: what its headers said and what it carries. */
+/* One piece of a DATA frame handed to nghttp2 with NGHTTP2_DATA_FLAG_NO_COPY: bytes of the
+ * channel's unacked records (by their absolute position) or an ACK record's bytes (inline). */
+struct link_nc_seg {
+    uint64_t abs;
+    uint32_t len;
+    uint8_t n_ack, ack[31];
+};
+#define LINK_NC_SEGS 8
+
 struct stream_ctx {
     struct stream_ctx *next, *prev; /* the conn's streams (freed with it: nghttp2 does not call back) */
+    /* no-copy DATA (tg_link_channel_read_cb with nocopy set, then tg_link_channel_send_data): the
+     * pieces of the frame nghttp2 is about to send */
+    int nocopy;
+    struct link_nc_seg nc[LINK_NC_SEGS];
+    size_t nc_n;
     int kind; /* STREAM_UNKNOWN, STREAM_CONTROL, STREAM_CHANNEL */
     struct link_channel *ch;
     int status;
@@ -168,9 +188,11 @@ struct link_channel {
     uint32_t *rec_len;        /* ring: encoded length of each unacked IPC record (attachment included) */
     size_t rec_head, rec_count, rec_cap;
     uint64_t tx_acked, tx_count;
+    uint64_t unacked_base;    /* bytes ever drained from unacked: absolute positions for no-copy */
     struct evbuffer *ack_out;
     int ack_partial;          /* part of ack_out was handed out: append, never replace */
     int local_eof, eof_sent;
+    int local_finished;       /* the local peer was given its end of stream */
     /* from the peer */
     struct evbuffer *rx;
     uint64_t rx_count, rx_acked_sent;
@@ -183,9 +205,12 @@ struct link_channel {
     char traceparent[56];     /* W3C context the opening CONNECT carries ("" = none) */
 };
 
-/* Creates a channel with a socketpair; *other_fd receives the end for the gateway. */
+/* Creates a channel. With other_bev, its local side is a bufferevent pair and *other_bev receives
+ * the end for the gateway (tg_conn_new_bev; the pair moves frames without syscalls or copies);
+ * without, a socketpair and *other_fd (a byte stream spliced to a socket: ADB). */
 struct link_channel *tg_link_channel_new(struct tg_link *l, uint64_t id, const char *node, int producer,
-                                         const char *principal, int inbound, int *other_fd);
+                                         const char *principal, int inbound, int *other_fd,
+                                         struct bufferevent **other_bev);
 void tg_link_channel_free(struct link_channel *ch);
 /* Closes the channel now (local peer sees EOF); reason logged; its stream, if any, is reset with
  * CANCEL (abort) or error_code (reset). The channel is freed before the RST_STREAM is sent. */
@@ -199,9 +224,15 @@ void tg_link_channel_unbind(struct link_channel *ch);
 /* Bytes of the stream arrived. Returns 0, or -1 on a protocol error (the caller resets). */
 int tg_link_channel_on_data(struct link_channel *ch, const uint8_t *data, size_t len);
 void tg_link_channel_on_peer_eof(struct link_channel *ch);
-/* nghttp2 data provider read callback for channel streams. */
+/* nghttp2 data provider read callback for channel streams. With the stream's nocopy set it
+ * copies nothing: it notes the pieces and sets NGHTTP2_DATA_FLAG_NO_COPY, and
+ * tg_link_channel_send_data then writes the frame. */
 ssize_t tg_link_channel_read_cb(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,
                                 nghttp2_data_source *src, void *user);
+/* Writes the no-copy DATA frame noted by the last read: framehd (9 bytes), then `length` bytes,
+ * copied once from the records into out. Returns 0, or -1 when the pieces are no longer there
+ * (the channel is gone, or the peer acknowledged bytes never sent): the caller resets the stream. */
+int tg_link_channel_send_data(struct stream_ctx *x, const uint8_t *framehd, size_t length, struct evbuffer *out);
 /* The stream closed (error_code 0 = cleanly). */
 void tg_link_channel_on_close(struct link_channel *ch, uint32_t error_code);
 
@@ -214,8 +245,10 @@ struct tg_link *tg_fleet_link_by_name(struct tg_fleet *f, const char *name, cons
 struct tg_link *tg_fleet_link_by_id(struct tg_fleet *f, const uint8_t id[16]);
 void tg_fleet_add_link(struct tg_fleet *f, struct tg_link *l);
 void tg_fleet_remove_link(struct tg_fleet *f, struct tg_link *l);
-/* An inbound channel: hands the gateway end to tg_gw_accept. Returns 0, or an HTTP status. */
-int tg_fleet_accept_channel(struct tg_fleet *f, struct tg_link *l, struct link_channel *ch, int fd);
+/* An inbound channel: hands the gateway end (fd for ADB, else bev; ownership passes) to
+ * tg_gw_accept or the ADB server. Returns 0, or an HTTP status. */
+int tg_fleet_accept_channel(struct tg_fleet *f, struct tg_link *l, struct link_channel *ch, int fd,
+                            struct bufferevent *bev);
 /* Whether a channel to node `name` can be served by this node (itself or a reachable node). */
 int tg_fleet_can_route(struct tg_fleet *f, const char *name);
 /* Authenticates a control request (acceptor). Returns roles (0: refused, *status set). */

@@ -89,6 +89,17 @@ size_t tg_link_ctl_header(uint8_t *out, size_t len)
     return tg_pb_put_varint(out, len);
 }
 
+long tg_link_ctl_size(const uint8_t *buf, size_t len)
+{
+    uint64_t n;
+    int vl = varint5(buf, len, &n);
+    if (vl <= 0)
+        return vl;
+    if (n > TG_LINK_CTL_MAX)
+        return -1;
+    return (long)((size_t)vl + (size_t)n);
+}
+
 long tg_link_ctl_parse(const uint8_t *buf, size_t len, const uint8_t **msg, size_t *mlen)
 {
     uint64_t n;

@@ -37,6 +37,9 @@ size_t tg_link_ctl_header(uint8_t *out, size_t len);
 /* Control framing: 0 when more bytes are needed, -1 when the length is malformed or over
  * TG_LINK_CTL_MAX, else the total size, with msg and mlen set to the message bytes. */
 long tg_link_ctl_parse(const uint8_t *buf, size_t len, const uint8_t **msg, size_t *mlen);
+/* The total size of the control message whose length prefix starts buf (0: the prefix is not
+ * complete yet; -1: malformed or over TG_LINK_CTL_MAX), before the message itself arrived. */
+long tg_link_ctl_size(const uint8_t *buf, size_t len);
 
 /* Node names: [A-Za-z0-9._-]{1,63}, not "." or "..", not starting with '@' (reserved for
  * groups such as "@all"). */

@@ -72,7 +72,7 @@ struct tg_conn {
     int read_paused;
     int congested;
     int dispatching;
-    int peer_eof; /* the peer hung up while reading was paused with frames still buffered */
+    int peer_eof; /* the peer hung up while reading was paused: closes once resumed and drained */
     int head_state;  /* HEAD_*: a frame is being offered to on_frame_head */
     size_t head_len; /* its body length */
     char reason[160];
@@ -522,11 +522,14 @@ static void bev_write_cb(struct bufferevent *bev, void *arg)
 static void bev_event_cb(struct bufferevent *bev, short what, void *arg)
 {
     tg_conn *c = arg;
-    (void)bev;
     if (what & BEV_EVENT_EOF) {
         dispatch_frames(c);
-        if (c->read_paused && !c->closing && evbuffer_get_length(c->in) > 0)
-            c->peer_eof = 1; /* as for sockets: deliver the rest after resume, then close */
+        /* as for a socket, whose end is not read while paused: the rest is delivered after the
+         * resume, then the connection closes (a bufferevent pair reports its end even while the
+         * reader is paused, e.g. while a session holds its client for a last call) */
+        int unlinked = bufferevent_getfd(bev) < 0 && !bufferevent_pair_get_partner(bev); /* a freed pair partner */
+        if (c->read_paused && !c->closing && !(c->flushing && unlinked)) /* (a flush could never end) */
+            c->peer_eof = 1;
         else
             schedule_close(c, "peer closed the connection");
     } else if (what & BEV_EVENT_ERROR) {
@@ -554,6 +557,9 @@ static void conn_free(tg_conn *c)
     if (c->resume_ev)
         event_free(c->resume_ev);
     if (c->bev) {
+        /* the partner of a bufferevent pair is not told of a free: it gets its end of stream */
+        if (bufferevent_pair_get_partner(c->bev))
+            bufferevent_flush(c->bev, EV_WRITE, BEV_FINISHED);
         bufferevent_free(c->bev);
     } else {
         if (c->in)
@@ -823,8 +829,9 @@ void tg_conn_resume_read(tg_conn *c)
         bufferevent_enable(c->bev, EV_READ);
     else
         event_add(c->read_ev, NULL);
-    /* frames already buffered are dispatched from the loop, not from here */
-    if (evbuffer_get_length(c->in) > 0)
+    /* frames already buffered are dispatched from the loop, not from here (and a peer that hung
+     * up meanwhile is closed there) */
+    if (evbuffer_get_length(c->in) > 0 || c->peer_eof)
         event_active(c->resume_ev, EV_TIMEOUT, 0);
 }
 

@@ -38,7 +38,7 @@ bash "$B/../certs/make-dev-pki.sh" "$T/pki" >/dev/null 2>&1 || bash "$(dirname "
 
 port() { # a loopback port nobody listens on
     p=$((20000 + ($$ * 31 + $1 * 977) % 30000))
-    while ss -Htln "sport = :$p" 2>/dev/null | grep -q .; do p=$((p + 1)); done
+    while ss -Htan "sport = :$p" 2>/dev/null | grep -q .; do p=$((p + 1)); done
     echo $p
 }
 

@@ -122,7 +122,7 @@ now() { date +%s.%N; }
 # loopback ports nobody listens on, from a pseudo-random start
 NEXTPORT=$((20000 + ($$ * 7919 + $(date +%N | sed 's/^0*//;s/^$/0/')) % 30000))
 free_port() {
-    while ss -Htln "sport = :$NEXTPORT" 2>/dev/null | grep -q .; do NEXTPORT=$((NEXTPORT + 1)); done
+    while ss -Htan "sport = :$NEXTPORT" 2>/dev/null | grep -q .; do NEXTPORT=$((NEXTPORT + 1)); done
     PORT=$NEXTPORT
     NEXTPORT=$((NEXTPORT + 1))
 }

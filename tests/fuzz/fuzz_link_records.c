@@ -289,7 +289,7 @@ static void fuzz_channel(const uint8_t *p, size_t n, uint8_t sel)
     l->next_cid = 1;
     snprintf(l->peer_name, sizeof l->peer_name, "peer");
     int fd = -1;
-    struct link_channel *ch = tg_link_channel_new(l, 0, "peer", 0, "uid:1", 0, &fd);
+    struct link_channel *ch = tg_link_channel_new(l, 0, "peer", 0, "uid:1", 0, &fd, NULL);
     CHECK(ch);
     uint64_t id = ch->id;
     struct stream_ctx x;

@@ -12,7 +12,13 @@
  * again; a local frame over 128 KiB closes the channel (also when found after an ACK, while the
  * channel is still processing the peer's data); end of stream in both directions; a local peer
  * that is gone (its socket closed while the peer's records arrive): later records are dropped
- * with their window given back at once, and the channel resets when the peer has all of ours. */
+ * with their window given back at once, and the channel resets when the peer has all of ours.
+ *
+ * Every case runs three times: with the local side a socketpair (ADB streams), a bufferevent pair
+ * (IPC channels: the gateway holds the other end through tg_conn_new_bev), and a pair with no-copy
+ * DATA (what tracegated does: the read callback notes pieces, tg_link_channel_send_data writes
+ * the frame). Plus: an ACK for records whose bytes are noted but not written yet makes the write
+ * fail (the stream is reset) instead of reading drained records. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -87,20 +93,73 @@ static int teardown(void **state)
 
 /* ------------------------------------------------------------ harness */
 
-/* One channel of a stand-in link, bound to stream 1 whose data provider is `x`. fd is the local
- * peer's end (what the gateway would hold). */
+static int g_pair;   /* the local side is a bufferevent pair, not a socketpair */
+static int g_nocopy; /* streams hand DATA out with NGHTTP2_DATA_FLAG_NO_COPY */
+
+/* One channel of a stand-in link, bound to stream 1 whose data provider is `x`. fd or peer is
+ * the local peer's end (what the gateway would hold). */
 struct h {
     struct tg_link *l;
     struct link_channel *ch;
     uint64_t id;
     int fd;
+    struct bufferevent *peer;
+    int peer_eof; /* the pair end saw its end of stream */
     struct stream_ctx x;
 };
+
+static void peer_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+    (void)bev;
+    if (what & BEV_EVENT_EOF)
+        ((struct h *)arg)->peer_eof = 1;
+}
+
+/* The local peer is done writing (shutdown(SHUT_WR), or a pair's BEV_FINISHED). */
+static void local_shutdown(struct h *h)
+{
+    if (h->peer)
+        bufferevent_flush(h->peer, EV_WRITE, BEV_FINISHED);
+    else
+        shutdown(h->fd, SHUT_WR);
+}
+
+/* The local peer is gone, as tg_conn frees a pair end (its partner told first) or closes a socket. */
+static void local_gone(struct h *h)
+{
+    if (h->peer) {
+        bufferevent_flush(h->peer, EV_WRITE, BEV_FINISHED);
+        bufferevent_free(h->peer);
+        h->peer = NULL;
+    } else if (h->fd >= 0) {
+        close(h->fd);
+    }
+    h->fd = -1;
+}
+
+/* What the local peer can read now, appended to got: 1 at its end of stream, else 0. */
+static int local_read_some(struct h *h, struct evbuffer *got)
+{
+    if (h->peer) {
+        evbuffer_add_buffer(got, bufferevent_get_input(h->peer));
+        return h->peer_eof;
+    }
+    uint8_t buf[65536];
+    for (;;) {
+        ssize_t r = read(h->fd, buf, sizeof buf);
+        if (r == 0)
+            return 1;
+        if (r < 0)
+            return 0;
+        evbuffer_add(got, buf, (size_t)r);
+    }
+}
 
 static void h_bind(struct h *h, int32_t sid, uint64_t peer_received)
 {
     memset(&h->x, 0, sizeof h->x);
     h->x.kind = STREAM_CHANNEL;
+    h->x.nocopy = g_nocopy;
     h->x.ch = h->ch;
     h->ch->ctx = &h->x;
     h->ch->response_ok = 1;
@@ -116,8 +175,13 @@ static void h_open(struct h *h)
     h->l->state = LINK_UP;
     h->l->next_cid = 1;
     snprintf(h->l->peer_name, sizeof h->l->peer_name, "peer");
-    h->ch = tg_link_channel_new(h->l, 0, "peer", 0, "uid:7", 0, &h->fd);
+    h->fd = -1;
+    h->ch = tg_link_channel_new(h->l, 0, "peer", 0, "uid:7", 0, &h->fd, g_pair ? &h->peer : NULL);
     assert_non_null(h->ch);
+    if (h->peer) {
+        bufferevent_setcb(h->peer, NULL, NULL, peer_event_cb, h);
+        bufferevent_enable(h->peer, EV_READ | EV_WRITE);
+    }
     h->id = h->ch->id;
     h_bind(h, 1, 0);
 }
@@ -127,7 +191,7 @@ static int h_gone(struct h *h) { return tg_link_channel_find(h->l, h->id) == NUL
 static void h_close(struct h *h)
 {
     tg_link_free(h->l); /* frees what channels are left */
-    close(h->fd);
+    local_gone(h);
     /* let the closed bufferevents' deferred callbacks run */
     event_base_loop(g_base, EVLOOP_NONBLOCK);
 }
@@ -147,6 +211,11 @@ static size_t make_frame(uint8_t *out, uint32_t plen, uint8_t tag)
 /* Writes all of buf to the local end, running the loop while the socket is full. */
 static void write_local(struct h *h, const uint8_t *buf, size_t len)
 {
+    if (h->peer) { /* the pair hands it over when the channel reads */
+        evbuffer_add(bufferevent_get_output(h->peer), buf, len);
+        event_base_loop(g_base, EVLOOP_NONBLOCK);
+        return;
+    }
     size_t off = 0;
     while (off < len) {
         ssize_t w = write(h->fd, buf + off, len - off);
@@ -179,17 +248,37 @@ static void wait_tx_count(struct h *h, uint64_t n)
 
 static int gone_cb(void *arg) { return h_gone(arg); }
 
+/* What nghttp2 gets from the read callback: with no-copy, the frame tg_link_channel_send_data
+ * writes (less its 9-byte header) copied into buf. */
+static ssize_t read_data(struct h *h, uint8_t *buf, size_t len, uint32_t *flags)
+{
+    nghttp2_data_source src = {.ptr = &h->x};
+    ssize_t r = tg_link_channel_read_cb(NULL, 1, buf, len, flags, &src, NULL);
+    if (r > 0 && (*flags & NGHTTP2_DATA_FLAG_NO_COPY)) {
+        assert_true(h->x.nocopy);
+        struct evbuffer *out = evbuffer_new();
+        static const uint8_t hd[9] = {0};
+        assert_int_equal(tg_link_channel_send_data(&h->x, hd, (size_t)r, out), 0);
+        assert_int_equal(evbuffer_get_length(out), 9 + (size_t)r);
+        evbuffer_drain(out, 9);
+        evbuffer_remove(out, buf, (size_t)r);
+        evbuffer_free(out);
+    } else if (r > 0) {
+        assert_false(h->x.nocopy);
+    }
+    return r;
+}
+
 /* Everything the channel would hand nghttp2 now (until it defers); *eof set on END_STREAM. */
 static size_t pull(struct h *h, struct evbuffer *out, int *eof)
 {
-    nghttp2_data_source src = {.ptr = &h->x};
     size_t total = 0;
     uint8_t buf[16384];
     for (;;) {
         uint32_t flags = 0;
         /* odd sizes so records are cut at arbitrary places, as nghttp2's frame sizes do */
         size_t want = 1 + (total % 9973);
-        ssize_t r = tg_link_channel_read_cb(NULL, 1, buf, want, &flags, &src, NULL);
+        ssize_t r = read_data(h, buf, want, &flags);
         if (r == NGHTTP2_ERR_DEFERRED)
             break;
         assert_true(r >= 0);
@@ -363,20 +452,14 @@ static void test_resend_after_resume(void **state)
 /* ------------------------------------------------------------ receiving */
 
 struct read_wait {
-    int fd;
+    struct h *h;
     struct evbuffer *got;
     size_t want;
 };
 static int local_received(void *arg)
 {
     struct read_wait *w = arg;
-    uint8_t buf[65536];
-    for (;;) {
-        ssize_t r = read(w->fd, buf, sizeof buf);
-        if (r <= 0)
-            break;
-        evbuffer_add(w->got, buf, (size_t)r);
-    }
+    local_read_some(w->h, w->got);
     return evbuffer_get_length(w->got) >= w->want;
 }
 
@@ -424,7 +507,7 @@ static void test_receive_and_ack(void **state)
     assert_true(acked_at_32);
     assert_int_equal(h.ch->rx_count, 40);
     /* the local peer gets the IPC bytes exactly, in order */
-    struct read_wait rw = {h.fd, evbuffer_new(), evbuffer_get_length(want)};
+    struct read_wait rw = {&h, evbuffer_new(), evbuffer_get_length(want)};
     assert_true(tg_test_run_until(g_base, local_received, &rw, WAIT_MS));
     assert_int_equal(evbuffer_get_length(rw.got), evbuffer_get_length(want));
     assert_memory_equal(evbuffer_pullup(rw.got, -1), evbuffer_pullup(want, -1), evbuffer_get_length(want));
@@ -472,10 +555,9 @@ static void test_ack_between_records(void **state)
     write_local(&h, f, fl);
     wait_tx_count(&h, 1);
     /* nghttp2 takes 1000 bytes of the record, then the peer's 32 records make an ACK due */
-    nghttp2_data_source src = {.ptr = &h.x};
     uint8_t first[1000];
     uint32_t flags = 0;
-    assert_int_equal(tg_link_channel_read_cb(NULL, 1, first, sizeof first, &flags, &src, NULL), sizeof first);
+    assert_int_equal(read_data(&h, first, sizeof first, &flags), sizeof first);
     for (int i = 0; i < 32; i++) {
         uint8_t rec[32];
         size_t n = tg_link_rec_header(rec, TG_LINK_REC_IPC, 8);
@@ -509,10 +591,10 @@ static void test_ack_between_records(void **state)
     for (size_t i = 0; i < wn; i++) {
         uint8_t b;
         flags = 0;
-        assert_int_equal(tg_link_channel_read_cb(NULL, 1, &b, 1, &flags, &src, NULL), 1);
+        assert_int_equal(read_data(&h, &b, 1, &flags), 1);
         assert_int_equal(b, want[i]);
     }
-    assert_int_equal(tg_link_channel_read_cb(NULL, 1, first, sizeof first, &flags, &src, NULL), NGHTTP2_ERR_DEFERRED);
+    assert_int_equal(read_data(&h, first, sizeof first, &flags), NGHTTP2_ERR_DEFERRED);
     evbuffer_free(out);
     evbuffer_free(ipc);
     free(f);
@@ -542,7 +624,7 @@ static void test_partial_record_lost_with_stream(void **state)
     assert_int_equal(feed(&h, rec[2], rl[2]), 0);
     assert_int_equal(h.ch->rx_count, 3);
     /* the local peer saw each frame exactly once */
-    struct read_wait rw = {h.fd, evbuffer_new(), fl[0] + fl[1] + fl[2]};
+    struct read_wait rw = {&h, evbuffer_new(), fl[0] + fl[1] + fl[2]};
     assert_true(tg_test_run_until(g_base, local_received, &rw, WAIT_MS));
     assert_int_equal(evbuffer_get_length(rw.got), rw.want);
     const uint8_t *g = evbuffer_pullup(rw.got, -1);
@@ -630,6 +712,58 @@ static void test_backpressure(void **state)
     h_close(&h);
 }
 
+/* A gateway writing faster than the peer acknowledges: what the channel takes from its local side
+ * stays bounded (records up to the 8 MiB buffer, its input under 1 MiB plus what the writer had
+ * queued) and the rest stays queued on the writer's side, where the gateway's congestion control
+ * sees it: the writer here, as a tg_conn does, writes only while its queue is under its mark. A
+ * bufferevent pair would otherwise move everything its partner queued at each read. */
+#define WRITER_HIGH (2u << 20)
+/* One loop turn of a gateway forwarding what its other side delivered: frames while its queue is
+ * under its mark, at most `burst` bytes, without running the loop in between. */
+static size_t write_turn(struct h *h, const uint8_t *f, size_t fl, size_t burst)
+{
+    size_t sent = 0;
+    struct evbuffer *q = bufferevent_get_output(h->peer);
+    while (sent < burst && evbuffer_get_length(q) < WRITER_HIGH) {
+        evbuffer_add(q, f, fl);
+        sent += fl;
+    }
+    event_base_loop(g_base, EVLOOP_NONBLOCK);
+    return sent;
+}
+
+static void test_local_side_bounded(void **state)
+{
+    (void)state;
+    if (!g_pair) {
+        skip(); /* a socket's writer blocks at the kernel's buffer: test_backpressure covers it */
+        return;
+    }
+    struct h h;
+    h_open(&h);
+    static uint8_t f[4 + 65536];
+    size_t fl = make_frame(f, 65536, 3);
+    const size_t bound_in = (1u << 20) + WRITER_HIGH + (512u << 10) + fl;
+    size_t sent = 0;
+    for (int i = 0; i < 64; i++)
+        sent += write_turn(&h, f, fl, 512u << 10);
+    assert_true(sent < (32u << 20)); /* the writer met congestion: its queue stayed full */
+    assert_true(evbuffer_get_length(bufferevent_get_output(h.peer)) >= WRITER_HIGH);
+    assert_true(evbuffer_get_length(h.ch->unacked) <= LINK_CHANNEL_BUFFER + fl);
+    assert_true(evbuffer_get_length(bufferevent_get_input(h.ch->local)) <= bound_in);
+    /* the peer acknowledges one record at a time (as it does, every 64 KiB) while the writer
+     * keeps forwarding bursts bigger than that: the input must not grow by the difference */
+    for (int round = 0; round < 64; round++) {
+        assert_int_equal(feed_ack(&h, h.ch->tx_acked + 1), 0);
+        write_turn(&h, f, fl, 512u << 10);
+        write_turn(&h, f, fl, 512u << 10);
+        assert_true(evbuffer_get_length(bufferevent_get_input(h.ch->local)) <= bound_in);
+        assert_true(evbuffer_get_length(h.ch->unacked) <= LINK_CHANNEL_BUFFER + fl);
+    }
+    assert_true(h.ch->tx_count > 128); /* records kept moving */
+    h_close(&h);
+}
+
 static void test_local_frame_too_big(void **state)
 {
     (void)state;
@@ -683,15 +817,7 @@ static void test_bad_frame_found_after_ack(void **state)
 static int eof_seen(void *arg)
 {
     struct read_wait *w = arg;
-    uint8_t buf[4096];
-    for (;;) {
-        ssize_t r = read(w->fd, buf, sizeof buf);
-        if (r == 0)
-            return 1;
-        if (r < 0)
-            return 0;
-        evbuffer_add(w->got, buf, (size_t)r);
-    }
+    return local_read_some(w->h, w->got);
 }
 
 static int local_eof_noted(void *arg) { return ((struct h *)arg)->ch->local_eof; }
@@ -707,7 +833,7 @@ static void test_end_of_stream(void **state)
         fl[i] = make_frame(f[i], 30, (uint8_t)i);
         write_local(&h, f[i], fl[i]);
     }
-    shutdown(h.fd, SHUT_WR); /* the local peer is done writing */
+    local_shutdown(&h); /* the local peer is done writing */
     wait_tx_count(&h, 2);
     assert_true(tg_test_run_until(g_base, local_eof_noted, &h, WAIT_MS));
     struct evbuffer *out = evbuffer_new(), *ipc = evbuffer_new();
@@ -728,7 +854,7 @@ static void test_end_of_stream(void **state)
     memcpy(rec + rl, f[0], fl[0]);
     assert_int_equal(feed(&h, rec, rl + fl[0]), 0);
     tg_link_channel_on_peer_eof(h.ch);
-    struct read_wait rw = {h.fd, evbuffer_new(), 0};
+    struct read_wait rw = {&h, evbuffer_new(), 0};
     assert_true(tg_test_run_until(g_base, eof_seen, &rw, WAIT_MS));
     assert_int_equal(evbuffer_get_length(rw.got), fl[0]);
     evbuffer_free(rw.got);
@@ -762,8 +888,7 @@ static void test_local_peer_gone(void **state)
     memcpy(rec + hl, f, fl);
     for (int i = 0; i < 4; i++) /* replies the local peer will never read */
         assert_int_equal(feed(&h, rec, hl + fl), 0);
-    close(h.fd);
-    h.fd = -1;
+    local_gone(&h);
     for (int i = 0; i < 4; i++) /* more keep coming: writing them fails */
         assert_int_equal(feed(&h, rec, hl + fl), 0);
     assert_true(tg_test_run_until(g_base, local_gone_noted, &h, WAIT_MS));
@@ -788,6 +913,38 @@ static void test_local_peer_gone(void **state)
     h_close(&h);
 }
 
+/* No-copy: the peer acknowledges records whose bytes nghttp2 noted but has not written: the write
+ * refuses (its caller resets the stream) rather than copying from drained records. */
+static void test_nocopy_ack_of_unsent(void **state)
+{
+    (void)state;
+    if (!g_nocopy) {
+        skip();
+        return;
+    }
+    struct h h;
+    h_open(&h);
+    uint8_t f[2][300];
+    for (int i = 0; i < 2; i++)
+        write_local(&h, f[i], make_frame(f[i], 290, (uint8_t)i));
+    wait_tx_count(&h, 2);
+    nghttp2_data_source src = {.ptr = &h.x};
+    uint8_t buf[4096];
+    uint32_t flags = 0;
+    ssize_t r = tg_link_channel_read_cb(NULL, 1, buf, sizeof buf, &flags, &src, NULL);
+    assert_true(r > 0 && (flags & NGHTTP2_DATA_FLAG_NO_COPY));
+    assert_int_equal(feed_ack(&h, 2), 0); /* a lie: nothing was written yet */
+    struct evbuffer *out = evbuffer_new();
+    static const uint8_t hd[9] = {0};
+    assert_int_equal(tg_link_channel_send_data(&h.x, hd, (size_t)r, out), -1);
+    assert_int_equal(evbuffer_get_length(out), 0); /* nothing half written */
+    /* and a length other than what was noted is refused too */
+    h.x.nc_n = 0;
+    assert_int_equal(tg_link_channel_send_data(&h.x, hd, 1, out), -1);
+    evbuffer_free(out);
+    h_close(&h);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN); /* as in tracegated: a closed local socket is an error, not a signal */
@@ -799,10 +956,17 @@ int main(void)
         cmocka_unit_test(test_partial_record_lost_with_stream),
         cmocka_unit_test(test_protocol_errors),
         cmocka_unit_test(test_backpressure),
+        cmocka_unit_test(test_local_side_bounded),
         cmocka_unit_test(test_local_frame_too_big),
         cmocka_unit_test(test_bad_frame_found_after_ack),
         cmocka_unit_test(test_end_of_stream),
         cmocka_unit_test(test_local_peer_gone),
+        cmocka_unit_test(test_nocopy_ack_of_unsent),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    int failed = cmocka_run_group_tests_name("socketpair", tests, setup, teardown);
+    g_pair = 1;
+    failed += cmocka_run_group_tests_name("bufferevent pair", tests, setup, teardown);
+    g_nocopy = 1;
+    failed += cmocka_run_group_tests_name("bufferevent pair, no-copy DATA", tests, setup, teardown);
+    return failed;
 }

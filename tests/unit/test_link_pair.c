@@ -7,7 +7,8 @@
  * connection cut half way (edge redials and resumes the link; the records the other side lacks
  * go again, nothing is lost or repeated). Then the local client sends a frame over 128 KiB: its
  * channel is reset while bound and busy (the RST goes out from outside nghttp2's callbacks), the
- * link stays up, and a new channel works. */
+ * link stays up, and a new channel works. 32 channels whose clients stopped reading do not
+ * stop another channel of the link. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,7 +16,9 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <signal.h>
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -396,12 +399,65 @@ static void test_bad_local_frame_resets_channel(void **state)
     client_close(&c);
 }
 
+/* Bytes edge holds for its channels' local peers, not yet given back to hub's window. */
+static size_t edge_unconsumed(void)
+{
+    struct tg_link *l = link_to(g_edge, "hub");
+    size_t sum = 0;
+    for (struct link_channel *ch = l ? l->channels : NULL; ch; ch = ch->next)
+        sum += ch->unconsumed;
+    return sum;
+}
+static int requests_out(void *arg)
+{
+    struct client *c = arg;
+    while (evbuffer_get_length(c->out) && evbuffer_write(c->out, c->fd) > 0)
+        ;
+    return evbuffer_get_length(c->out) == 0;
+}
+static int stalled_enough(void *arg) { return edge_unconsumed() >= *(size_t *)arg; }
+
+/* 32 clients ask for 6 MB of replies each and stop reading: each of their streams holds most of
+ * its window (1 MiB) at edge, over 17 MiB in all, more than a 16 MiB connection window. Another channel
+ * on the same link must still carry its own 6 MB: the connection window leaves room for every
+ * stream's window (with a smaller one the stalled streams held all of it and every other channel
+ * of the link stopped). */
+static void test_stalled_channels_leave_room(void **state)
+{
+    (void)state;
+    enum { N_STALLED = 32 };
+    struct client *st = calloc(N_STALLED, sizeof *st);
+    assert_non_null(st);
+    for (int i = 0; i < N_STALLED; i++) {
+        client_open(&st[i]);
+        send_calls(&st[i], bind_consumer(&st[i]));
+    }
+    /* every request goes out; no reply is read any more */
+    for (int i = 0; i < N_STALLED; i++)
+        assert_true(tg_test_run_until(g_base, requests_out, &st[i], WAIT_MS));
+    size_t want = (size_t)17 << 20; /* more than a 16 MiB connection window could ever hold */
+    assert_true(tg_test_run_until(g_base, stalled_enough, &want, WAIT_MS));
+    struct client c;
+    client_open(&c);
+    send_calls(&c, bind_consumer(&c));
+    struct want w = {&c, 1 + N_CALLS};
+    assert_true(tg_test_run_until(g_base, got_frames, &w, WAIT_MS));
+    check_replies(&c);
+    client_close(&c);
+    for (int i = 0; i < N_STALLED; i++)
+        client_close(&st[i]);
+    free(st);
+    assert_true(tg_test_run_until(g_base, hub_channels_gone, NULL, WAIT_MS));
+}
+
 int main(void)
 {
+    signal(SIGPIPE, SIG_IGN); /* as in tracegated: a client gone is an error to handle, not a signal */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pipelined_calls),
         cmocka_unit_test(test_resume_mid_stream),
         cmocka_unit_test(test_bad_local_frame_resets_channel),
+        cmocka_unit_test(test_stalled_channels_leave_room),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

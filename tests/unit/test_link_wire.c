@@ -455,13 +455,19 @@ static void test_control_limits(void **state)
     size_t n = tg_link_ctl_header(h, TG_LINK_CTL_MAX);
     assert_int_equal(n, 3);
     assert_int_equal(tg_link_ctl_parse(h, n, &msg, &mlen), 0);
+    /* its size is known from the prefix alone (the receiver waits for it whole), not before */
+    assert_int_equal(tg_link_ctl_size(h, n), (long)(n + TG_LINK_CTL_MAX));
+    for (size_t cut = 0; cut < n; cut++)
+        assert_int_equal(tg_link_ctl_size(h, cut), 0);
     /* one byte more: the encoder refuses to write it, the parser refuses it from the header */
     assert_int_equal(tg_link_ctl_header(h, TG_LINK_CTL_MAX + 1), 0);
     n = tg_pb_put_varint(h, TG_LINK_CTL_MAX + 1);
     assert_int_equal(tg_link_ctl_parse(h, n, &msg, &mlen), -1);
+    assert_int_equal(tg_link_ctl_size(h, n), -1);
     /* over-long varint */
     static const uint8_t longv[] = {0x80, 0x80, 0x80, 0x80, 0x80, 0x01};
     assert_int_equal(tg_link_ctl_parse(longv, sizeof longv, &msg, &mlen), -1);
+    assert_int_equal(tg_link_ctl_size(longv, sizeof longv), -1);
     /* an empty message (all fields absent) is a frame of one byte */
     static const uint8_t empty[] = {0};
     assert_int_equal(tg_link_ctl_parse(empty, 1, &msg, &mlen), 1);
