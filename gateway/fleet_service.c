@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "gw_bridge.h"
+#include "gw_core.h"
+#include "gw_metrics.h"
 #include "link_wire.h"
 #include "tracegate/log.h"
 #include "tracegate_gateway.pb-c.h"
@@ -32,8 +34,10 @@ static void m_route(struct tg_gw_session *s, uint64_t rid, const uint8_t *args, 
     int ok = (!node[0] || (node[0] == '@' ? federation_ok(f, node + 1)
                                           : tg_link_node_name_ok(node) && tg_fleet_nodes_has(f, node))) &&
              tg_gw_session_set_node(s, node) == 0;
-    if (!ok)
+    if (!ok) {
         tg_info(LOG, "session %llu: cannot route to node \"%s\"", (unsigned long long)tg_gw_session_id(s), node);
+        tg_gw_metrics_route_error(tg_gw_session_gw(s)->metrics);
+    }
     if (rq)
         tracegate__route_request__free_unpacked(rq, NULL);
     tg_gw_session_reply(s, rid, ok, 0, NULL, 0);

@@ -392,7 +392,7 @@ static tg_conn *open_routed_up(struct tg_gw_session *s, const char *node)
     else
         rc = s->gw->router(s->gw->router_ctx, node, s->info.port == TG_GW_PORT_PRODUCER, &s->info, &r, err, sizeof err);
     if (rc != 0) {
-        tg_gw_metrics_upstream_error(s->gw->metrics, s->info.port);
+        tg_gw_metrics_route_error(s->gw->metrics); /* our own upstream is fine */
         tg_warn(LOG, "session %llu: %s", (unsigned long long)s->id, err);
         tg_gw_session_close(s, "node unreachable", 1);
         return NULL;

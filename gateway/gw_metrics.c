@@ -43,6 +43,7 @@ struct tg_gw_metrics {
     _Atomic int64_t sessions;
     _Atomic uint64_t frames[2], bytes[2];
     _Atomic uint64_t upstream_errors[2];
+    _Atomic uint64_t route_errors;
     _Atomic uint64_t rate_limited;
     _Atomic uint64_t queue_to_clients, queue_to_service;
     _Atomic int upstream_healthy;
@@ -177,6 +178,11 @@ void tg_gw_metrics_auth_success(struct tg_gw_metrics *m, const char *kind) { lab
 void tg_gw_metrics_upstream_error(struct tg_gw_metrics *m, enum tg_gw_port p)
 {
     atomic_fetch_add_explicit(&m->upstream_errors[p == TG_GW_PORT_PRODUCER], 1, memory_order_relaxed);
+}
+
+void tg_gw_metrics_route_error(struct tg_gw_metrics *m)
+{
+    atomic_fetch_add_explicit(&m->route_errors, 1, memory_order_relaxed);
 }
 
 void tg_gw_metrics_rate_limited(struct tg_gw_metrics *m)
@@ -438,6 +444,9 @@ char *tg_gw_metrics_render(struct tg_gw_metrics *m)
             (unsigned long long)atomic_load(&m->upstream_errors[0]));
     fprintf(f, "tracegated_upstream_errors_total{port=\"producer\"} %llu\n",
             (unsigned long long)atomic_load(&m->upstream_errors[1]));
+    head(f, "tracegated_route_errors_total", "counter",
+         "Clients for another node that could not be routed there (unknown node, link down too long).");
+    fprintf(f, "tracegated_route_errors_total %llu\n", (unsigned long long)atomic_load(&m->route_errors));
     head(f, "tracegated_upstream_healthy", "gauge", "1 when the tracing service is reachable.");
     fprintf(f, "tracegated_upstream_healthy %d\n", atomic_load(&m->upstream_healthy));
 

@@ -44,6 +44,8 @@ void tg_gw_metrics_conn_rejected(struct tg_gw_metrics *m, const char *reason);
 void tg_gw_metrics_auth_failure(struct tg_gw_metrics *m, enum tg_gw_transport t, const char *reason);
 void tg_gw_metrics_auth_success(struct tg_gw_metrics *m, const char *kind);
 void tg_gw_metrics_upstream_error(struct tg_gw_metrics *m, enum tg_gw_port p);
+/* A client for another node could not be routed there (not this node's upstream failing). */
+void tg_gw_metrics_route_error(struct tg_gw_metrics *m);
 void tg_gw_metrics_rate_limited(struct tg_gw_metrics *m);
 void tg_gw_metrics_set_queue_bytes(struct tg_gw_metrics *m, uint64_t to_clients, uint64_t to_service);
 void tg_gw_metrics_set_upstream_healthy(struct tg_gw_metrics *m, int healthy);

@@ -119,6 +119,16 @@ has_producer "$T/q_node.txt" "$C_DEMO" && fail "--node nodeb answered with nodec
 grep -q "session [0-9]*: routed to node nodec" "$T/nodea.log" || fail "nodea did not forward the two-hop channel"
 echo "ok: query through --node, two hops, --export-node and ws://.../traced/NAME"
 
+# ---- a node nobody knows: a clear refusal, counted as a routing error, not as our upstream's ----
+tg_timeout 30 "$TRACECTL" --node nosuch query "unix:$T/nodea-gw.sock" >"$T/q_nosuch.txt" 2>&1 &&
+    fail "a query for an unknown node succeeded: $(cat "$T/q_nosuch.txt")"
+grep -q "cannot route to node" "$T/q_nosuch.txt" "$T/nodea.log" || fail "no reason given: $(cat "$T/q_nosuch.txt")"
+curl -s "http://127.0.0.1:$A_HTTP/metrics" >"$T/a-metrics.txt"
+grep -q '^tracegated_route_errors_total 1$' "$T/a-metrics.txt" || fail "route error not counted: $(grep route_errors "$T/a-metrics.txt")"
+grep -q '^tracegated_upstream_errors_total{port="consumer"} 0$' "$T/a-metrics.txt" ||
+    fail "an unknown node was counted against nodea's own upstream: $(grep upstream_errors "$T/a-metrics.txt")"
+echo "ok: an unknown node is refused with a reason and counted as a routing error"
+
 # ---- short recordings of remote nodes: every frame the demo drew is in the trace ----
 short_record r_node "$T/nodeb-demo.log" --node nodeb record "unix:$T/nodea-gw.sock"
 check_trace "$T/r_node.pftrace" "$T/nodeb-demo.log" 1
