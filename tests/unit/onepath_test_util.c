@@ -1,4 +1,4 @@
-/* onepath_test_util.c: strict JSON parser and small file/env/wait helpers for the OnePath tests. */
+/* onepath_test_util.c: JSON reading (through tracectl's reader) and small file/env/wait helpers for the OnePath tests. */
 #include "onepath_test_util.h"
 
 #include <dirent.h>
@@ -12,372 +12,51 @@
 
 extern char **environ;
 
-struct parser {
-    const char *p, *end;
-    int depth;
+/* A parsed value and the arena it lives in: the value comes first, so tj_free finds the arena. */
+struct tj_holder {
+    struct tc_json v;
+    struct tc_json_doc *doc;
 };
-
-static void ws(struct parser *ps)
-{
-    while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r'))
-        ps->p++;
-}
-
-static int parse_value(struct parser *ps, struct tj *v);
-
-static int hex4(const char *p, unsigned *out)
-{
-    unsigned v = 0;
-    for (int i = 0; i < 4; i++) {
-        char c = p[i];
-        v <<= 4;
-        if (c >= '0' && c <= '9')
-            v |= (unsigned)(c - '0');
-        else if (c >= 'a' && c <= 'f')
-            v |= (unsigned)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F')
-            v |= (unsigned)(c - 'A' + 10);
-        else
-            return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-static size_t put_utf8(char *o, unsigned cp)
-{
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (char)(0xc0 | cp >> 6);
-        o[1] = (char)(0x80 | (cp & 0x3f));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xe0 | cp >> 12);
-        o[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        o[2] = (char)(0x80 | (cp & 0x3f));
-        return 3;
-    }
-    o[0] = (char)(0xf0 | cp >> 18);
-    o[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-    o[3] = (char)(0x80 | (cp & 0x3f));
-    return 4;
-}
-
-/* Length of a valid UTF-8 sequence at p, 0 if invalid. */
-static size_t utf8_len(const unsigned char *p, const unsigned char *end)
-{
-    unsigned c = p[0], cp;
-    size_t n;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf)
-        n = 2, cp = c & 0x1f;
-    else if (c >= 0xe0 && c <= 0xef)
-        n = 3, cp = c & 0x0f;
-    else if (c >= 0xf0 && c <= 0xf4)
-        n = 4, cp = c & 0x07;
-    else
-        return 0;
-    if ((size_t)(end - p) < n)
-        return 0;
-    for (size_t i = 1; i < n; i++) {
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-        cp = cp << 6 | (p[i] & 0x3f);
-    }
-    if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-        return 0;
-    return n;
-}
-
-static int parse_string(struct parser *ps, char **out, size_t *out_len)
-{
-    if (ps->p >= ps->end || *ps->p != '"')
-        return -1;
-    ps->p++;
-    size_t cap = (size_t)(ps->end - ps->p) + 1;
-    char *o = malloc(cap);
-    size_t n = 0;
-    if (!o)
-        return -1;
-    while (ps->p < ps->end) {
-        unsigned char c = (unsigned char)*ps->p;
-        if (c == '"') {
-            ps->p++;
-            o[n] = 0;
-            *out = o;
-            if (out_len)
-                *out_len = n;
-            return 0;
-        }
-        if (c < 0x20)
-            break;
-        if (c == '\\') {
-            if (ps->end - ps->p < 2)
-                break;
-            char e = ps->p[1];
-            ps->p += 2;
-            switch (e) {
-            case '"': o[n++] = '"'; break;
-            case '\\': o[n++] = '\\'; break;
-            case '/': o[n++] = '/'; break;
-            case 'b': o[n++] = '\b'; break;
-            case 'f': o[n++] = '\f'; break;
-            case 'n': o[n++] = '\n'; break;
-            case 'r': o[n++] = '\r'; break;
-            case 't': o[n++] = '\t'; break;
-            case 'u': {
-                unsigned cp;
-                if (ps->end - ps->p < 4 || hex4(ps->p, &cp))
-                    goto bad;
-                ps->p += 4;
-                if (cp >= 0xd800 && cp <= 0xdbff) {
-                    unsigned lo;
-                    if (ps->end - ps->p < 6 || ps->p[0] != '\\' || ps->p[1] != 'u' || hex4(ps->p + 2, &lo) ||
-                        lo < 0xdc00 || lo > 0xdfff)
-                        goto bad;
-                    ps->p += 6;
-                    cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-                } else if (cp >= 0xdc00 && cp <= 0xdfff) {
-                    goto bad;
-                }
-                n += put_utf8(o + n, cp);
-                break;
-            }
-            default: goto bad;
-            }
-            continue;
-        }
-        size_t l = utf8_len((const unsigned char *)ps->p, (const unsigned char *)ps->end);
-        if (l == 0)
-            break;
-        memcpy(o + n, ps->p, l);
-        n += l;
-        ps->p += l;
-    }
-bad:
-    free(o);
-    return -1;
-}
-
-static int parse_number(struct parser *ps, struct tj *v)
-{
-    const char *s = ps->p;
-    if (ps->p < ps->end && *ps->p == '-')
-        ps->p++;
-    if (ps->p >= ps->end)
-        return -1;
-    if (*ps->p == '0') {
-        ps->p++;
-    } else if (*ps->p >= '1' && *ps->p <= '9') {
-        while (ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9')
-            ps->p++;
-    } else {
-        return -1;
-    }
-    if (ps->p < ps->end && *ps->p == '.') {
-        ps->p++;
-        if (ps->p >= ps->end || *ps->p < '0' || *ps->p > '9')
-            return -1;
-        while (ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9')
-            ps->p++;
-    }
-    if (ps->p < ps->end && (*ps->p == 'e' || *ps->p == 'E')) {
-        ps->p++;
-        if (ps->p < ps->end && (*ps->p == '+' || *ps->p == '-'))
-            ps->p++;
-        if (ps->p >= ps->end || *ps->p < '0' || *ps->p > '9')
-            return -1;
-        while (ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9')
-            ps->p++;
-    }
-    v->type = TJ_NUM;
-    v->raw = strndup(s, (size_t)(ps->p - s));
-    return v->raw ? 0 : -1;
-}
-
-static int lit(struct parser *ps, const char *w)
-{
-    size_t l = strlen(w);
-    if ((size_t)(ps->end - ps->p) < l || memcmp(ps->p, w, l))
-        return -1;
-    ps->p += l;
-    return 0;
-}
-
-static int add_item(struct tj *v, char *key)
-{
-    struct tj *it = realloc(v->items, (v->n + 1) * sizeof *it);
-    if (!it)
-        return -1;
-    v->items = it;
-    memset(&v->items[v->n], 0, sizeof *it);
-    if (v->type == TJ_OBJ) {
-        char **k = realloc(v->keys, (v->n + 1) * sizeof *k);
-        if (!k)
-            return -1;
-        v->keys = k;
-        v->keys[v->n] = key;
-    }
-    v->n++;
-    return 0;
-}
-
-static int parse_value(struct parser *ps, struct tj *v)
-{
-    if (++ps->depth > 64)
-        return -1;
-    ws(ps);
-    if (ps->p >= ps->end)
-        return -1;
-    int rc = -1;
-    char c = *ps->p;
-    if (c == '{' || c == '[') {
-        v->type = c == '{' ? TJ_OBJ : TJ_ARR;
-        ps->p++;
-        ws(ps);
-        char close = c == '{' ? '}' : ']';
-        if (ps->p < ps->end && *ps->p == close) {
-            ps->p++;
-            rc = 0;
-        } else {
-            for (;;) {
-                char *key = NULL;
-                if (v->type == TJ_OBJ) {
-                    ws(ps);
-                    if (parse_string(ps, &key, NULL))
-                        break;
-                    ws(ps);
-                    if (ps->p >= ps->end || *ps->p != ':') {
-                        free(key);
-                        break;
-                    }
-                    ps->p++;
-                }
-                if (add_item(v, key)) {
-                    free(key);
-                    break;
-                }
-                if (parse_value(ps, &v->items[v->n - 1]))
-                    break;
-                ws(ps);
-                if (ps->p < ps->end && *ps->p == ',') {
-                    ps->p++;
-                    continue;
-                }
-                if (ps->p < ps->end && *ps->p == close) {
-                    ps->p++;
-                    rc = 0;
-                }
-                break;
-            }
-        }
-    } else if (c == '"') {
-        v->type = TJ_STR;
-        rc = parse_string(ps, &v->s, &v->s_len);
-    } else if (c == 't') {
-        v->type = TJ_BOOL;
-        v->b = 1;
-        rc = lit(ps, "true");
-    } else if (c == 'f') {
-        v->type = TJ_BOOL;
-        rc = lit(ps, "false");
-    } else if (c == 'n') {
-        v->type = TJ_NULL;
-        rc = lit(ps, "null");
-    } else {
-        rc = parse_number(ps, v);
-    }
-    ps->depth--;
-    return rc;
-}
-
-static void tj_clear(struct tj *v)
-{
-    for (size_t i = 0; i < v->n; i++) {
-        tj_clear(&v->items[i]);
-        if (v->keys)
-            free(v->keys[i]);
-    }
-    free(v->items);
-    free(v->keys);
-    free(v->raw);
-    free(v->s);
-}
 
 struct tj *tj_parse(const char *text, size_t len)
 {
-    struct tj *v = calloc(1, sizeof *v);
-    if (!v)
+    char err[160];
+    struct tc_json_doc *d = tc_json_parse(text, len, err, sizeof err);
+    struct tj_holder *h = d ? malloc(sizeof *h) : NULL;
+    if (!h) {
+        tc_json_free(d);
         return NULL;
-    struct parser ps = {text, text + len, 0};
-    if (parse_value(&ps, v) == 0) {
-        ws(&ps);
-        if (ps.p == ps.end)
-            return v;
     }
-    tj_clear(v);
-    free(v);
-    return NULL;
+    h->v = *tc_json_root(d);
+    h->doc = d;
+    return &h->v;
 }
 
 void tj_free(struct tj *v)
 {
-    if (v) {
-        tj_clear(v);
-        free(v);
-    }
+    struct tj_holder *h = (struct tj_holder *)v;
+    if (!h)
+        return;
+    tc_json_free(h->doc);
+    free(h);
 }
 
-const struct tj *tj_get(const struct tj *v, const char *key)
-{
-    if (!v || v->type != TJ_OBJ)
-        return NULL;
-    for (size_t i = 0; i < v->n; i++)
-        if (strcmp(v->keys[i], key) == 0)
-            return &v->items[i];
-    return NULL;
-}
+const struct tj *tj_get(const struct tj *v, const char *key) { return tc_json_get(v, key); }
 
-const char *tj_str(const struct tj *v, const char *key)
-{
-    const struct tj *m = tj_get(v, key);
-    return m && m->type == TJ_STR ? m->s : NULL;
-}
+const char *tj_str(const struct tj *v, const char *key) { return tc_json_get_str(v, key); }
 
 int64_t tj_int(const struct tj *v, const char *key, int *ok)
 {
     const struct tj *m = tj_get(v, key);
-    char *end;
-    *ok = 0;
-    if (!m || m->type != TJ_NUM)
-        return -1;
-    errno = 0;
-    long long x = strtoll(m->raw, &end, 10);
-    if (errno || *end)
-        return -1;
-    *ok = 1;
-    return x;
+    *ok = m && m->type == TC_JSON_NUM && m->is_int && !(m->is_uint && m->u > INT64_MAX);
+    return *ok ? m->i : -1;
 }
 
 uint64_t tj_u64(const struct tj *v, const char *key, int *ok)
 {
     const struct tj *m = tj_get(v, key);
-    char *end;
-    *ok = 0;
-    if (!m || m->type != TJ_NUM || m->raw[0] == '-')
-        return 0;
-    errno = 0;
-    unsigned long long x = strtoull(m->raw, &end, 10);
-    if (errno || *end)
-        return 0;
-    *ok = 1;
-    return x;
+    *ok = m && m->type == TC_JSON_NUM && m->is_uint;
+    return *ok ? m->u : 0;
 }
 
 const char *ot_tmpdir(const char *tag)

@@ -1,5 +1,5 @@
-/* onepath_test_util.h: helpers for the OnePath unit tests: a strict JSON parser (to read the
- * NDJSON exports back), a scratch directory, reading a file's lines, clearing the ONEPATH_*
+/* onepath_test_util.h: helpers for the OnePath unit tests: JSON reading (tracectl's reader, to
+ * read the NDJSON exports back), a scratch directory, reading a file's lines, clearing the ONEPATH_*
  * environment, and waiting (with a generous deadline) for a condition.
  * Nothing here calls cmocka; not thread-safe unless noted. */
 #ifndef ONEPATH_TEST_UTIL_H
@@ -8,28 +8,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum tj_type { TJ_NULL, TJ_BOOL, TJ_NUM, TJ_STR, TJ_ARR, TJ_OBJ };
+/* JSON: the OnePath tests read their NDJSON exports back with tracectl's strict reader
+ * (src/tracectl/json_read.c), under short names. */
+#include "../../src/tracectl/json_read.h"
+#define tj tc_json
+enum { TJ_NULL = TC_JSON_NULL, TJ_BOOL = TC_JSON_BOOL, TJ_NUM = TC_JSON_NUM, TJ_STR = TC_JSON_STR,
+       TJ_ARR = TC_JSON_ARR, TJ_OBJ = TC_JSON_OBJ };
 
-struct tj {
-    enum tj_type type;
-    int b;
-    char *raw;     /* number: its exact text */
-    char *s;       /* string: decoded UTF-8 */
-    size_t s_len;
-    size_t n;      /* array/object members */
-    struct tj *items;
-    char **keys;   /* object keys (decoded) */
-};
-
-/* Parses exactly one JSON value (RFC 8259: strict grammar, valid UTF-8, no control characters in
- * strings, nothing but whitespace after it). NULL when invalid. */
+/* Parses exactly one JSON value (tc_json_parse's rules). NULL when invalid. */
 struct tj *tj_parse(const char *text, size_t len);
 void tj_free(struct tj *v);
 /* Member of an object, NULL if absent or v is not an object. */
 const struct tj *tj_get(const struct tj *v, const char *key);
 /* String member value or NULL. */
 const char *tj_str(const struct tj *v, const char *key);
-/* Integer member value (exact, from the number's text); -1 with *ok = 0 when absent/not integral. */
+/* Integer member value (exact); -1 (0 for u64) with *ok = 0 when absent or not an integer. */
 int64_t tj_int(const struct tj *v, const char *key, int *ok);
 uint64_t tj_u64(const struct tj *v, const char *key, int *ok);
 

@@ -433,8 +433,8 @@ static void test_ndjson_export(void **state)
             const struct tj *b = tj_get(v, "bounds"), *cn = tj_get(v, "counts");
             assert_int_equal(b->n, 31); /* finite bounds; counts has one more (+Inf) */
             assert_int_equal(cn->n, 32);
-            assert_string_equal(b->items[2].raw, "4");
-            assert_string_equal(cn->items[2].raw, "1");
+            assert_string_equal(b->items[2].s, "4");
+            assert_string_equal(cn->items[2].s, "1");
             saw_hist = 1;
         }
         if (strcmp(type, "histogram") != 0)
