@@ -102,18 +102,14 @@ long tg_link_ctl_size(const uint8_t *buf, size_t len)
 
 long tg_link_ctl_parse(const uint8_t *buf, size_t len, const uint8_t **msg, size_t *mlen)
 {
+    long total = tg_link_ctl_size(buf, len);
+    if (total <= 0 || len < (size_t)total)
+        return total < 0 ? -1 : 0;
     uint64_t n;
-    int vl = varint5(buf, len, &n);
-    if (vl <= 0)
-        return vl;
-    if (n > TG_LINK_CTL_MAX)
-        return -1;
-    size_t total = (size_t)vl + (size_t)n;
-    if (len < total)
-        return 0;
+    int vl = varint5(buf, len, &n); /* the prefix tg_link_ctl_size read */
     *msg = buf + vl;
     *mlen = (size_t)n;
-    return (long)total;
+    return total;
 }
 
 int tg_link_node_name_ok(const char *name)
