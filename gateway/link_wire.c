@@ -105,7 +105,7 @@ long tg_link_ctl_parse(const uint8_t *buf, size_t len, const uint8_t **msg, size
     long total = tg_link_ctl_size(buf, len);
     if (total <= 0 || len < (size_t)total)
         return total < 0 ? -1 : 0;
-    uint64_t n;
+    uint64_t n = 0;
     int vl = varint5(buf, len, &n); /* the prefix tg_link_ctl_size read */
     *msg = buf + vl;
     *mlen = (size_t)n;
