@@ -324,11 +324,12 @@ uint32_t tg_fleet_machine_id(struct tg_fleet *f, const char *name)
 
 void tg_fleet_link_state_changed(struct tg_fleet *f, struct tg_link *l)
 {
-    (void)l;
     for (struct tg_link *x = f->links; x; x = x->next)
         if (x->state == LINK_UP)
             tg_link_send_nodes(x);
     rebuild_status(f);
+    if (l && l->state == LINK_UP && f->fanout)
+        tg_fanout_link_up(f->fanout, l->peer_name); /* federated sessions waiting for this node */
 }
 
 /* ------------------------------------------------------------ links registry */
@@ -405,7 +406,16 @@ int tg_fleet_can_route(struct tg_fleet *f, const char *name)
 int tg_fleet_connect(void *fleet, const char *node, int producer, const struct tg_gw_client_info *who, char *err,
                      size_t errlen)
 {
-    struct tg_fleet *f = fleet;
+    return tg_fleet_connect_channel(fleet, node, producer, who, NULL, NULL, 0, err, errlen);
+}
+
+int tg_fleet_connect_channel(struct tg_fleet *f, const char *node, int producer, const struct tg_gw_client_info *who,
+                             uint64_t *channel_id, char *link_peer, size_t lplen, char *err, size_t errlen)
+{
+    if (channel_id)
+        *channel_id = 0;
+    if (link_peer && lplen)
+        link_peer[0] = 0;
     if (node[0] == '@') {
         if (!f->fanout) {
             snprintf(err, errlen, "federated sessions are not available (out of memory at start)");
@@ -452,7 +462,17 @@ int tg_fleet_connect(void *fleet, const char *node, int producer, const struct t
     }
     tg_info(LOG, "link %s: channel %llx to %s/%s for %s", l->peer_name, (unsigned long long)ch->id, node,
             producer ? "producer" : "consumer", ch->principal[0] ? ch->principal : "-");
+    if (channel_id)
+        *channel_id = ch->id;
+    if (link_peer && lplen)
+        snprintf(link_peer, lplen, "%s", l->peer_name);
     return fd;
+}
+
+void tg_fleet_channel_lost(struct tg_fleet *f, struct tg_link *l, struct link_channel *ch)
+{
+    if (f->fanout)
+        tg_fanout_channel_lost(f->fanout, l->peer_name, ch->id, l->down_since_us);
 }
 
 /* ------------------------------------------------------------ inbound channels */
