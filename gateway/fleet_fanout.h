@@ -3,6 +3,8 @@
  * here, which fans every call out to each target node's consumer port (this node's service, a
  * linked node through a channel, a raw node) and merges the answers: ReadBuffers streams every
  * node's packets in turn, stamped with the node's machine id and preceded by its RemoteClockSync.
+ * A node whose link stays down past the resume window is re-attached (Attach with the key the far
+ * node Detached its session under) when the link returns while the client still records.
  *
  * Ownership: the fleet creates one fan-out and frees it (which disconnects its clients).
  * Threading: the gateway's event loop thread. */
