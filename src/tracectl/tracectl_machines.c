@@ -126,8 +126,9 @@ void tc_print_machines(const struct tc_session *s, const struct tc_opts *opts, F
             snprintf(gap, sizeof gap, "  link gap: %" PRIu32 " outage(s) past the resume window, %.1f s%s", m->gaps,
                      (double)m->gap_ns / 1e9,
                      m->reattached ? ", session re-attached" : ", session left detached on the node");
+        const char *failed = m->failed ? "  FAILED: its data is missing or incomplete (see the gateway's log)" : "";
         fprintf(out, "tracectl:   %-20s machine %-10" PRIu32 " %8" PRIu64 " packets%s%s\n", name ? name : "?", m->id,
-                m->packets, gap, m->failed ? "  FAILED: its data is missing or incomplete (see the gateway's log)" : "");
+                m->packets, gap, failed);
     }
     if (nodes)
         tracegate__list_nodes_response__free_unpacked(nodes, NULL);
