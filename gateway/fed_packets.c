@@ -1,7 +1,8 @@
 /* fed_packets.c: rewriting one node's ReadBuffers replies for a federated trace (reassemble each
  * packet, stamp machine_id 98 and a fresh trusted_packet_sequence_id 10 in an appended slice, as
  * traced appends its trusted fields; the parser keeps the last occurrence), and the packets the
- * fan-out adds: RemoteClockSync (107) and a node's failure as TraceStats (35). */
+ * fan-out adds: RemoteClockSync (107), a node's failure as TraceStats (35), and a node's link
+ * gap as TraceStats' tracegate extension field (docs/link-protocol.md §8). */
 #include "fed_packets.h"
 
 #include <event2/buffer.h>
@@ -22,6 +23,10 @@ enum {
     SLICE_LAST = 2,
     STATS_FINAL_FLUSH_OUTCOME = 15,
     FINAL_FLUSH_FAILED = 2,
+    STATS_TG_LINK_GAP = 1001, /* tracegate's extension of TraceStats: TracegateLinkGap */
+    GAP_COUNT = 1,
+    GAP_NS = 2,
+    GAP_REATTACHED = 3,
     SLICE_CHUNK = 64 * 1024,
 };
 
@@ -266,6 +271,35 @@ int tg_fed_failure_packet(struct tg_fed_stream *st, struct evbuffer *out)
     n += tg_pb_put_varint(pkt + n, 2);
     n += tg_pb_put_tag(pkt + n, STATS_FINAL_FLUSH_OUTCOME, TG_PB_VARINT);
     n += tg_pb_put_varint(pkt + n, FINAL_FLUSH_FAILED);
+    n += tg_pb_put_tag(pkt + n, PKT_TRUSTED_SEQ, TG_PB_VARINT);
+    n += tg_pb_put_varint(pkt + n, seq);
+    if (st->machine_id) {
+        n += tg_pb_put_tag(pkt + n, PKT_MACHINE_ID, TG_PB_VARINT);
+        n += tg_pb_put_varint(pkt + n, st->machine_id);
+    }
+    return put_packet(out, pkt, n, NULL, 0);
+}
+
+int tg_fed_gap_packet(struct tg_fed_stream *st, uint32_t gaps, uint64_t gap_ns, int reattached, struct evbuffer *out)
+{
+    uint8_t gap[32], pkt[80];
+    size_t g = 0, n = 0;
+    uint32_t seq = tg_fed_map_seq(st, 1); /* the node's service sequence */
+    if (!seq)
+        return -1;
+    g += tg_pb_put_tag(gap + g, GAP_COUNT, TG_PB_VARINT);
+    g += tg_pb_put_varint(gap + g, gaps);
+    g += tg_pb_put_tag(gap + g, GAP_NS, TG_PB_VARINT);
+    g += tg_pb_put_varint(gap + g, gap_ns);
+    g += tg_pb_put_tag(gap + g, GAP_REATTACHED, TG_PB_VARINT);
+    g += tg_pb_put_varint(gap + g, reattached ? 1 : 0);
+    size_t stats = tg_pb_varint_size((uint64_t)STATS_TG_LINK_GAP << 3) + tg_pb_varint_size(g) + g;
+    n += tg_pb_put_tag(pkt + n, PKT_TRACE_STATS, TG_PB_LEN);
+    n += tg_pb_put_varint(pkt + n, stats);
+    n += tg_pb_put_tag(pkt + n, STATS_TG_LINK_GAP, TG_PB_LEN);
+    n += tg_pb_put_varint(pkt + n, g);
+    memcpy(pkt + n, gap, g);
+    n += g;
     n += tg_pb_put_tag(pkt + n, PKT_TRUSTED_SEQ, TG_PB_VARINT);
     n += tg_pb_put_varint(pkt + n, seq);
     if (st->machine_id) {

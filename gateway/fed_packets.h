@@ -55,4 +55,10 @@ int tg_fed_clock_sync_packet(uint32_t machine_id, const uint64_t (*peer)[4], con
  * FAILED}} telling the trace that this node's data is missing or incomplete. */
 int tg_fed_failure_packet(struct tg_fed_stream *st, struct evbuffer *out);
 
+/* A TracePacket{machine_id, trusted_packet_sequence_id, trace_stats{[1001] TracegateLinkGap{gaps,
+ * gap_ns, reattached}}}: the node's link was down past the resume window `gaps` times, `gap_ns`
+ * in all, and its session was re-attached (1) or is still detached there (0). Field 1001 of
+ * TraceStats is tracegate's extension (docs/link-protocol.md §8); other readers skip it. */
+int tg_fed_gap_packet(struct tg_fed_stream *st, uint32_t gaps, uint64_t gap_ns, int reattached, struct evbuffer *out);
+
 #endif

@@ -325,11 +325,12 @@ uint32_t tg_fleet_machine_id(struct tg_fleet *f, const char *name)
 
 void tg_fleet_link_state_changed(struct tg_fleet *f, struct tg_link *l)
 {
-    (void)l;
     for (struct tg_link *x = f->links; x; x = x->next)
         if (x->state == LINK_UP)
             tg_link_send_nodes(x);
     rebuild_status(f);
+    if (l && l->state == LINK_UP && f->fanout)
+        tg_fanout_link_up(f->fanout, l->peer_name); /* federated sessions waiting for this node */
 }
 
 /* ------------------------------------------------------------ links registry */
@@ -406,10 +407,15 @@ int tg_fleet_can_route(struct tg_fleet *f, const char *name)
 /* A stream to node `node` for `who`: out->fd, or (when bev_ok and the node is across a link)
  * out->bev, one end of a bufferevent pair whose other end is the link channel. */
 static int fleet_open(struct tg_fleet *f, const char *node, int producer, const struct tg_gw_client_info *who,
-                      int bev_ok, struct tg_gw_route *out, char *err, size_t errlen)
+                      int bev_ok, struct tg_gw_route *out, uint64_t *channel_id, char *link_peer, size_t lplen,
+                      char *err, size_t errlen)
 {
     out->fd = -1;
     out->bev = NULL;
+    if (channel_id)
+        *channel_id = 0;
+    if (link_peer && lplen)
+        link_peer[0] = 0;
     if (node[0] == '@') {
         if (!f->fanout) {
             snprintf(err, errlen, "federated sessions are not available (out of memory at start)");
@@ -464,20 +470,36 @@ static int fleet_open(struct tg_fleet *f, const char *node, int producer, const 
     }
     tg_info(LOG, "link %s: channel %llx to %s/%s for %s", l->peer_name, (unsigned long long)ch->id, node,
             producer ? "producer" : "consumer", ch->principal[0] ? ch->principal : "-");
+    if (channel_id)
+        *channel_id = ch->id;
+    if (link_peer && lplen)
+        snprintf(link_peer, lplen, "%s", l->peer_name);
     return 0;
 }
 
 int tg_fleet_connect(void *fleet, const char *node, int producer, const struct tg_gw_client_info *who, char *err,
                      size_t errlen)
 {
+    return tg_fleet_connect_channel(fleet, node, producer, who, NULL, NULL, 0, err, errlen);
+}
+
+int tg_fleet_connect_channel(struct tg_fleet *f, const char *node, int producer, const struct tg_gw_client_info *who,
+                             uint64_t *channel_id, char *link_peer, size_t lplen, char *err, size_t errlen)
+{
     struct tg_gw_route r;
-    return fleet_open(fleet, node, producer, who, 0, &r, err, errlen) == 0 ? r.fd : -1;
+    return fleet_open(f, node, producer, who, 0, &r, channel_id, link_peer, lplen, err, errlen) == 0 ? r.fd : -1;
 }
 
 int tg_fleet_route(void *fleet, const char *node, int producer, const struct tg_gw_client_info *who,
                    struct tg_gw_route *out, char *err, size_t errlen)
 {
-    return fleet_open(fleet, node, producer, who, 1, out, err, errlen);
+    return fleet_open(fleet, node, producer, who, 1, out, NULL, NULL, 0, err, errlen);
+}
+
+void tg_fleet_channel_lost(struct tg_fleet *f, struct tg_link *l, struct link_channel *ch)
+{
+    if (f->fanout)
+        tg_fanout_channel_lost(f->fanout, l->peer_name, ch->id, l->down_since_us);
 }
 
 /* ------------------------------------------------------------ inbound channels */

@@ -1,7 +1,10 @@
 /* fleet_fanout.c: the federated ConsumerPort (fleet_fanout.h). One `struct fed` per client: a
  * consumer connection to every target node, a queue of the client's calls until every node is
  * bound or has failed, then each call fanned out and its answers merged. A node that fails is
- * logged and reported in the trace (a TraceStats packet with its machine id); the others go on. */
+ * logged and reported in the trace (a TraceStats packet with its machine id); the others go on.
+ * A linked node whose link stays down past the resume window keeps its session (the far node
+ * Detaches it under a known key); when the link comes back while the client is still recording,
+ * the node is re-attached here on a new channel and the gap is reported in the trace. */
 #include "fleet_fanout.h"
 
 #include <event2/buffer.h>
@@ -16,6 +19,7 @@
 #include "gw_core.h"
 #include "gw_upstream.h"
 #include "link_int.h"
+#include "tracegate/clock.h"
 #include "tracegate/frame.h"
 #include "tracegate/ipc_client.h"
 #include "tracegate/ipc_host.h"
@@ -28,6 +32,8 @@
 #define FED_OUT_LOW (256u << 10)
 #define FED_CHUNK (96u << 10)   /* whole slices per ReadBuffers reply to the client */
 #define FED_MAX_PACKET (64u << 20)
+#define FED_ATTACH_TRIES 20     /* Attach retries while the far node's Detach may still be on its way */
+#define FED_ATTACH_RETRY_MS 250
 
 enum method {
     M_ENABLE, M_DISABLE, M_READ, M_FREE, M_FLUSH, M_START, M_CHANGE, M_DETACH, M_ATTACH, M_STATS, M_OBSERVE,
@@ -38,7 +44,10 @@ static const char *const k_names[M_COUNT] = {
     "Detach", "Attach", "GetTraceStats", "ObserveEvents", "QueryServiceState", "QueryCapabilities",
     "SaveTraceForBugreport", "CloneSession"};
 
-enum node_state { NODE_BINDING, NODE_READY, NODE_FAILED };
+/* NODE_LOST: its link stayed down past the resume window; the far node keeps the session under
+ * `key` and the node waits for the link to come back. NODE_REATTACH: a new channel is binding and
+ * Attaching with that key (the client's new calls wait for it, as for NODE_BINDING). */
+enum node_state { NODE_BINDING, NODE_READY, NODE_FAILED, NODE_LOST, NODE_REATTACH };
 
 struct fed;
 struct fed_op;
@@ -54,6 +63,16 @@ struct fed_node {
     int remote;
     struct tg_fed_stream st;
     int clock_sent, failure_sent;
+    uint64_t cid;            /* the link channel it is read through (0: this node or a raw node) */
+    char via[64];            /* the node at the other end of that channel's link */
+    char key[128];           /* NODE_LOST, NODE_REATTACH: the far node's Detach key */
+    int old_gone;            /* NODE_LOST: the old channel's connection has closed */
+    unsigned attach_tries;
+    struct event *reattach_ev;
+    uint64_t down_since_us;  /* NODE_LOST, NODE_REATTACH: when the link went down */
+    uint64_t gap_us;         /* link outages that ended in a re-attach, summed */
+    unsigned gaps;
+    int gap_sent;            /* the current gap totals are in the trace */
 };
 
 struct fed_leg {
@@ -79,6 +98,7 @@ struct fed_op {
 
 struct fed {
     struct tg_fanout *fo;
+    struct fed *next_fed;    /* the fan-out's federated sessions */
     tg_ipc_peer *peer;
     struct tg_gw_client_info who;
     struct fed_node *nodes;
@@ -88,11 +108,13 @@ struct fed {
     struct tg_fed_seq_alloc alloc;
     struct event *resume_ev;
     int paused;
+    int stopping; /* the client sent DisableTracing or FreeBuffers: lost nodes stay detached */
 };
 
 struct tg_fanout {
     struct tg_fleet *fleet;
     tg_ipc_host *host;
+    struct fed *feds;
 };
 
 static void start_op(struct fed_op *op);
@@ -328,6 +350,9 @@ static void read_next(struct fed_op *op)
         if (n->state != NODE_READY) {
             if (!n->failure_sent) {
                 n->failure_sent = 1;
+                if (n->state == NODE_LOST || n->state == NODE_REATTACH)
+                    tg_fed_gap_packet(&n->st, n->gaps + 1, (n->gap_us + tg_mono_us() - n->down_since_us) * 1000u, 0,
+                                      op->merged);
                 tg_fed_failure_packet(&n->st, op->merged);
             }
             continue;
@@ -338,6 +363,10 @@ static void read_next(struct fed_op *op)
             n->clock_sent = 1;
             tg_fed_clock_sync_packet(n->st.machine_id, (const uint64_t(*)[4])peer, (const uint64_t(*)[4])mine, k,
                                      op->merged);
+        }
+        if (n->gaps && !n->gap_sent) {
+            n->gap_sent = 1;
+            tg_fed_gap_packet(&n->st, n->gaps, n->gap_us * 1000u, 1, op->merged);
         }
         struct fed_leg *leg = &op->legs[op->cursor];
         leg->op = op;
@@ -443,6 +472,8 @@ static void on_call(tg_ipc_call *call, enum method m, void *peer_state)
     op->fed = fed;
     op->call = call;
     op->m = m;
+    if (m == M_DISABLE || m == M_FREE)
+        fed->stopping = 1;
     struct fed_op **tail = &fed->ops;
     while (*tail)
         tail = &(*tail)->next;
@@ -507,10 +538,22 @@ static void node_settled(struct fed_node *n)
     run_queued(fed);
 }
 
+static void send_attach(struct fed_node *n);
+static void reattach_failed(struct fed_node *n, const char *why);
+
 static void node_bound(tg_ipc_client *cli, tg_ipc_service_proxy *proxy, void *arg)
 {
     (void)cli;
     struct fed_node *n = arg;
+    if (n->state == NODE_REATTACH) {
+        if (!proxy) {
+            reattach_failed(n, "its consumer port did not bind on the new channel");
+            return;
+        }
+        n->proxy = proxy;
+        send_attach(n);
+        return;
+    }
     if (n->state != NODE_BINDING)
         return;
     if (!proxy) {
@@ -526,6 +569,14 @@ static void node_disconnect(tg_ipc_client *cli, const char *reason, void *arg)
 {
     (void)cli;
     struct fed_node *n = arg;
+    if (n->state == NODE_LOST) {
+        n->old_gone = 1; /* expected: its channel closed past the window; the session lives on there */
+        return;
+    }
+    if (n->state == NODE_REATTACH) {
+        reattach_failed(n, reason ? reason : "the new channel closed");
+        return;
+    }
     int was_binding = n->state == NODE_BINDING;
     node_fail(n, reason ? reason : "disconnected");
     if (was_binding)
@@ -549,7 +600,7 @@ static int node_connect(struct fed *fed, struct fed_node *n, char *err, size_t e
         if (fd >= 0)
             idl = tg_gw_upstream_identity_frame(u, &fed->who, idf, sizeof idf);
     } else {
-        fd = tg_fleet_connect(f, n->name, 0, &fed->who, err, errlen);
+        fd = tg_fleet_connect_channel(f, n->name, 0, &fed->who, &n->cid, n->via, sizeof n->via, err, errlen);
     }
     if (fd < 0)
         return -1;
@@ -576,13 +627,148 @@ static int node_connect(struct fed *fed, struct fed_node *n, char *err, size_t e
     return 0;
 }
 
+/* ------------------------------------------------------------ re-attaching a node after a long cut */
+
+static void reattach_failed(struct fed_node *n, const char *why)
+{
+    struct fed *fed = n->fed;
+    char msg[200];
+    snprintf(msg, sizeof msg, "could not re-attach after its link came back: %s", why);
+    node_fail(n, msg);
+    tg_warn(LOG, "federated session of %s: node %s keeps its session under key \"%s\": collect it with "
+                 "`tracectl --node %s attach URL %s`",
+            fed->who.principal, n->name, n->key, n->name, n->key);
+    node_settled(n);
+}
+
+static void attach_reply(tg_ipc_client *cli, int success, int has_more, const uint8_t *reply, size_t len, void *arg)
+{
+    (void)cli;
+    (void)reply;
+    (void)len;
+    struct fed_node *n = arg;
+    if (has_more || n->state != NODE_REATTACH)
+        return;
+    struct fed *fed = n->fed;
+    if (!success) {
+        /* the far node may not have Detached it yet (its Detach and our Attach race) */
+        if (++n->attach_tries < FED_ATTACH_TRIES && tg_ipc_client_connected(n->cli)) {
+            struct timeval tv = {0, FED_ATTACH_RETRY_MS * 1000};
+            evtimer_add(n->reattach_ev, &tv);
+            return;
+        }
+        char why[260];
+        snprintf(why, sizeof why, "%.63s has no session under key \"%.100s\" for us", n->name, n->key);
+        reattach_failed(n, why);
+        return;
+    }
+    uint64_t gap = tg_mono_us() - n->down_since_us;
+    n->gaps++;
+    n->gap_us += gap;
+    n->gap_sent = 0;
+    n->state = NODE_READY;
+    n->error[0] = 0;
+    tg_info(LOG, "federated session of %s: node %s re-attached (key \"%s\", channel %llx) after a link gap of %llu ms",
+            fed->who.principal, n->name, n->key, (unsigned long long)n->cid, (unsigned long long)(gap / 1000u));
+    node_settled(n);
+}
+
+static void send_attach(struct fed_node *n)
+{
+    uint8_t buf[160];
+    size_t kl = strlen(n->key), o = 0;
+    o += tg_pb_put_tag(buf + o, 1, TG_PB_LEN); /* AttachRequest.key */
+    o += tg_pb_put_varint(buf + o, kl);
+    memcpy(buf + o, n->key, kl);
+    if (!tg_ipc_client_invoke_bytes(n->cli, n->proxy, "Attach", buf, o + kl, -1, attach_reply, n))
+        reattach_failed(n, "cannot send Attach");
+}
+
+static void reattach_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct fed_node *n = arg;
+    struct fed *fed = n->fed;
+    if (n->state == NODE_REATTACH) { /* an Attach retry */
+        send_attach(n);
+        return;
+    }
+    if (n->state != NODE_LOST || fed->stopping)
+        return;
+    if (n->cli && !n->old_gone) { /* the old channel's close has not reached us yet */
+        struct timeval tv = {0, 20000};
+        evtimer_add(n->reattach_ev, &tv);
+        return;
+    }
+    if (n->cli)
+        tg_ipc_client_free(n->cli);
+    n->cli = NULL;
+    n->proxy = NULL;
+    n->state = NODE_REATTACH;
+    n->attach_tries = 0;
+    fed->n_settled--; /* the client's new calls wait until it is attached or has failed */
+    char err[200] = "";
+    if (node_connect(fed, n, err, sizeof err) != 0) {
+        reattach_failed(n, err);
+        return;
+    }
+    tg_info(LOG, "federated session of %s: node %s is back; re-attaching its session on channel %llx",
+            fed->who.principal, n->name, (unsigned long long)n->cid);
+}
+
+void tg_fanout_channel_lost(struct tg_fanout *fo, const char *peer, uint64_t channel_id, uint64_t down_since_us)
+{
+    for (struct fed *fed = fo->feds; fed; fed = fed->next_fed)
+        for (size_t i = 0; i < fed->n; i++) {
+            struct fed_node *n = &fed->nodes[i];
+            if (!n->remote || n->cid != channel_id || strcmp(n->via, peer) != 0 || n->state != NODE_READY)
+                continue;
+            if (strcmp(n->via, n->name) != 0 || fed->stopping) {
+                node_fail(n, "its link stayed down past the resume window");
+                continue;
+            }
+            if (!n->reattach_ev && !(n->reattach_ev = evtimer_new(tg_fleet_base(fo->fleet), reattach_cb, n))) {
+                node_fail(n, "its link stayed down past the resume window (out of memory)");
+                continue;
+            }
+            tg_fleet_detach_key(tg_fleet_node_name(fo->fleet), channel_id, n->key, sizeof n->key);
+            n->state = NODE_LOST;
+            n->old_gone = 0;
+            n->down_since_us = down_since_us;
+            snprintf(n->error, sizeof n->error, "its link is down");
+            tg_warn(LOG, "federated session of %s: node %s: its link stayed down past the resume window; it keeps "
+                         "the session under key \"%s\", re-attached when the link is back",
+                    fed->who.principal, n->name, n->key);
+        }
+}
+
+void tg_fanout_link_up(struct tg_fanout *fo, const char *peer)
+{
+    for (struct fed *fed = fo->feds; fed; fed = fed->next_fed)
+        for (size_t i = 0; i < fed->n; i++) {
+            struct fed_node *n = &fed->nodes[i];
+            if (n->state == NODE_LOST && !strcmp(n->via, peer)) {
+                struct timeval now = {0, 0}; /* not from inside the link's own state change */
+                evtimer_add(n->reattach_ev, &now);
+            }
+        }
+}
+
 static void fed_free(struct fed *fed)
 {
+    for (struct fed **pp = &fed->fo->feds; *pp; pp = &(*pp)->next_fed)
+        if (*pp == fed) {
+            *pp = fed->next_fed;
+            break;
+        }
     while (fed->ops)
         op_free(fed->ops);
     for (size_t i = 0; i < fed->n; i++) {
         if (fed->nodes[i].cli)
             tg_ipc_client_free(fed->nodes[i].cli);
+        if (fed->nodes[i].reattach_ev)
+            event_free(fed->nodes[i].reattach_ev);
         tg_fed_stream_clear(&fed->nodes[i].st);
     }
     if (fed->resume_ev)
@@ -603,6 +789,11 @@ static void peer_gone(tg_ipc_peer *peer, void *arg)
         packets += fed->nodes[i].st.packets;
     tg_info(LOG, "federated session of %s over %zu node(s) closed (%zu packets read)", fed->who.principal, fed->n,
             packets);
+    for (size_t i = 0; i < fed->n; i++)
+        if (fed->nodes[i].state == NODE_LOST || fed->nodes[i].state == NODE_REATTACH)
+            tg_warn(LOG, "federated session of %s: node %s was not back before the client finished; it keeps the "
+                         "session under key \"%s\": collect it with `tracectl --node %s attach URL %s`",
+                    fed->who.principal, fed->nodes[i].name, fed->nodes[i].key, fed->nodes[i].name, fed->nodes[i].key);
     fed_free(fed);
 }
 
@@ -695,6 +886,8 @@ int tg_fanout_connect(struct tg_fanout *fo, const char *spec, int producer, cons
             return -1;
         }
     }
+    fed->next_fed = fo->feds; /* from here on fed_free unlinks it */
+    fo->feds = fed;
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) != 0) {
         snprintf(err, errlen, "socketpair: %s", strerror(errno));

@@ -500,14 +500,12 @@ static void link_up(struct tg_link *l, struct link_conn *c, int resumed)
     tg_link_conn_flush(c);
 }
 
-static void window_cb(evutil_socket_t fd, short what, void *arg)
+/* The link is gone for good (past the resume window, or the peer no longer knows it): every
+ * channel closes. A consumer channel we accepted gets its tracing session Detached here under a
+ * known key (it keeps running); for one we opened, the far node does the same, and a federated
+ * session's fan-out is told so it can Attach again when the link is back (§6, §8). */
+static void expire_channels(struct tg_link *l, const char *why)
 {
-    (void)fd;
-    (void)what;
-    struct tg_link *l = arg;
-    if (l->state != LINK_DOWN)
-        return;
-    tg_warn(LOG, "link %s: not back within the resume window; its channels close", l->peer_name);
     while (l->channels) {
         struct link_channel *ch = l->channels;
         if (ch->inbound) {
@@ -518,9 +516,21 @@ static void window_cb(evutil_socket_t fd, short what, void *arg)
             tg_warn(LOG, "link %s: channel %llx: if it owned a tracing session on %s, that node keeps it under key "
                          "\"%s\" (tracectl --node %s attach URL %s)",
                     l->peer_name, (unsigned long long)ch->id, ch->node, key, ch->node, key);
+            tg_fleet_channel_lost(l->fleet, l, ch);
         }
-        tg_link_channel_abort(ch, "the link did not come back within the resume window");
+        tg_link_channel_abort(ch, why);
     }
+}
+
+static void window_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct tg_link *l = arg;
+    if (l->state != LINK_DOWN)
+        return;
+    tg_warn(LOG, "link %s: not back within the resume window; its channels close", l->peer_name);
+    expire_channels(l, "the link did not come back within the resume window");
     l->has_id = 0;
     if (!l->dialer) {
         tg_fleet_remove_link(l->fleet, l);
@@ -967,8 +977,7 @@ static void on_control_response(struct link_conn *c, struct stream_ctx *x)
     int resumed = x->resumed[0] == '1' && l->has_id && memcmp(id, l->id, sizeof id) == 0;
     if (!resumed && l->has_id) {
         tg_warn(LOG, "link %s: the peer no longer knows link %s; its channels close", x->node, l->id_hex);
-        while (l->channels)
-            tg_link_channel_abort(l->channels, "the peer lost the link");
+        expire_channels(l, "the peer lost the link");
     }
     memcpy(l->id, id, sizeof id);
     hex(l->id, sizeof l->id, l->id_hex);

@@ -266,6 +266,14 @@ void tg_fleet_conn_gone(struct tg_fleet *f, struct link_conn *c);
  * client here) gets its tracing session Detached upstream with the key tg_fleet_detach_key()
  * makes (logged), so it keeps running and can be collected when the link is back. */
 void tg_fleet_detach_channel(struct tg_fleet *f, struct tg_link *l, struct link_channel *ch);
+/* Past the resume window: consumer channel ch, which this node opened, closes; the far node
+ * keeps its tracing session under tg_fleet_detach_key(this node, ch->id). Tells the federated
+ * fan-out (it may Attach again when the link is back). */
+void tg_fleet_channel_lost(struct tg_fleet *f, struct tg_link *l, struct link_channel *ch);
+/* tg_fleet_connect, also giving the id of the channel it opened (0: not a link channel) and the
+ * node at the other end of the link it took ("" for this node or a raw node). */
+int tg_fleet_connect_channel(struct tg_fleet *f, const char *node, int producer, const struct tg_gw_client_info *who,
+                             uint64_t *channel_id, char *link_peer, size_t lplen, char *err, size_t errlen);
 /* "tracegate-link-<opener node>-<channel id hex>". */
 void tg_fleet_detach_key(const char *opener, uint64_t channel_id, char *key, size_t len);
 

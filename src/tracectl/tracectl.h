@@ -82,6 +82,9 @@ struct tc_session {
         uint32_t id;
         uint64_t packets;
         int failed; /* a TraceStats with final_flush_outcome FAILED came for it */
+        uint32_t gaps;  /* the gateway's link-gap record (TraceStats field 1001): outages past the */
+        uint64_t gap_ns; /* resume window, their total, and whether the session was re-attached */
+        int reattached;
     } machines[64];
     size_t n_machines;
 };

@@ -275,6 +275,54 @@ static void test_clock_sync_and_failure_packets(void **state)
     tg_fed_stream_clear(&st);
 }
 
+/* The link-gap record: a TraceStats packet that decodes with the stock schema (the extension
+ * field 1001 kept as an unknown field) and carries the gap's count, length and outcome. */
+static void test_gap_packet(void **state)
+{
+    (void)state;
+    struct evbuffer *out = evbuffer_new();
+    struct tg_fed_seq_alloc alloc = {1};
+    struct tg_fed_stream st;
+    assert_int_equal(tg_fed_stream_init(&st, 7, &alloc, 1000), 0);
+    assert_int_equal(tg_fed_gap_packet(&st, 2, 3500000000ull, 1, out), 0);
+    struct out_packets o = {0};
+    collect(out, &o);
+    assert_int_equal(o.n, 1);
+    Perfetto__Protos__TracePacket *gp = decode(&o.pkt[0]);
+    assert_int_equal(gp->machine_id, 7);
+    assert_int_equal(gp->trusted_packet_sequence_id, tg_fed_map_seq(&st, 1));
+    assert_int_equal(gp->data_case, PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACE_STATS);
+    assert_false(gp->trace_stats->has_final_flush_outcome);
+    assert_int_equal(gp->trace_stats->base.n_unknown_fields, 1);
+    const ProtobufCMessageUnknownField *u = &gp->trace_stats->base.unknown_fields[0];
+    assert_int_equal(u->tag, 1001);
+    assert_int_equal(u->wire_type, PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED);
+    uint64_t count = 0, ns = 0, re = 9;
+    struct tg_pb_reader r;
+    struct tg_pb_field f;
+    uint64_t body = 0; /* protobuf-c keeps an unknown field's bytes after the tag: length, then body */
+    size_t vl = tg_pb_read_varint(u->data, u->data + u->len, &body);
+    assert_true(vl > 0);
+    assert_int_equal(vl + body, u->len);
+    tg_pb_reader_init(&r, u->data + vl, (size_t)body);
+    while (tg_pb_next(&r, &f) == 1) {
+        assert_int_equal(f.wire, TG_PB_VARINT);
+        if (f.number == 1)
+            count = f.value;
+        else if (f.number == 2)
+            ns = f.value;
+        else if (f.number == 3)
+            re = f.value;
+    }
+    assert_int_equal(count, 2);
+    assert_int_equal(ns, 3500000000ull);
+    assert_int_equal(re, 1);
+    perfetto__protos__trace_packet__free_unpacked(gp, NULL);
+    free_out(&o);
+    evbuffer_free(out);
+    tg_fed_stream_clear(&st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -282,6 +330,7 @@ int main(void)
         cmocka_unit_test(test_big_packet_is_resliced),
         cmocka_unit_test(test_bad_replies_refused),
         cmocka_unit_test(test_clock_sync_and_failure_packets),
+        cmocka_unit_test(test_gap_packet),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
