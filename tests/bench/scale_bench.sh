@@ -13,14 +13,14 @@
 #
 # Environment: TG_BUILDDIR, TG_SRCDIR (from make bench), BENCH_SCALE_NS, BENCH_SCALE_RR (calls of
 # the active client, default 2000), BENCH_SCALE_CHURN (cycles, default 200), BENCH_SCALE_SMB_KB
-# (16), BENCH_ONLY (keys "scale-gw scale-producers"; other keys: this script skips), BENCH_PIN=0,
+# (16), BENCH_TRACEGATED (another tracegated binary, to compare builds), BENCH_ONLY (keys "scale-gw scale-producers"; other keys: this script skips), BENCH_PIN=0,
 # KEEP_TMP=1.
 set -u
 
 B=${TG_BUILDDIR:-$(pwd)}
 BS=$B/tests/bench/bench_scale
 BG=$B/tests/bench/bench_gw
-GWD=$B/gateway/tracegated
+GWD=${BENCH_TRACEGATED:-$B/gateway/tracegated}
 NS=${BENCH_SCALE_NS:-10 100 1000 10000}
 RR=${BENCH_SCALE_RR:-2000}
 CHURN=${BENCH_SCALE_CHURN:-200}
@@ -65,11 +65,15 @@ stop() {
     kill -9 "$1" 2>/dev/null
     wait "$1" 2>/dev/null
 }
-NEXTPORT=$((20000 + ($$ * 7919) % 30000))
+# listening ports below the ephemeral range (10,000 client connections take that many local
+# ports from it), not used by any socket in any state
+EPH=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+NEXTPORT=$((10000 + ($$ * 7919) % (EPH - 12000)))
 free_port() {
-    while ss -Htln "sport = :$NEXTPORT" 2>/dev/null | grep -q .; do NEXTPORT=$((NEXTPORT + 1)); done
+    while ss -Htan "sport = :$NEXTPORT" 2>/dev/null | grep -q .; do NEXTPORT=$((NEXTPORT + 1)); done
     PORT=$NEXTPORT
     NEXTPORT=$((NEXTPORT + 1))
+    [ $NEXTPORT -ge $((EPH - 1)) ] && NEXTPORT=10000
 }
 field() { echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p" | head -n 1; }
 
