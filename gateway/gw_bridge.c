@@ -81,6 +81,7 @@ struct tg_gw_session {
     struct tg_gw_session *prev, *next;
     struct tg_gw_session *wprev, *wnext; /* gw->watched: output may be queued (see watch()) */
     int watched;
+    struct tg_gw_session *kprev, *knext; /* gw->kept: while detached (see set_kept()) */
     uint64_t id;
     struct tg_gw_client_info info;
     struct tg_gw_listener *listener;
@@ -163,6 +164,31 @@ static void unwatch(struct tg_gw_session *s)
         s->wnext->wprev = s->wprev;
     s->wprev = s->wnext = NULL;
     s->watched = 0;
+}
+
+/* Detached (kept) sessions are also linked in gw->kept, so that counting a principal's kept
+ * sessions (at every resumable client's disconnect) does not walk every session. */
+static void set_kept(struct tg_gw_session *s, int kept)
+{
+    struct tg_gw *gw = s->gw;
+    if (kept == s->detached)
+        return;
+    s->detached = kept;
+    if (kept) {
+        s->kprev = NULL;
+        s->knext = gw->kept;
+        if (s->knext)
+            s->knext->kprev = s;
+        gw->kept = s;
+        return;
+    }
+    if (s->kprev)
+        s->kprev->knext = s->knext;
+    else
+        gw->kept = s->knext;
+    if (s->knext)
+        s->knext->kprev = s->kprev;
+    s->kprev = s->knext = NULL;
 }
 
 static void schedule_free(struct tg_gw_session *s)
@@ -1290,8 +1316,8 @@ static void release_client(struct tg_gw_session *s)
 size_t tg_gw_kept_sessions_of(const struct tg_gw *gw, const char *principal)
 {
     size_t n = 0;
-    for (const struct tg_gw_session *s = gw->sessions; s; s = s->next)
-        n += s->detached && !s->closing && strcmp(s->info.principal, principal) == 0;
+    for (const struct tg_gw_session *s = gw->kept; s; s = s->knext)
+        n += !s->closing && strcmp(s->info.principal, principal) == 0;
     return n;
 }
 
@@ -1320,7 +1346,7 @@ static void on_down_close(tg_conn *c, const char *reason, void *arg)
             if (s->filt[i].f->on_down_close)
                 keep = s->filt[i].f->on_down_close(s, reason, s->filt[i].ctx, s->filt[i].state);
         if (keep) {
-            s->detached = 1;
+            set_kept(s, 1);
             /* the connection is gone (gauge) but its slot stays taken while the session is kept */
             tg_gw_metrics_conn_close(s->gw->metrics, s->info.transport);
             s->conn_metric_closed = 1;
@@ -1498,6 +1524,7 @@ void tg_gw_session_destroy(struct tg_gw_session *s)
         free_svc(&s->svcs[i]);
     free(s->calls);
     unwatch(s);
+    set_kept(s, 0);
     struct tg_gw *gw = s->gw;
     if (s->prev)
         s->prev->next = s->next;
@@ -1696,7 +1723,7 @@ int tg_gw_session_transfer_down(struct tg_gw_session *from, struct tg_gw_session
     from->down = NULL;
     release_client(to); /* the kept session's slot: from now on it holds the new client's */
     to->down = c;
-    to->detached = 0;
+    set_kept(to, 0);
     to->info = from->info;
     to->listener = from->listener;
     to->client_counted = from->client_counted;
