@@ -19,6 +19,7 @@
 #include "producer_port.pb-c.h"
 #include "trace_stats.pb-c.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -835,6 +836,39 @@ static void test_smb_geometry(void **state)
     assert_int_equal(smb_size_for(10000, 4096, &page), 256 * 1024); /* not a page multiple */
 }
 
+/* Descriptors of this process (the service runs in it) open on a "perfetto_shmem" memfd. */
+static int count_memfd_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        char path[300], target[256];
+        snprintf(path, sizeof path, "/proc/self/fd/%s", de->d_name);
+        ssize_t l = readlink(path, target, sizeof target - 1);
+        if (l > 0) {
+            target[l] = 0;
+            n += strstr(target, "memfd:perfetto_shmem") != NULL;
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+/* Whether a "perfetto_shmem" memfd is mapped in this process. */
+static bool memfd_mapped(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    assert_non_null(f);
+    char line[512];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f))
+        found = strstr(line, "memfd:perfetto_shmem") != NULL;
+    fclose(f);
+    return found;
+}
+
 static void test_producer_provided_smb(void **state)
 {
     (void)state;
@@ -865,6 +899,13 @@ static void test_producer_provided_smb(void **state)
         assert_true(resp->direct_smb_patching_supported);
         perfetto__protos__initialize_connection_response__free_unpacked(resp, NULL);
         ts_frame_free(&f);
+        if (sealed) {
+            /* adopted: the service keeps the mapping but no descriptor (one fd per producer, not two) */
+            close(mfd);
+            mfd = -1;
+            assert_int_equal(count_memfd_fds(), 0);
+            assert_true(memfd_mapped());
+        }
         assert_int_equal(ts_raw_invoke(&e, &r, 3, 1, TS_P_ASYNC, NULL, 0, -1), 0);
         Perfetto__Protos__DataSourceDescriptor d = PERFETTO__PROTOS__DATA_SOURCE_DESCRIPTOR__INIT;
         d.name = (char *)"test.ds";
@@ -895,7 +936,8 @@ static void test_producer_provided_smb(void **state)
         ts_frame_free(&f);
         ts_cons_close(&c);
         ts_raw_close(&r);
-        close(mfd);
+        if (mfd >= 0)
+            close(mfd);
         ts_env_free(&e);
     }
 }
