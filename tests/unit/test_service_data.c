@@ -15,6 +15,8 @@
 
 #include "tracegate/pbwire.h"
 
+#include "service/svc.h"
+
 #include "commit_data_request.pb-c.h"
 #include "producer_port.pb-c.h"
 #include "trace_stats.pb-c.h"
@@ -942,6 +944,64 @@ static void test_producer_provided_smb(void **state)
     }
 }
 
+/* Producers come and go in any order: the list stays consistent (doubly linked), every live
+ * producer is found by its id through the index, a gone one is not, and ids stay unique. */
+static void test_producer_index(void **state)
+{
+    (void)state;
+    struct ts_env e;
+    assert_int_equal(ts_env_init(&e), 0);
+    enum { N = 9 };
+    struct ts_prod p[N];
+    bool live[N];
+    struct ts_prod_opts po;
+    memset(&po, 0, sizeof po);
+    po.ds_name = "";
+    char names[N][16];
+    for (int i = 0; i < 6; i++) {
+        snprintf(names[i], sizeof names[i], "prod_%d", i);
+        po.name = names[i];
+        assert_int_equal(ts_prod_connect(&e, &p[i], &po), 0);
+        live[i] = true;
+    }
+    uint16_t gone_ids[3];
+    int ng = 0;
+    for (int i = 0; i < 6; i += 2) { /* the first, a middle one, the last but one */
+        for (tg_svc_producer *x = e.svc->producers; x; x = x->next)
+            if (strcmp(x->name, names[i]) == 0)
+                gone_ids[ng++] = x->id;
+        ts_prod_close(&p[i]);
+        live[i] = false;
+    }
+    assert_int_equal(ng, 3);
+    assert_true(ts_wait_svc_count(&e, TS_SVC_PRODUCERS, 3, 5000));
+    for (int i = 6; i < N; i++) {
+        snprintf(names[i], sizeof names[i], "prod_%d", i);
+        po.name = names[i];
+        assert_int_equal(ts_prod_connect(&e, &p[i], &po), 0);
+        live[i] = true;
+    }
+    size_t n = 0;
+    uint16_t ids[N];
+    for (tg_svc_producer *x = e.svc->producers; x; x = x->next) {
+        assert_true(x->next == NULL || x->next->prev == x);
+        assert_true(x->prev != NULL || e.svc->producers == x);
+        assert_ptr_equal(tg_svc_producer_by_id(e.svc, x->id), x);
+        for (size_t k = 0; k < n; k++)
+            assert_int_not_equal(ids[k], x->id);
+        ids[n++] = x->id;
+    }
+    assert_int_equal(n, 6);
+    for (int k = 0; k < ng; k++)
+        assert_null(tg_svc_producer_by_id(e.svc, gone_ids[k]));
+    for (int i = 0; i < N; i++)
+        if (live[i])
+            ts_prod_close(&p[i]);
+    assert_true(ts_wait_svc_count(&e, TS_SVC_PRODUCERS, 0, 5000));
+    assert_null(e.svc->producers);
+    ts_env_free(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -958,6 +1018,7 @@ int main(void)
         cmocka_unit_test(test_initialize_connection_rules),
         cmocka_unit_test(test_smb_geometry),
         cmocka_unit_test(test_producer_provided_smb),
+        cmocka_unit_test(test_producer_index),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
