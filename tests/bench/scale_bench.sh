@@ -89,12 +89,21 @@ row() {
     rm -f "$T"/*.sock
     free_port
     if [ "$kind" = gw ]; then
-        # 2 descriptors per bridged client in tracegated: the hard limit may cap N
+        # 2 descriptors per bridged client in tracegated: raise the hard limit with prlimit when
+        # allowed (CAP_SYS_RESOURCE), else the hard limit caps N
         m=$n
-        [ $((2 * m + 64)) -gt "$HARD" ] && m=$(((HARD - 64) / 2))
-        start server $EP "$BG" server "$T/server.sock"
+        PL=""
+        need=$((2 * n + 200))
+        if [ "$need" -gt "$HARD" ]; then
+            if prlimit --nofile="$need:$need" true 2>/dev/null; then
+                PL="prlimit --nofile=$need:$need"
+            else
+                m=$(((HARD - 64) / 2))
+            fi
+        fi
+        start server $PL $EP "$BG" server "$T/server.sock"
         SP=$LASTPID
-        start gw $PX "$GWD" --upstream-consumer "$T/server.sock" --listen "consumer=tcp://127.0.0.1:$PORT" \
+        start gw $PL $PX "$GWD" --upstream-consumer "$T/server.sock" --listen "consumer=tcp://127.0.0.1:$PORT" \
             --no-http --max-connections $((m + 300)) --producer-socket "$T/p.sock" --consumer-socket "$T/c.sock" \
             --log-level warn
         GP=$LASTPID
@@ -104,9 +113,17 @@ row() {
         extra=""
     else
         m=$n
-        [ $((m + 64)) -gt "$HARD" ] && m=$((HARD - 64))
+        PL=""
+        need=$((n + 200))
+        if [ "$need" -gt "$HARD" ]; then
+            if prlimit --nofile="$need:$need" true 2>/dev/null; then
+                PL="prlimit --nofile=$need:$need"
+            else
+                m=$((HARD - 200))
+            fi
+        fi
         SP=""
-        start gw $PX "$GWD" --listen "consumer=tcp://127.0.0.1:$PORT" --no-http \
+        start gw $PL $PX "$GWD" --listen "consumer=tcp://127.0.0.1:$PORT" --no-http \
             --producer-socket "$T/p.sock" --consumer-socket "$T/c.sock" --log-level warn
         GP=$LASTPID
         target="$T/p.sock"
@@ -120,7 +137,7 @@ row() {
         i=$((i + 1))
     done
     # shellcheck disable=SC2086
-    line=$(timeout 600 $EP "$BS" "$kind" "$target" --conns "$m" --pid "$GP" --rr "$RR" --churn "$CHURN" $extra \
+    line=$(timeout 600 $PL $EP "$BS" "$kind" "$target" --conns "$m" --pid "$GP" --rr "$RR" --churn "$CHURN" $extra \
         2>"$T/bs.log")
     stop "$GP"
     [ -n "$SP" ] && stop "$SP"
@@ -165,7 +182,7 @@ if want scale-gw; then
     for n in $NS; do row gw "$n"; done
     flat gw
     grep -q '\*' "$T/gw.rows" 2>/dev/null &&
-        echo "  * capped by RLIMIT_NOFILE (hard $HARD here; 2 descriptors per bridged client in tracegated)"
+        echo "  * capped by RLIMIT_NOFILE (hard $HARD here, and prlimit may not raise it; 2 descriptors per bridged client in tracegated)"
 fi
 if want scale-producers; then
     echo
