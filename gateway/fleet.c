@@ -1043,7 +1043,7 @@ static int add_listener(struct tg_fleet *f, const char *url, char *err, size_t e
             return -1;
         }
     }
-    ll->fd = tg_addr_listen(&a, 128, 0);
+    ll->fd = tg_addr_listen(&a, 4096, 0); /* a fleet redialing a restarted hub at once: queued, not dropped */
     if (ll->fd < 0) {
         snprintf(err, errlen, "listen-link '%s': %s", url, strerror(errno));
         if (ll->tls)

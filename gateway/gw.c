@@ -306,8 +306,7 @@ static void sweep_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     uint64_t now = tg_gw_now_us(), to_clients = 0, to_service = 0;
-    for (struct tg_gw_session *s = gw->sessions; s; s = tg_gw_session_next(s))
-        tg_gw_session_sweep(s, now, &to_clients, &to_service);
+    tg_gw_sessions_sweep(gw, now, &to_clients, &to_service);
     tg_gw_metrics_set_queue_bytes(gw->metrics, to_clients, to_service);
     tg_gw_metrics_set_upstream_healthy(gw->metrics, tg_gw_upstream_healthy(gw));
 }

@@ -201,6 +201,9 @@ struct tg_gw_session *tg_gw_session_new(struct tg_gw *gw, tg_conn *down, const s
                                         struct tg_gw_listener *l);
 /* Periodic checks: slow clients, idle clients. Adds the queued bytes. */
 void tg_gw_session_sweep(struct tg_gw_session *s, uint64_t now_us, uint64_t *to_clients, uint64_t *to_service);
+/* The periodic sweep of the gateway: tg_gw_session_sweep on every session that may have output
+ * queued (all of them when an idle timeout is set); idle sessions are not visited. */
+void tg_gw_sessions_sweep(struct tg_gw *gw, uint64_t now_us, uint64_t *to_clients, uint64_t *to_service);
 void tg_gw_session_destroy(struct tg_gw_session *s); /* shutdown only: no callbacks */
 /* Iteration over gw->sessions (the list is linked through the sessions). */
 struct tg_gw_session *tg_gw_session_next(const struct tg_gw_session *s);

@@ -47,6 +47,8 @@ struct tg_gw {
     struct tg_gw_sources *sources;
 
     struct tg_gw_session *sessions;  /* head; linked through the sessions (tg_gw_session_next) */
+    struct tg_gw_session *watched;   /* sessions that may have output queued: the sweep's list (gw_bridge.c) */
+    struct tg_gw_session *kept;      /* detached sessions kept for a resume (gw_bridge.c) */
     size_t n_sessions, n_clients;
     uint64_t next_session_id;
 

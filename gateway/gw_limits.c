@@ -187,16 +187,21 @@ enum tg_gw_slow_verdict tg_gw_slow_check(struct tg_gw_slow *s, const struct tg_g
 
 /* ------------------------------------------------ per-source counts */
 
-#define SRC_BUCKETS 256
+/* Chained hash table of the sources with at least one connection. It doubles when it holds more
+ * entries than buckets, so a lookup stays O(1) with 10,000 distinct remote addresses (a fixed
+ * 256 buckets made every accept walk chains of ~40). */
+#define SRC_MIN_BUCKETS 256u
 
 struct src_ent {
     struct src_ent *next;
+    unsigned hash;
     uint32_t count;
     char key[];
 };
 
 struct tg_gw_sources {
-    struct src_ent *b[SRC_BUCKETS];
+    struct src_ent **b;
+    size_t nb, n; /* buckets (a power of two), entries */
 };
 
 static unsigned src_hash(const char *s)
@@ -204,16 +209,28 @@ static unsigned src_hash(const char *s)
     unsigned h = 2166136261u;
     for (; *s; s++)
         h = (h ^ (unsigned char)*s) * 16777619u;
-    return h % SRC_BUCKETS;
+    return h;
 }
 
-struct tg_gw_sources *tg_gw_sources_new(void) { return calloc(1, sizeof(struct tg_gw_sources)); }
+struct tg_gw_sources *tg_gw_sources_new(void)
+{
+    struct tg_gw_sources *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->b = calloc(SRC_MIN_BUCKETS, sizeof *t->b);
+    if (!t->b) {
+        free(t);
+        return NULL;
+    }
+    t->nb = SRC_MIN_BUCKETS;
+    return t;
+}
 
 void tg_gw_sources_free(struct tg_gw_sources *t)
 {
     if (!t)
         return;
-    for (int i = 0; i < SRC_BUCKETS; i++) {
+    for (size_t i = 0; i < t->nb; i++) {
         struct src_ent *e = t->b[i];
         while (e) {
             struct src_ent *n = e->next;
@@ -221,27 +238,55 @@ void tg_gw_sources_free(struct tg_gw_sources *t)
             e = n;
         }
     }
+    free(t->b);
     free(t);
 }
 
-static struct src_ent **src_find(struct tg_gw_sources *t, const char *source)
+static struct src_ent **src_find(struct tg_gw_sources *t, const char *source, unsigned h)
 {
-    struct src_ent **pp = &t->b[src_hash(source)];
-    while (*pp && strcmp((*pp)->key, source) != 0)
+    struct src_ent **pp = &t->b[h & (t->nb - 1)];
+    while (*pp && ((*pp)->hash != h || strcmp((*pp)->key, source) != 0))
         pp = &(*pp)->next;
     return pp;
 }
 
+/* Doubles the bucket array (best effort: on allocation failure the chains just get longer). */
+static void src_grow(struct tg_gw_sources *t)
+{
+    size_t nb = t->nb * 2;
+    struct src_ent **b = calloc(nb, sizeof *b);
+    if (!b)
+        return;
+    for (size_t i = 0; i < t->nb; i++) {
+        struct src_ent *e = t->b[i];
+        while (e) {
+            struct src_ent *n = e->next;
+            e->next = b[e->hash & (nb - 1)];
+            b[e->hash & (nb - 1)] = e;
+            e = n;
+        }
+    }
+    free(t->b);
+    t->b = b;
+    t->nb = nb;
+}
+
 int tg_gw_sources_acquire(struct tg_gw_sources *t, const char *source, uint32_t max)
 {
-    struct src_ent **pp = src_find(t, source);
+    unsigned h = src_hash(source);
+    struct src_ent **pp = src_find(t, source, h);
     if (!*pp) {
         size_t n = strlen(source) + 1;
         struct src_ent *e = calloc(1, sizeof *e + n);
         if (!e)
             return 0;
         memcpy(e->key, source, n);
+        e->hash = h;
         *pp = e;
+        if (++t->n > t->nb) {
+            src_grow(t);
+            pp = src_find(t, source, h);
+        }
     }
     if (max && (*pp)->count >= max)
         return 0;
@@ -251,7 +296,7 @@ int tg_gw_sources_acquire(struct tg_gw_sources *t, const char *source, uint32_t 
 
 void tg_gw_sources_release(struct tg_gw_sources *t, const char *source)
 {
-    struct src_ent **pp = src_find(t, source);
+    struct src_ent **pp = src_find(t, source, src_hash(source));
     if (!*pp)
         return;
     if ((*pp)->count > 0)
@@ -260,11 +305,12 @@ void tg_gw_sources_release(struct tg_gw_sources *t, const char *source)
         struct src_ent *e = *pp;
         *pp = e->next;
         free(e);
+        t->n--;
     }
 }
 
 uint32_t tg_gw_sources_count(struct tg_gw_sources *t, const char *source)
 {
-    struct src_ent **pp = src_find(t, source);
+    struct src_ent **pp = src_find(t, source, src_hash(source));
     return *pp ? (*pp)->count : 0;
 }

@@ -26,8 +26,13 @@
 #include "net/tls.h"
 
 #define LOG "gw-listener"
+/* accept_cb takes up to this many connections per wake-up, then lets the loop serve others; the
+ * listening socket stays readable (level-triggered), so a burst is drained over a few turns */
 #define ACCEPTS_PER_EVENT 64
-#define BACKLOG 512
+/* A burst of clients (1,000 connecting at once: tests/integration/test_gw_burst.sh) must wait in
+ * the kernel's queue, not be refused (UNIX: EAGAIN) or dropped (TCP: SYN retried 1 s later).
+ * The kernel caps the value at net.core.somaxconn (4096 by default since Linux 5.4). */
+#define BACKLOG 4096
 
 struct tg_gw_listener {
     struct tg_gw *gw;

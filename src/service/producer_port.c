@@ -182,6 +182,8 @@ static void *producer_open(tg_ipc_peer *peer, void *svc_ctx)
     tg_svc_peer_nodelay(peer);
     tg_smb_host_init(&p->smb);
     p->next = svc->producers;
+    if (p->next)
+        p->next->prev = p;
     svc->producers = p;
     return p;
 }
@@ -200,12 +202,14 @@ static void producer_close(tg_ipc_peer *peer, void *state, void *svc_ctx)
             tg_svc_scrape_producer(p, NULL);
         tg_svc_session_on_producer_gone(svc, p);
     }
-    for (tg_svc_producer **pp = &svc->producers; *pp; pp = &(*pp)->next) {
-        if (*pp == p) {
-            *pp = p->next;
-            break;
-        }
-    }
+    if (p->prev)
+        p->prev->next = p->next;
+    else
+        svc->producers = p->next;
+    if (p->next)
+        p->next->prev = p->prev;
+    if (p->id && svc->producer_index[p->id] == p)
+        svc->producer_index[p->id] = NULL;
     while (p->cmds) {
         struct tg_svc_cmd *c = p->cmds;
         p->cmds = c->next;
@@ -297,6 +301,7 @@ static void m_initialize_connection(tg_ipc_call *call, const ProtobufCMessage *m
     if (fd >= 0)
         close(fd);
     p->initialized = true;
+    svc->producer_index[id] = p;
     svc->producers_seen++;
     tg_info(TG_SVC_LOG, "producer %u connected: %s (uid %d pid %d machine %u%s)", id, p->name, p->uid, p->pid,
             p->machine_id, p->emulation ? ", shmem emulation" : "");

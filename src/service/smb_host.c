@@ -140,6 +140,10 @@ int tg_smb_host_adopt(struct tg_smb_host *h, int fd, size_t page)
         close(fd);
         return -1;
     }
+    /* the mapping keeps the memory; the service never hands a producer's own SMB back, so the
+     * descriptor would only cost one fd per producer (half the budget at 10,000 producers) */
+    close(fd);
+    h->fd = -1;
     return 0;
 }
 

@@ -99,7 +99,7 @@ struct tg_svc_cmd {
 
 struct tg_svc_producer {
     tg_service *svc;
-    tg_svc_producer *next;
+    tg_svc_producer *next, *prev; /* svc->producers (doubly linked: O(1) unlink on close) */
     tg_ipc_peer *peer;
     uint16_t id;
     bool initialized;
@@ -271,6 +271,7 @@ struct tg_service {
     char machine_name[256];
     int32_t uid; /* our own uid: trusted_uid of service packets */
     tg_svc_producer *producers;
+    tg_svc_producer **producer_index; /* [TG_SVC_MAX_PRODUCERS + 1]: initialized producers by id */
     tg_svc_consumer *consumers;
     tg_svc_session *sessions;
     struct tg_svc_relay *relays;

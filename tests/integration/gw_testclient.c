@@ -18,6 +18,8 @@
  *   gw_testclient slow ADDR [--timeout-ms MS]
  *       binds ConsumerPort, then floods QueryServiceState without ever reading replies and
  *       waits for the gateway to cut it. Prints "cut after N ms" (exit 0) or "not cut" (1).
+ *   gw_testclient burst ADDR --count N [--method M] [--timeout-ms MS]
+ *       N connects at once, each then binds ConsumerPort and calls M (see gw_burst.c).
  *   gw_testclient http-get HOST:PORT PATH      prints the response body (exit 0 on 200)
  *   gw_testclient free-port                    prints a TCP port free on 127.0.0.1 a moment ago
  * Every time limit (--timeout-ms, default 10 s; connect and HTTP waits) is only a safety net and
@@ -35,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gw_burst.h"
 #include "tracegate/addr.h"
 #include "tracegate/frame.h"
 #include "tracegate/ipc_client.h"
@@ -559,13 +562,28 @@ int main(int argc, char **argv)
 {
     tg_log_set_level(TG_LOG_ERROR);
     if (argc < 2) {
-        fprintf(stderr, "usage: gw_testclient call|slow|http-get|free-port ...\n");
+        fprintf(stderr, "usage: gw_testclient call|slow|burst|http-get|free-port ...\n");
         return 2;
     }
     if (strcmp(argv[1], "free-port") == 0)
         return cmd_free_port();
     if (strcmp(argv[1], "http-get") == 0 && argc == 4)
         return cmd_http_get(argv[2], argv[3]);
+    if (strcmp(argv[1], "burst") == 0 && argc >= 3) {
+        int count = 1000, tmo = 60000;
+        const char *method = "QueryCapabilities";
+        for (int k = 3; k + 1 < argc; k += 2) {
+            if (strcmp(argv[k], "--count") == 0)
+                count = atoi(argv[k + 1]);
+            else if (strcmp(argv[k], "--method") == 0)
+                method = argv[k + 1];
+            else if (strcmp(argv[k], "--timeout-ms") == 0)
+                tmo = atoi(argv[k + 1]);
+            else
+                return 2;
+        }
+        return count > 0 ? gw_burst_main(argv[2], count, method, tmo) : 2;
+    }
     struct opts o = {.count = 1, .timeout_ms = 10000};
     if (argc < 3)
         return 2;

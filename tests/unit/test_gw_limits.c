@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <string.h>
 
 #include "gw_limits.h"
@@ -178,11 +179,40 @@ static void test_sources(void **state)
     tg_gw_sources_free(t);
 }
 
+/* 10,000 distinct sources (the table grows several times on the way): every count stays its
+ * own, limits hold after the growth, and releasing them all leaves nothing behind. */
+static void test_sources_many(void **state)
+{
+    (void)state;
+    struct tg_gw_sources *t = tg_gw_sources_new();
+    char key[32];
+    for (int i = 0; i < 10000; i++) {
+        snprintf(key, sizeof key, "10.%d.%d.1", i / 256, i % 256);
+        assert_int_equal(tg_gw_sources_acquire(t, key, 2), 1);
+        if (i % 3 == 0)
+            assert_int_equal(tg_gw_sources_acquire(t, key, 2), 1);
+    }
+    for (int i = 0; i < 10000; i++) {
+        snprintf(key, sizeof key, "10.%d.%d.1", i / 256, i % 256);
+        assert_int_equal(tg_gw_sources_count(t, key), i % 3 == 0 ? 2 : 1);
+        assert_int_equal(tg_gw_sources_acquire(t, key, 2), i % 3 == 0 ? 0 : 1);
+    }
+    for (int i = 0; i < 10000; i++) {
+        snprintf(key, sizeof key, "10.%d.%d.1", i / 256, i % 256);
+        tg_gw_sources_release(t, key);
+        tg_gw_sources_release(t, key);
+        assert_int_equal(tg_gw_sources_count(t, key), 0);
+    }
+    assert_int_equal(tg_gw_sources_acquire(t, "10.0.0.1", 1), 1);
+    assert_int_equal(tg_gw_sources_acquire(t, "10.0.0.1", 1), 0);
+    tg_gw_sources_free(t); /* LeakSanitizer: no entry left over */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_size),   cmocka_unit_test(test_parse_duration), cmocka_unit_test(test_validate),
-        cmocka_unit_test(test_bucket),       cmocka_unit_test(test_slow_client),    cmocka_unit_test(test_sources),
+        cmocka_unit_test(test_bucket),       cmocka_unit_test(test_slow_client),    cmocka_unit_test(test_sources), cmocka_unit_test(test_sources_many),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,10 +15,13 @@
 
 #include "tracegate/pbwire.h"
 
+#include "service/svc.h"
+
 #include "commit_data_request.pb-c.h"
 #include "producer_port.pb-c.h"
 #include "trace_stats.pb-c.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -835,6 +838,39 @@ static void test_smb_geometry(void **state)
     assert_int_equal(smb_size_for(10000, 4096, &page), 256 * 1024); /* not a page multiple */
 }
 
+/* Descriptors of this process (the service runs in it) open on a "perfetto_shmem" memfd. */
+static int count_memfd_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        char path[300], target[256];
+        snprintf(path, sizeof path, "/proc/self/fd/%s", de->d_name);
+        ssize_t l = readlink(path, target, sizeof target - 1);
+        if (l > 0) {
+            target[l] = 0;
+            n += strstr(target, "memfd:perfetto_shmem") != NULL;
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+/* Whether a "perfetto_shmem" memfd is mapped in this process. */
+static bool memfd_mapped(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    assert_non_null(f);
+    char line[512];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f))
+        found = strstr(line, "memfd:perfetto_shmem") != NULL;
+    fclose(f);
+    return found;
+}
+
 static void test_producer_provided_smb(void **state)
 {
     (void)state;
@@ -865,6 +901,13 @@ static void test_producer_provided_smb(void **state)
         assert_true(resp->direct_smb_patching_supported);
         perfetto__protos__initialize_connection_response__free_unpacked(resp, NULL);
         ts_frame_free(&f);
+        if (sealed) {
+            /* adopted: the service keeps the mapping but no descriptor (one fd per producer, not two) */
+            close(mfd);
+            mfd = -1;
+            assert_int_equal(count_memfd_fds(), 0);
+            assert_true(memfd_mapped());
+        }
         assert_int_equal(ts_raw_invoke(&e, &r, 3, 1, TS_P_ASYNC, NULL, 0, -1), 0);
         Perfetto__Protos__DataSourceDescriptor d = PERFETTO__PROTOS__DATA_SOURCE_DESCRIPTOR__INIT;
         d.name = (char *)"test.ds";
@@ -895,9 +938,68 @@ static void test_producer_provided_smb(void **state)
         ts_frame_free(&f);
         ts_cons_close(&c);
         ts_raw_close(&r);
-        close(mfd);
+        if (mfd >= 0)
+            close(mfd);
         ts_env_free(&e);
     }
+}
+
+/* Producers come and go in any order: the list stays consistent (doubly linked), every live
+ * producer is found by its id through the index, a gone one is not, and ids stay unique. */
+static void test_producer_index(void **state)
+{
+    (void)state;
+    struct ts_env e;
+    assert_int_equal(ts_env_init(&e), 0);
+    enum { N = 9 };
+    struct ts_prod p[N];
+    bool live[N];
+    struct ts_prod_opts po;
+    memset(&po, 0, sizeof po);
+    po.ds_name = "";
+    char names[N][16];
+    for (int i = 0; i < 6; i++) {
+        snprintf(names[i], sizeof names[i], "prod_%d", i);
+        po.name = names[i];
+        assert_int_equal(ts_prod_connect(&e, &p[i], &po), 0);
+        live[i] = true;
+    }
+    uint16_t gone_ids[3];
+    int ng = 0;
+    for (int i = 0; i < 6; i += 2) { /* the first, a middle one, the last but one */
+        for (tg_svc_producer *x = e.svc->producers; x; x = x->next)
+            if (strcmp(x->name, names[i]) == 0)
+                gone_ids[ng++] = x->id;
+        ts_prod_close(&p[i]);
+        live[i] = false;
+    }
+    assert_int_equal(ng, 3);
+    assert_true(ts_wait_svc_count(&e, TS_SVC_PRODUCERS, 3, 5000));
+    for (int i = 6; i < N; i++) {
+        snprintf(names[i], sizeof names[i], "prod_%d", i);
+        po.name = names[i];
+        assert_int_equal(ts_prod_connect(&e, &p[i], &po), 0);
+        live[i] = true;
+    }
+    size_t n = 0;
+    uint16_t ids[N];
+    for (tg_svc_producer *x = e.svc->producers; x; x = x->next) {
+        assert_true(x->next == NULL || x->next->prev == x);
+        assert_true(x->prev != NULL || e.svc->producers == x);
+        assert_ptr_equal(tg_svc_producer_by_id(e.svc, x->id), x);
+        for (size_t k = 0; k < n; k++)
+            assert_int_not_equal(ids[k], x->id);
+        ids[n++] = x->id;
+    }
+    assert_int_equal(n, 6);
+    for (int k = 0; k < ng; k++)
+        assert_null(tg_svc_producer_by_id(e.svc, gone_ids[k]));
+    for (int i = 0; i < N; i++)
+        if (live[i])
+            ts_prod_close(&p[i]);
+    assert_true(ts_wait_svc_count(&e, TS_SVC_PRODUCERS, 0, 5000));
+    assert_null(e.svc->producers);
+    ts_env_free(&e);
 }
 
 int main(void)
@@ -916,6 +1018,7 @@ int main(void)
         cmocka_unit_test(test_initialize_connection_rules),
         cmocka_unit_test(test_smb_geometry),
         cmocka_unit_test(test_producer_provided_smb),
+        cmocka_unit_test(test_producer_index),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
