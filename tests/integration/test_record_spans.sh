@@ -37,8 +37,11 @@ ONEPATH_DEMO_BIN=$OPD TRACECTL=$TRACECTL tg_timeout 60 sh "$S/contrib/onepath-de
 kill -INT "$RPID"
 wait_exit "$RPID" 60
 [ "$WAIT_RC" = 0 ] || fail "tracectl record exited $WAIT_RC: $(cat "$T/record.log")"
-grep -q "stitched $((4 * N)) spans as slices on 6 tracks with $((2 * N)) flows" "$T/record.log" ||
-    fail "no stitch summary: $(cat "$T/record.log")"
+# every span is a slice; one track per (program, thread) at least (spans that overlap without
+# nesting get a lane track of their own, and each lane edge its flow: both depend on timing)
+set -- $(sed -n 's/.*stitched \([0-9]*\) spans as slices on \([0-9]*\) tracks with \([0-9]*\) flows.*/\1 \2 \3/p' "$T/record.log")
+[ "${1:-0}" -eq $((4 * N)) ] && [ "${2:-0}" -ge 6 ] && [ "${3:-0}" -ge $((2 * N)) ] ||
+    fail "stitch summary: $(cat "$T/record.log")"
 tg_timeout 30 "$TRACECTL" dump "$OUT" >"$T/dump.txt" 2>&1 || fail "dump: $(tail -3 "$T/dump.txt")"
 for name in sensor.publish router.route router.forward storage.store; do
     grep '^slices:' "$T/dump.txt" | grep -q "\"$name\" $N" || fail "no $N $name slices: $(grep '^slices:' "$T/dump.txt")"
