@@ -461,6 +461,9 @@ int main(int argc, char **argv)
             setenv("ONEPATH_TRACE_RESOURCE_ATTRIBUTES", attr, 0);
         }
     }
+    /* the last finished spans stay in memory for TracegateFleet.Spans (`tracectl spans`) */
+    if (!getenv("ONEPATH_TRACE_RECENT_SPANS"))
+        setenv("ONEPATH_TRACE_RECENT_SPANS", "4096", 0);
     if (tg_gw_onepath_start(&d.cfg, err, sizeof err) != 0) {
         fprintf(stderr, "tracegated: %s\n", err);
         tg_gw_config_free(&d.cfg);
