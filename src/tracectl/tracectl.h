@@ -19,6 +19,15 @@ int tc_cmd_dump(const struct tc_opts *opts, int argc, char **argv);
 int tc_cmd_kcdata(const struct tc_opts *opts, int argc, char **argv); /* tracectl_kcdata.c */
 int tc_cmd_merge(const struct tc_opts *opts, int argc, char **argv);  /* tracectl_merge.c */
 int tc_cmd_stats(const struct tc_opts *opts, int argc, char **argv);  /* tracectl_stats.c */
+int tc_cmd_spans(const struct tc_opts *opts, int argc, char **argv);  /* tracectl_spans.c */
+
+/* ---- tracectl_spans.c ---- */
+/* Fetches the recent OnePath spans of spec ("NAME", "" = the gateway's own node, "@a,b", "@all")
+ * through the gateway of opts (TracegateFleet.Spans) into out_path ("-" = stdout); cursor_path
+ * (NULL: none) keeps per-node cursors across fetches. Progress and per-node failures go to log.
+ * Returns 0 (every node answered), 1 (some did) or -1 (none). */
+int tc_fetch_fleet_spans(const struct tc_opts *opts, const char *spec, const char *out_path, const char *cursor_path,
+                         FILE *log);
 
 /* ---- tracectl_merge.c: stitching OnePath spans into a trace ---- */
 /* Parses HOST=ID (ID decimal or 0x hex, 32 bits); out->host is malloc'ed. 0 or -1. */
