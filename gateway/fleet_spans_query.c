@@ -78,7 +78,8 @@ static void answer_local(struct tg_gw_session *s, uint64_t rid, const char *me, 
                      "this node keeps no spans (ONEPATH_TRACE_ENABLE=1 and ONEPATH_TRACE_RECENT_SPANS > 0 turn it on)");
     } else {
         Tracegate__SpansResponse r = TRACEGATE__SPANS_RESPONSE__INIT;
-        r.has_ndjson = r.has_next_since = r.has_missed = r.has_more = 1;
+        r.has_ndjson = r.has_next_since = r.has_missed = r.has_more = r.has_last_id = 1;
+        r.last_id = rd.last_id;
         r.ndjson.data = (uint8_t *)nd;
         r.ndjson.len = len;
         r.next_since = rd.next_since;

@@ -980,6 +980,7 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
     }
     const char *out_path = o.out_path ? o.out_path : "trace.pftrace";
     char fleet_spans[4096] = ""; /* --spans @fleet: where the nodes' spans are fetched to */
+    char fleet_host[64] = "";    /* ... and the gateway's own node (the trace's host) */
     for (size_t i = 0; i < n_spans; i++) {
         if (strcmp(spans[i], "@fleet") != 0)
             continue;
@@ -1140,9 +1141,9 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
             free(data);
             fprintf(stderr, "tracectl: the service wrote %" PRIu64 " packets (%zu bytes) to %s\n", n, len, out_path);
         }
-        if (fleet_spans[0] && tc_fetch_fleet_spans(&eo, o.fed_spec, fleet_spans, NULL, stderr) < 0)
+        if (fleet_spans[0] && tc_fetch_fleet_spans(&eo, o.fed_spec, fleet_spans, NULL, fleet_host, stderr) < 0)
             fprintf(stderr, "tracectl record: no node's spans could be fetched (the trace itself is complete)\n");
-        ret = n_spans && tc_stitch_file(out_path, spans, n_spans) != 0 ? 1 : 0;
+        ret = n_spans && tc_stitch_file(out_path, spans, n_spans, fleet_host[0] ? fleet_host : NULL) != 0 ? 1 : 0;
         goto out;
     }
     if (tc_session_read(&s, &w) != 0)
@@ -1150,9 +1151,9 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
     have_writer = 0;
     if (eo.node && eo.node[0] == '@')
         tc_print_machines(&s, &eo, stderr);
-    if (fleet_spans[0] && tc_fetch_fleet_spans(&eo, o.fed_spec, fleet_spans, NULL, stderr) < 0)
+    if (fleet_spans[0] && tc_fetch_fleet_spans(&eo, o.fed_spec, fleet_spans, NULL, fleet_host, stderr) < 0)
         fprintf(stderr, "tracectl record: no node's spans could be fetched (the trace itself is complete)\n");
-    ret = n_spans && tc_stitch_file(out_path, spans, n_spans) != 0 ? 1 : 0;
+    ret = n_spans && tc_stitch_file(out_path, spans, n_spans, fleet_host[0] ? fleet_host : NULL) != 0 ? 1 : 0;
 out:
     if (ret != 0 && rpc.detach_key[0] && s.enable_started && !s.buffers_freed && !s.aborted && !s.enable_error[0])
         fprintf(stderr, "tracectl: if the gateway still held the session, it detaches it with key %s when its "

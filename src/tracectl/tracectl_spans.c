@@ -83,7 +83,7 @@ static int collect(void *arg, const uint8_t *reply, size_t len, int has_more)
 static long fetch_node(struct tc_rpc *rpc, const char *node, uint64_t *since, FILE *out, FILE *log)
 {
     long total = 0;
-    uint64_t missed = 0;
+    uint64_t missed = 0, stop_at = 0;
     for (int round = 0; round < MAX_ROUNDS; round++) {
         Tracegate__SpansRequest rq = TRACEGATE__SPANS_REQUEST__INIT;
         rq.node = (char *)node;
@@ -120,7 +120,10 @@ static long fetch_node(struct tc_rpc *rpc, const char *node, uint64_t *since, FI
                 total += r->ndjson.data[i] == '\n';
         }
         missed += r->missed;
-        int more = r->more && r->next_since > *since;
+        /* stop at the newest span of the first answer: this fetch's own spans are for the next */
+        if (round == 0)
+            stop_at = r->has_last_id ? r->last_id : UINT64_MAX;
+        int more = r->more && r->next_since > *since && r->next_since < stop_at;
         if (r->has_next_since)
             *since = r->next_since;
         tracegate__spans_response__free_unpacked(r, NULL);
@@ -133,12 +136,49 @@ static long fetch_node(struct tc_rpc *rpc, const char *node, uint64_t *since, FI
     return total;
 }
 
+/* ListNodes: every node that is not raw into names (for @all) and this gateway's own name into
+ * self (when not NULL). 0 or -1 (the reason on log, when not NULL). */
+static int list_nodes(struct tc_rpc *rpc, const char *spec, char (*names)[64], size_t max, size_t *n, char self[64],
+                      FILE *log)
+{
+    struct evbuffer *col = evbuffer_new();
+    if (!col || tc_rpc_call(rpc, "ListNodes", NULL, 0, -1, collect, col, 10000) != 0) {
+        if (log)
+            fprintf(log, "tracectl spans: ListNodes failed: %s\n", rpc->error);
+        rpc->error[0] = 0;
+        if (col)
+            evbuffer_free(col);
+        return -1;
+    }
+    size_t len = evbuffer_get_length(col);
+    Tracegate__ListNodesResponse *r =
+        tracegate__list_nodes_response__unpack(NULL, len, evbuffer_pullup(col, (ev_ssize_t)len));
+    evbuffer_free(col);
+    for (size_t i = 0; r && i < r->n_nodes; i++) {
+        const Tracegate__FleetNode *x = r->nodes[i];
+        if (!x->name)
+            continue;
+        if (self && x->state && !strcmp(x->state, "self"))
+            snprintf(self, 64, "%s", x->name);
+        if (!strcmp(spec, "@all") && *n < max && (!x->state || strcmp(x->state, "raw") != 0))
+            snprintf(names[(*n)++], 64, "%s", x->name);
+    }
+    if (r)
+        tracegate__list_nodes_response__free_unpacked(r, NULL);
+    return r ? 0 : -1;
+}
+
 /* The nodes of spec: "NAME", "@a,b" or "@all" (every node the gateway lists that is not raw). */
-static size_t spec_nodes(struct tc_rpc *rpc, const char *spec, char (*names)[64], size_t max, FILE *log)
+static size_t spec_nodes(struct tc_rpc *rpc, const char *spec, char (*names)[64], size_t max, char self[64],
+                         FILE *log)
 {
     size_t n = 0;
+    if (!strcmp(spec, "@all"))
+        return list_nodes(rpc, spec, names, max, &n, self, log) == 0 ? n : 0;
+    if (self) /* only to learn our own name: a caller with just the spans role may not list nodes */
+        list_nodes(rpc, spec, names, max, &n, self, NULL);
     if (spec[0] != '@') {
-        snprintf(names[0], 64, "%s", spec);
+        snprintf(names[0], 64, "%s", spec[0] ? spec : self ? self : "");
         return 1;
     }
     if (strcmp(spec, "@all") != 0) {
@@ -149,27 +189,11 @@ static size_t spec_nodes(struct tc_rpc *rpc, const char *spec, char (*names)[64]
             snprintf(names[n++], 64, "%s", t);
         return n;
     }
-    struct evbuffer *col = evbuffer_new();
-    if (!col || tc_rpc_call(rpc, "ListNodes", NULL, 0, -1, collect, col, 10000) != 0) {
-        fprintf(log, "tracectl spans: ListNodes failed: %s\n", rpc->error);
-        if (col)
-            evbuffer_free(col);
-        return 0;
-    }
-    size_t len = evbuffer_get_length(col);
-    Tracegate__ListNodesResponse *r =
-        tracegate__list_nodes_response__unpack(NULL, len, evbuffer_pullup(col, (ev_ssize_t)len));
-    evbuffer_free(col);
-    for (size_t i = 0; r && i < r->n_nodes && n < max; i++)
-        if (r->nodes[i]->name && (!r->nodes[i]->state || strcmp(r->nodes[i]->state, "raw") != 0))
-            snprintf(names[n++], 64, "%s", r->nodes[i]->name);
-    if (r)
-        tracegate__list_nodes_response__free_unpacked(r, NULL);
     return n;
 }
 
 int tc_fetch_fleet_spans(const struct tc_opts *opts, const char *spec, const char *out_path, const char *cursor_path,
-                         FILE *log)
+                         char self[64], FILE *log)
 {
     struct tc_opts o = *opts;
     o.node = NULL; /* TracegateFleet is the gateway's own: it asks the other nodes itself */
@@ -193,7 +217,9 @@ int tc_fetch_fleet_spans(const struct tc_opts *opts, const char *spec, const cha
         fprintf(log, "tracectl spans: cannot write %s\n", out_path);
         goto done;
     }
-    size_t n = spec_nodes(&rpc, spec, names, MAX_NODES, log);
+    if (self)
+        self[0] = 0;
+    size_t n = spec_nodes(&rpc, spec, names, MAX_NODES, self, log);
     size_t ok = 0;
     for (size_t i = 0; i < n; i++) {
         uint64_t *since = cursor_of(&cur, names[i]);
@@ -296,6 +322,10 @@ int tc_cmd_spans(const struct tc_opts *opts, int argc, char **argv)
     }
     if (raw)
         return raw_call(&o, raw);
-    int rc = tc_fetch_fleet_spans(&o, spec, out, cursor, stderr);
+    char self[64];
+    int rc = tc_fetch_fleet_spans(&o, spec, out, cursor, self, stderr);
+    if (self[0])
+        fprintf(stderr, "tracectl spans: %s is the gateway's own node (`tracectl merge --host-node %s` for its "
+                        "federated traces)\n", self, self);
     return rc == 0 ? 0 : 1;
 }
