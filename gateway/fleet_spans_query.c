@@ -26,6 +26,7 @@
 #define REMOTE_TIMEOUT_S 20
 
 struct spans_query {
+    struct spans_query *next, **pprev; /* g_pending */
     struct tg_gw *gw;
     uint64_t session_id, request_id;
     tg_ipc_client *cli;
@@ -35,6 +36,26 @@ struct spans_query {
     int done;
     char node[64];
 };
+
+static struct spans_query *g_pending; /* asked of other nodes, not answered yet */
+
+static void query_free(struct spans_query *q)
+{
+    *q->pprev = q->next;
+    if (q->next)
+        q->next->pprev = q->pprev;
+    event_free(q->timer);
+    tg_ipc_client_free(q->cli); /* deferred by the client when called from its callbacks */
+    free(q);
+}
+
+void tg_fleet_spans_abort(void)
+{
+    while (g_pending) {
+        g_pending->done = 1;
+        query_free(g_pending);
+    }
+}
 
 static struct tg_gw_session *session_by_id(struct tg_gw *gw, uint64_t id)
 {
@@ -110,9 +131,7 @@ static void query_finish(struct spans_query *q, int ok, const uint8_t *reply, si
     }
     if (!ok)
         tg_info(LOG, "Spans from node %s: %s", q->node, error);
-    event_free(q->timer);
-    tg_ipc_client_free(q->cli); /* deferred by the client when called from its callbacks */
-    free(q);
+    query_free(q);
 }
 
 static void remote_reply(tg_ipc_client *cli, int success, int has_more, const uint8_t *reply, size_t len, void *arg)
@@ -204,6 +223,11 @@ static void ask_remote(struct tg_gw_session *s, uint64_t rid, struct tg_fleet *f
         answer_error(s, rid, node, "cannot open a channel to the node");
         return;
     }
+    q->next = g_pending;
+    q->pprev = &g_pending;
+    if (g_pending)
+        g_pending->pprev = &q->next;
+    g_pending = q;
     tg_info(LOG, "session %llu: asking node %s for spans after #%llu for %s", (unsigned long long)q->session_id, node,
             (unsigned long long)since, tg_gw_session_info(s)->principal);
 }

@@ -14,5 +14,7 @@
 #define TG_SPANS_MAX_COUNT 4096
 
 extern const struct tg_gw_local_method tg_fleet_spans_method;
+/* At shutdown, before the fleet is freed: drops the questions still out to other nodes. */
+void tg_fleet_spans_abort(void);
 
 #endif

@@ -14,6 +14,7 @@
 #include "config.h"
 #include "gw_auth.h"
 #include "gw_config.h"
+#include "fleet_spans_query.h"
 #include "gw_onepath.h"
 #include <openssl/crypto.h>
 
@@ -552,6 +553,7 @@ int main(int argc, char **argv)
 out:
     if (d.ws)
         tg_gw_ws_stop(d.ws);
+    tg_fleet_spans_abort(); /* Spans questions still out to other nodes */
     tg_fleet_free(d.fleet); /* its channels' gateway ends are sessions of the gateway */
     tg_gw_free(d.gw);
     OPENSSL_cleanse(d.link_token, sizeof d.link_token);
