@@ -1,15 +1,16 @@
 #!/bin/sh
 # test_link_spans.sh: a hub fetches every node's finished OnePath spans over the links
-# (TracegateFleet.Spans, `tracectl spans`, docs/onepath.md "Fetching spans over links"). Three
+# (TracegateFleet.Spans, `tracectl spans`, docs/onepath.md "Fetching spans over links"). Four
 # tracegated on loopback with ONEPATH_TRACE_ENABLE=1 and no span file (the in-memory store alone):
-# hub "nodea" links to "nodeb" and "nodec", whose link-roles grant spans. One query with a W3C
-# traceparent on /traced/@all crosses to both nodes. Checked: `tracectl spans --all` through the
-# hub gets spans of that one trace id from all three nodes, the remote SERVER spans hanging under
-# the hub's CLIENT spans; with --cursor a second fetch repeats none of the first; a token without
-# the spans role is refused (and logged) while the connection stays; an undecodable and an
-# oversized Spans request are refused the same way; a node whose link-roles lack spans answers
-# with a refusal the hub relays; `record --all --spans @fleet` stitches the fleet's spans into the
-# trace; /metrics counts the store.
+# hub "nodea" links to "nodeb" and "nodec", whose link-roles grant spans, and to "noded", whose
+# link-roles do not. One query with a W3C traceparent on /traced/@nodeb,nodec crosses to both.
+# Checked: `tracectl spans` through the hub gets spans of that one trace id from all three nodes,
+# the remote SERVER spans hanging under the hub's CLIENT spans; with --cursor a second fetch
+# repeats none of the first; a token without the spans role is refused (and logged) while the
+# connection stays, one with only that role reads; an undecodable and an oversized Spans request
+# are refused the same way; noded refuses and the hub relays why while nodeb still answers;
+# `record --nodes ... --spans @fleet` stitches the fleet's spans into the trace with flows, the
+# hub's own on the host; /metrics counts the store.
 # Environment (from `make check`): TG_BUILDDIR, TG_SRCDIR. Exit 77 = skipped.
 REC_TAG=link-spans
 . "$(dirname "$0")/record_lib.sh"
@@ -52,10 +53,14 @@ start() {
     fail "$name did not start: $(cat "$T/$name.log")"
 }
 
-# a token that may record but not read spans
+# tokens: "rec" may record but not read spans, "reader" may read spans and nothing else
 RTOK=$("$TRACEGATED" --gen-token 2>/dev/null)
-[ -n "$RTOK" ] || fail "tracegated --gen-token printed nothing"
-echo "rec recorder $(printf %s "$RTOK" | "$TRACEGATED" --hash-token)" >"$T/tokens"
+STOK=$("$TRACEGATED" --gen-token 2>/dev/null)
+[ -n "$RTOK" ] && [ -n "$STOK" ] || fail "tracegated --gen-token printed nothing"
+{
+    echo "rec recorder $(printf %s "$RTOK" | "$TRACEGATED" --hash-token)"
+    echo "reader spans $(printf %s "$STOK" | "$TRACEGATED" --hash-token)"
+} >"$T/tokens"
 
 ROLES=observer,recorder,producer,spans
 start nodeb --no-http --listen-link "tcp://127.0.0.1:@PORT@" --link-roles "$ROLES"
@@ -130,6 +135,11 @@ if "$TRACECTL" --token "$RTOK" spans "$HUB" --all -o "$T/rec.ndjson" >"$T/rec.ou
 fi
 [ ! -s "$T/rec.ndjson" ] || fail "a recorder token got spans"
 wait_for_line 10 "$T/nodea.log" "denied TracegateFleet.Spans to .*token:rec" || fail "the refusal is not logged"
+# the spans role alone is enough (the far nodes see node:nodea/token:reader with their link-roles)
+"$TRACECTL" --token "$STOK" spans "$HUB" --nodes nodea,nodeb,nodec -o "$T/reader.ndjson" >"$T/reader.out" 2>&1 ||
+    fail "a spans token could not read spans: $(cat "$T/reader.out")"
+check_trace "$T/reader.ndjson" >/dev/null || fail "a spans token got no trace spans: $(cat "$T/reader.out")"
+"$TRACECTL" --token "$STOK" query "$HUB" >"$T/reader-query.out" 2>&1 && fail "a spans token could query the service"
 "$TRACECTL" spans "$HUB" --test-raw-args ff >"$T/raw.out" 2>&1 && fail "an undecodable request was answered"
 grep -q "^refused" "$T/raw.out" && grep -q "^still connected" "$T/raw.out" ||
     fail "an undecodable request was not refused cleanly: $(cat "$T/raw.out")"

@@ -62,6 +62,8 @@ static void test_roles_parse(void **state)
     assert_false(tg_gw_acl_allows(TG_GW_ROLE_RECORDER | TG_GW_ROLE_OBSERVER | TG_GW_ROLE_PRODUCER | TG_GW_ROLE_ADB,
                                   "TracegateFleet", "Spans"));
     assert_false(tg_gw_acl_allows(TG_GW_ROLE_SPANS, "TracegateFleet", "AdbDevices"));
+    assert_true(tg_gw_acl_allows(TG_GW_ROLE_SPANS, "TracegateFleet", "ListNodes"));
+    assert_false(tg_gw_acl_allows(TG_GW_ROLE_SPANS, "TracegateFleet", "Route"));
     assert_false(tg_gw_acl_allows(TG_GW_ROLE_SPANS, "ConsumerPort", "QueryServiceState"));
     assert_false(tg_gw_acl_may_bind(TG_GW_ROLE_SPANS, "ConsumerPort"));
     char buf[64];
