@@ -155,7 +155,9 @@ static void remote_bound(tg_ipc_client *cli, tg_ipc_service_proxy *proxy, void *
 {
     struct spans_query *q = arg;
     if (!proxy) {
-        query_finish(q, 0, NULL, 0, "the node refused TracegateFleet (its link-roles need spans or admin)");
+        query_finish(q, 0, NULL, 0,
+                     "the node refused TracegateFleet (a raw Perfetto node has none; a tracegated node's "
+                     "link-roles need spans or admin)");
         return;
     }
     if (tg_ipc_client_invoke_bytes(cli, proxy, "Spans", q->args, q->args_len, -1, remote_reply, q) == 0)

@@ -289,10 +289,12 @@ static void spans_usage(FILE *out)
 
 int tc_cmd_spans(const struct tc_opts *opts, int argc, char **argv)
 {
-    static const struct option lo[] = {{"node", required_argument, NULL, 'N'},   {"nodes", required_argument, NULL, 'n'},
-                                       {"all", no_argument, NULL, 'a'},         {"cursor", required_argument, NULL, 'C'},
-                                       {"test-raw-args", required_argument, NULL, 'X'}, {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
+    static const struct option lo[] = {
+        {"node", required_argument, NULL, 'N'},          {"nodes", required_argument, NULL, 'n'},
+        {"all", no_argument, NULL, 'a'},                 {"cursor", required_argument, NULL, 'C'},
+        {"test-raw-args", required_argument, NULL, 'X'}, {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
     char spec[1100] = "";
     const char *out = "-", *cursor = NULL, *raw = NULL;
     if (opts->node)
