@@ -1,9 +1,11 @@
 /* fleet_service.c: the gateway-local service TracegateFleet: Route (this connection is for node
- * NAME: `tracectl --node NAME` over any transport) and ListNodes (`tracectl nodes`). */
+ * NAME: `tracectl --node NAME` over any transport), ListNodes (`tracectl nodes`), AdbDevices and
+ * Spans (their own files). */
 #include "fleet_service.h"
 
 #include "fleet_adb_query.h"
 #include "fleet_fanout.h"
+#include "fleet_spans_query.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -99,12 +101,13 @@ static void m_list(struct tg_gw_session *s, uint64_t rid, const uint8_t *args, s
     free(pp);
 }
 
-static struct tg_gw_local_method k_methods[3] = {{"Route", m_route}, {"ListNodes", m_list}, {NULL, NULL}};
-static struct tg_gw_local_service g_svc = {TG_GW_SVC_FLEET, k_methods, 3, NULL};
+static struct tg_gw_local_method k_methods[4] = {{"Route", m_route}, {"ListNodes", m_list}, {NULL, NULL}, {NULL, NULL}};
+static struct tg_gw_local_service g_svc = {TG_GW_SVC_FLEET, k_methods, 4, NULL};
 
 int tg_fleet_service_register(struct tg_gw *gw, struct tg_fleet *f)
 {
-    k_methods[2] = tg_fleet_adb_method; /* AdbDevices (fleet_adb_query.c) */
+    k_methods[2] = tg_fleet_adb_method;   /* AdbDevices (fleet_adb_query.c) */
+    k_methods[3] = tg_fleet_spans_method; /* Spans (fleet_spans_query.c) */
     g_svc.ctx = f;
     return tg_gw_register_local_service(gw, &g_svc);
 }

@@ -195,6 +195,56 @@ const char *tg_gw_port_target(struct tg_gw *gw, enum tg_gw_port port)
     return u ? tg_gw_upstream_describe(u) : NULL;
 }
 
+/* The OnePath recent-span store behind TracegateFleet.Spans (NULL when it never ran). */
+static char *spans_store_metrics(void)
+{
+    onepath_recent_stats_t st;
+    if (onepath_recent_stats(&st) != ONEPATH_OK || (!st.active && !st.added && !st.too_big))
+        return NULL;
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    if (!f)
+        return NULL;
+    fprintf(f,
+            "# HELP tracegated_spans_kept OnePath spans held in memory for TracegateFleet.Spans.\n"
+            "# TYPE tracegated_spans_kept gauge\ntracegated_spans_kept %llu\n"
+            "# HELP tracegated_spans_kept_bytes Their NDJSON bytes.\n"
+            "# TYPE tracegated_spans_kept_bytes gauge\ntracegated_spans_kept_bytes %llu\n"
+            "# HELP tracegated_spans_kept_total Spans taken into the store.\n"
+            "# TYPE tracegated_spans_kept_total counter\ntracegated_spans_kept_total %llu\n"
+            "# HELP tracegated_spans_dropped_total Spans the store lost: pushed out by newer ones (evicted), or "
+            "too big to keep.\n"
+            "# TYPE tracegated_spans_dropped_total counter\n"
+            "tracegated_spans_dropped_total{reason=\"evicted\"} %llu\n"
+            "tracegated_spans_dropped_total{reason=\"too_big\"} %llu\n"
+            "# HELP tracegated_spans_read_total Spans handed to TracegateFleet.Spans callers.\n"
+            "# TYPE tracegated_spans_read_total counter\ntracegated_spans_read_total %llu\n",
+            (unsigned long long)st.kept, (unsigned long long)st.bytes, (unsigned long long)st.added,
+            (unsigned long long)st.evicted, (unsigned long long)st.too_big, (unsigned long long)st.read);
+    if (fclose(f) != 0) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* a + b (either may be NULL); frees both */
+static char *concat_free(char *a, char *b)
+{
+    if (!a || !b)
+        return a ? a : b;
+    size_t la = strlen(a), lb = strlen(b);
+    char *all = realloc(a, la + lb + 1);
+    if (!all) {
+        free(b);
+        return a;
+    }
+    memcpy(all + la, b, lb + 1);
+    free(b);
+    return all;
+}
+
 char *tg_gw_metrics_text(struct tg_gw *gw)
 {
     tg_gw_metrics_set_upstream_healthy(gw->metrics, tg_gw_upstream_healthy(gw));
@@ -218,6 +268,7 @@ char *tg_gw_metrics_text(struct tg_gw *gw)
             extra = op;
         }
     }
+    extra = concat_free(extra, spans_store_metrics());
     if (!base || !extra) {
         free(extra);
         return base;

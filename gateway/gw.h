@@ -43,6 +43,7 @@ enum tg_gw_role {
     TG_GW_ROLE_ADMIN = 1 << 3,    /* everything */
     TG_GW_ROLE_LINK = 1 << 4,     /* may establish a gateway link (what its channels may do is link-roles) */
     TG_GW_ROLE_ADB = 1 << 5,      /* /adb: a byte pipe to the ADB server (a shell on every attached device) */
+    TG_GW_ROLE_SPANS = 1 << 6,    /* TracegateFleet.Spans: a node's recent OnePath spans (request paths) */
 };
 
 /* How the client proved who it is. */

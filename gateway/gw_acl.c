@@ -17,6 +17,7 @@ static const struct {
     {TG_GW_ROLE_ADMIN, "admin"},
     {TG_GW_ROLE_LINK, "link"},
     {TG_GW_ROLE_ADB, "adb"},
+    {TG_GW_ROLE_SPANS, "spans"},
 };
 
 /* Consumer methods that only read state: what an observer may call. */
@@ -107,6 +108,10 @@ int tg_gw_acl_allows(unsigned roles, const char *service, const char *method)
     if (strcmp(service, TG_GW_SVC_FLEET) == 0) { /* choosing a node grants nothing: the ACL still applies there */
         if (strcmp(method, "AdbDevices") == 0)
             return (roles & TG_GW_ROLE_ADB) != 0;
+        if (strcmp(method, "Spans") == 0)
+            return (roles & TG_GW_ROLE_SPANS) != 0;
+        if (strcmp(method, "ListNodes") == 0 && (roles & TG_GW_ROLE_SPANS))
+            return 1; /* `tracectl spans --all` lists the nodes first; the spans name them anyway */
         return (roles & (TG_GW_ROLE_OBSERVER | TG_GW_ROLE_RECORDER | TG_GW_ROLE_PRODUCER)) != 0;
     }
     if (strcmp(service, TG_GW_SVC_GATEWAY) == 0) /* the gateway's counters: who may read /metrics */
@@ -130,7 +135,8 @@ int tg_gw_acl_may_bind(unsigned roles, const char *service)
     if (strcmp(service, TG_GW_SVC_SESSION) == 0)
         return (roles & TG_GW_ROLE_RECORDER) != 0;
     if (strcmp(service, TG_GW_SVC_FLEET) == 0)
-        return (roles & (TG_GW_ROLE_OBSERVER | TG_GW_ROLE_RECORDER | TG_GW_ROLE_PRODUCER | TG_GW_ROLE_ADB)) != 0;
+        return (roles & (TG_GW_ROLE_OBSERVER | TG_GW_ROLE_RECORDER | TG_GW_ROLE_PRODUCER | TG_GW_ROLE_ADB |
+                          TG_GW_ROLE_SPANS)) != 0;
     if (strcmp(service, TG_GW_SVC_GATEWAY) == 0)
         return (roles & (TG_GW_ROLE_OBSERVER | TG_GW_ROLE_RECORDER)) != 0;
     return 0;

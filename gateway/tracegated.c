@@ -14,6 +14,7 @@
 #include "config.h"
 #include "gw_auth.h"
 #include "gw_config.h"
+#include "fleet_spans_query.h"
 #include "gw_onepath.h"
 #include <openssl/crypto.h>
 
@@ -461,6 +462,9 @@ int main(int argc, char **argv)
             setenv("ONEPATH_TRACE_RESOURCE_ATTRIBUTES", attr, 0);
         }
     }
+    /* the last finished spans stay in memory for TracegateFleet.Spans (`tracectl spans`) */
+    if (!getenv("ONEPATH_TRACE_RECENT_SPANS"))
+        setenv("ONEPATH_TRACE_RECENT_SPANS", "4096", 0);
     if (tg_gw_onepath_start(&d.cfg, err, sizeof err) != 0) {
         fprintf(stderr, "tracegated: %s\n", err);
         tg_gw_config_free(&d.cfg);
@@ -549,6 +553,7 @@ int main(int argc, char **argv)
 out:
     if (d.ws)
         tg_gw_ws_stop(d.ws);
+    tg_fleet_spans_abort(); /* Spans questions still out to other nodes */
     tg_fleet_free(d.fleet); /* its channels' gateway ends are sessions of the gateway */
     tg_gw_free(d.gw);
     OPENSSL_cleanse(d.link_token, sizeof d.link_token);

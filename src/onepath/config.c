@@ -108,6 +108,9 @@ int tg_op_config_load(struct tg_op_config *c, const onepath_trace_opts_t *opts)
     c->otlp_backoff_ms = env_uint("ONEPATH_TRACE_OTLP_BACKOFF_MS", TG_OP_DEFAULT_OTLP_BACKOFF_MS, 1, 60000,
                                   "a delay in ms");
     c->otlp_batch = env_uint("ONEPATH_TRACE_OTLP_BATCH", TG_OP_DEFAULT_OTLP_BATCH, 1, 65536, "a span count");
+    c->recent_spans = env_uint("ONEPATH_TRACE_RECENT_SPANS", 0, 0, TG_OP_MAX_RECENT_SPANS, "a span count");
+    c->recent_bytes = env_uint("ONEPATH_TRACE_RECENT_BYTES", TG_OP_DEFAULT_RECENT_BYTES, 1024, 1u << 30,
+                               "a byte count");
     if (!c->service_name && !(c->service_name = strdup(TG_OP_DEFAULT_SERVICE)))
         goto oom;
     return ONEPATH_OK;

@@ -18,6 +18,8 @@
 #define TG_OP_DEFAULT_OTLP_TIMEOUT_MS 10000
 #define TG_OP_DEFAULT_OTLP_BACKOFF_MS 200
 #define TG_OP_DEFAULT_OTLP_BATCH 512
+#define TG_OP_DEFAULT_RECENT_BYTES (4u << 20)
+#define TG_OP_MAX_RECENT_SPANS (1u << 20)
 
 struct tg_op_config {
     int trace_enabled, metrics_enabled, auto_inject;
@@ -34,6 +36,8 @@ struct tg_op_config {
     unsigned otlp_retries; /* retries of a failed request before it is lost */
     unsigned otlp_timeout_ms, otlp_backoff_ms;
     unsigned otlp_batch;   /* spans per OTLP request at most */
+    unsigned recent_spans; /* ONEPATH_TRACE_RECENT_SPANS: spans kept in memory (0: none) */
+    unsigned recent_bytes; /* ONEPATH_TRACE_RECENT_BYTES: their NDJSON bytes at most */
 };
 
 /* Fills c (opts may be NULL). Returns ONEPATH_OK or ONEPATH_ERR_NOMEM (c then freed). Malformed

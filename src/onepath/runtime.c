@@ -12,6 +12,7 @@
 #include "onepath/env_config.h"
 #include "onepath/metrics_export.h"
 #include "onepath/ndjson_file.h"
+#include "onepath/recent.h"
 #include "onepath/resource.h"
 #include "onepath/span_export.h"
 #include "onepath/span_record.h"
@@ -49,6 +50,7 @@ static void after_fork_child(void)
     g_metrics_exp = NULL;
     memset(&g_cfg, 0, sizeof g_cfg);
     tg_op_rec_forget_thread();
+    tg_op_recent_after_fork();
     atomic_fetch_add(&tg_op_g_epoch, 1);
     atomic_store(&g_lazy_failed, 0);
     atomic_store(&tg_op_g_up, 0);
@@ -106,7 +108,7 @@ static int init_locked(const onepath_trace_opts_t *opts)
     tg_op_stats_reset(ONEPATH_EXPORT_OTLP_HTTP, c.trace_enabled && c.otlp_http ? c.otlp_http : "");
     struct tg_op_span_exporter *se = NULL;
     struct tg_op_metrics_exporter *me = NULL;
-    if (c.trace_enabled && (c.trace_path || c.otlp_file || c.otlp_http)) {
+    if (c.trace_enabled && (c.trace_path || c.otlp_file || c.otlp_http || c.recent_spans)) {
         struct tg_op_resource res;
         if (tg_op_resource_build(&res, c.service_name, host, (long)getpid(), c.resource_attrs) != 0) {
             rc = ONEPATH_ERR_NOMEM;
@@ -114,10 +116,13 @@ static int init_locked(const onepath_trace_opts_t *opts)
         }
         struct tg_op_otlp_http_cfg http = {c.otlp_http, c.otlp_queue, c.otlp_retries, c.otlp_timeout_ms,
                                            c.otlp_backoff_ms};
-        struct tg_op_span_sinks sinks = {c.trace_path, c.otlp_file, c.otlp_http ? &http : NULL, c.otlp_batch, &res};
+        struct tg_op_span_sinks sinks = {c.trace_path, c.otlp_file, c.otlp_http ? &http : NULL, c.otlp_batch,
+                                         c.recent_spans > 0, &res};
+        tg_op_recent_configure(c.recent_spans, c.recent_bytes);
         se = tg_op_span_exporter_start(&sinks, c.ring_capacity, c.trace_flush_ms, &rc);
         tg_op_resource_free(&res);
         if (!se) {
+            tg_op_recent_clear();
             if (rc == ONEPATH_ERR_IO)
                 tg_error("onepath", "cannot open a span export file (NDJSON %s, OTLP %s)",
                          c.trace_path ? c.trace_path : "-", c.otlp_file ? c.otlp_file : "-");
@@ -188,6 +193,7 @@ void onepath_trace_shutdown(void)
     while (atomic_load(&g_exp_users) != 0)
         sched_yield();
     tg_op_span_exporter_stop(se);
+    tg_op_recent_clear();
     tg_op_metrics_exporter_stop(g_metrics_exp); /* its final flush still sees the metrics */
     g_metrics_exp = NULL;
     atomic_store(&tg_op_g_metrics_on, 0);

@@ -13,6 +13,7 @@
 #include "onepath/flusher.h"
 #include "onepath/jsonbuf.h"
 #include "onepath/ndjson_file.h"
+#include "onepath/recent.h"
 #include "onepath/ring.h"
 #include "onepath/span_record.h"
 #include "tracegate/onepath.h"
@@ -38,6 +39,7 @@ struct tg_op_span_exporter {
     struct line_file nd, otlp;     /* fd -1: not configured */
     struct tg_op_otlp_http *http;
     struct tg_op_jb buf;
+    int recent;                    /* lines also go to the recent store */
 };
 
 static void write_lines(struct tg_op_span_exporter *e, struct line_file *f, uint64_t records)
@@ -88,13 +90,24 @@ static void sink_batch(struct tg_op_span_exporter *e, size_t n)
         start_lines(e, &e->nd);
         size_t done = 0;
         for (size_t i = 0; i < n; i++) {
+            size_t at = e->buf.len;
             tg_op_rec_json(e->recs[i], &e->buf, e->res.json);
+            if (e->recent && !tg_op_jb_failed(&e->buf))
+                tg_op_recent_add(e->buf.p + at, e->buf.len - at);
             if (e->buf.len >= NDJSON_BYTES) {
                 write_lines(e, &e->nd, i + 1 - done);
                 done = i + 1;
             }
         }
         write_lines(e, &e->nd, n - done);
+    } else if (e->recent) {
+        for (size_t i = 0; i < n; i++) {
+            tg_op_jb_reset(&e->buf);
+            tg_op_rec_json(e->recs[i], &e->buf, e->res.json);
+            if (!tg_op_jb_failed(&e->buf))
+                tg_op_recent_add(e->buf.p, e->buf.len);
+        }
+        tg_op_jb_reset(&e->buf);
     }
     if (e->otlp.fd >= 0) {
         atomic_fetch_add(&e->otlp.st->queued, n);
@@ -174,6 +187,7 @@ struct tg_op_span_exporter *tg_op_span_exporter_start(const struct tg_op_span_si
     e->st = tg_op_stats(ONEPATH_EXPORT_SPANS);
     tg_op_jb_init(&e->buf);
     e->batch = s->batch ? s->batch : 1;
+    e->recent = s->recent;
     e->ring = tg_op_ring_new(ring_capacity);
     e->recs = calloc(e->batch, sizeof *e->recs);
     e->res.json = strdup(s->resource->json);

@@ -1,6 +1,7 @@
 /* span_export.h: the asynchronous span exporter: a lock-free ring of finished records drained by
  * its own flush thread, which renders each batch for every configured sink: NDJSON lines, OTLP/JSON
- * lines (one ExportTraceServiceRequest per batch) and the OTLP/HTTP sender's queue. push never
+ * lines (one ExportTraceServiceRequest per batch), the OTLP/HTTP sender's queue and the
+ * in-memory recent-span store (recent.h). push never
  * blocks: a full ring drops the record (counted in the ONEPATH_EXPORT_SPANS statistics). */
 #ifndef TG_ONEPATH_SPAN_EXPORT_H
 #define TG_ONEPATH_SPAN_EXPORT_H
@@ -18,6 +19,7 @@ struct tg_op_span_sinks {
     const char *otlp_file;                   /* NULL: none */
     const struct tg_op_otlp_http_cfg *http;  /* NULL: none */
     unsigned batch;                          /* records per OTLP request at most */
+    int recent;                              /* also add each NDJSON line to the recent store */
     const struct tg_op_resource *resource;   /* copied */
 };
 

@@ -141,7 +141,7 @@ static int load_events(struct tc_span *sp, const struct tc_json *a)
     return 0;
 }
 
-static void load_machine(struct tc_span *sp, const struct tc_json *res)
+static void load_machine(struct tc_span *sp, const struct tc_json *res, const char *host_node)
 {
     const struct tc_json *m = tc_json_get(res, "perfetto.machine_id");
     if (m && m->type == TC_JSON_NUM && m->is_uint && m->u <= UINT32_MAX) {
@@ -159,7 +159,7 @@ static void load_machine(struct tc_span *sp, const struct tc_json *res)
     const char *node = tc_json_get_str(res, "tracegate.node");
     if (!sp->has_machine && node && node[0]) {
         sp->has_machine = 1;
-        sp->machine_id = tc_node_machine_id(node);
+        sp->machine_id = host_node && !strcmp(node, host_node) ? 0 : tc_node_machine_id(node);
     }
 }
 
@@ -217,7 +217,7 @@ int tc_spans_add_line(struct tc_span_set *set, const char *line, size_t len, cha
     const struct tc_json *pid = tc_json_get(res, "process.pid");
     if (pid && pid->type == TC_JSON_NUM && pid->is_int && pid->i > 0 && pid->i <= INT32_MAX)
         sp.pid = pid->i;
-    load_machine(&sp, res);
+    load_machine(&sp, res, set->host_node);
     sp.name = dup_or_empty(tc_json_get_str(o, "name"));
     sp.status_msg = dup_or_empty(tc_json_get_str(st, "message"));
     sp.thread_name = dup_or_empty(tc_json_get_str(th, "name"));

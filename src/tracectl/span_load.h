@@ -47,6 +47,8 @@ struct tc_span_set {
     struct tc_span *v;
     size_t n, cap;
     uint64_t bad_lines;
+    const char *host_node; /* set before loading: spans of tracegate.node HOST_NODE are the host's
+                            * (machine 0), as a hub's own spans are in its federated traces */
 };
 
 /* The Perfetto machine id a tracegate node named name has in a hub's traces (the fleet's rule:

@@ -796,7 +796,7 @@ static int write_all(struct ctx *c)
 int tc_stitch(const struct tc_span_set *set, const struct tc_trace_clocks *clocks, const struct tc_stitch_opts *o,
               tc_packet_fn emit, void *arg, struct tc_stitch_stats *st, char *err, size_t errlen)
 {
-    static const struct tc_stitch_opts no_opts = {NULL, 0, NULL};
+    static const struct tc_stitch_opts no_opts = {NULL, 0, NULL, NULL};
     struct ctx c;
     memset(&c, 0, sizeof c);
     memset(st, 0, sizeof *st);

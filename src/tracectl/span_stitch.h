@@ -39,6 +39,7 @@ struct tc_stitch_opts {
     const struct tc_machine_map *map;
     size_t n_map;
     FILE *warn; /* NULL: silent */
+    const char *host_node; /* NULL, or the node whose spans are the trace's host (tc_span_set) */
 };
 
 struct tc_stitch_stats {

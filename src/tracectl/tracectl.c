@@ -31,6 +31,8 @@ static const struct command k_commands[] = {
     {"nodes", tc_cmd_nodes, "nodes [URL] [--adb]    the nodes a tracegate gateway reaches: state, machine id, RTT,\n"
                             "                         clock offset, bytes, channels, since; --adb: each node's\n"
                             "                         ADB server and the devices it sees (adb role)", 1},
+    {"spans", tc_cmd_spans, "spans [URL] [--node NAME|--nodes A,B|--all] [-o FILE.ndjson] [--cursor FILE]\n"
+                            "                         the recent OnePath spans of nodes (spans role), as NDJSON", 1},
     {"merge", tc_cmd_merge, "merge TRACE SPANS.ndjson... -o OUT [--machine HOST=ID]...\n"
                             "                         stitch OnePath spans into a trace (slices, flows, per-machine clocks)", 0},
     {"stats", tc_cmd_stats, "stats [URL] [--kcdata FILE]\n"

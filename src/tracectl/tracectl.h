@@ -19,6 +19,16 @@ int tc_cmd_dump(const struct tc_opts *opts, int argc, char **argv);
 int tc_cmd_kcdata(const struct tc_opts *opts, int argc, char **argv); /* tracectl_kcdata.c */
 int tc_cmd_merge(const struct tc_opts *opts, int argc, char **argv);  /* tracectl_merge.c */
 int tc_cmd_stats(const struct tc_opts *opts, int argc, char **argv);  /* tracectl_stats.c */
+int tc_cmd_spans(const struct tc_opts *opts, int argc, char **argv);  /* tracectl_spans.c */
+
+/* ---- tracectl_spans.c ---- */
+/* Fetches the recent OnePath spans of spec ("NAME", "" = the gateway's own node, "@a,b", "@all")
+ * through the gateway of opts (TracegateFleet.Spans) into out_path ("-" = stdout); cursor_path
+ * (NULL: none) keeps per-node cursors across fetches; self (NULL: not wanted) receives the
+ * gateway's own node name ("" if unknown). Progress and per-node failures go to log.
+ * Returns 0 (every node answered), 1 (some did) or -1 (none). */
+int tc_fetch_fleet_spans(const struct tc_opts *opts, const char *spec, const char *out_path, const char *cursor_path,
+                         char self[64], FILE *log);
 
 /* ---- tracectl_merge.c: stitching OnePath spans into a trace ---- */
 /* Parses HOST=ID (ID decimal or 0x hex, 32 bits); out->host is malloc'ed. 0 or -1. */
@@ -28,9 +38,10 @@ int tc_parse_machine_map(const char *arg, struct tc_machine_map *out);
 int tc_stitch_into(const uint8_t *trace, size_t trace_len, char *const *span_paths, size_t n_paths,
                    const struct tc_stitch_opts *o, struct tc_trace_writer *w, struct tc_stitch_stats *st, char *err,
                    size_t errlen);
-/* record --spans: stitches the span files into the trace file at path (appending). 0, or -1 with
+/* record --spans: stitches the span files into the trace file at path (appending; host_node as in
+ * tc_stitch_opts, NULL for none). 0, or -1 with
  * the reason on stderr (the trace is left as it was recorded, plus any packets written). */
-int tc_stitch_file(const char *path, char *const *span_paths, size_t n_paths);
+int tc_stitch_file(const char *path, char *const *span_paths, size_t n_paths, const char *host_node);
 /* One line on out: slices, tracks, flows, remote/unknown machines, orphans. */
 void tc_stitch_summary(FILE *out, const char *path, const struct tc_stitch_stats *st);
 

@@ -50,6 +50,7 @@ int tc_stitch_into(const uint8_t *trace, size_t trace_len, char *const *span_pat
     struct tc_trace_clocks clocks;
     struct tc_span_set set;
     memset(&set, 0, sizeof set);
+    set.host_node = o->host_node;
     memset(st, 0, sizeof *st);
     if (tc_trace_clocks_scan(trace, trace_len, &clocks, err, errlen) != 0)
         return -1;
@@ -93,7 +94,7 @@ void tc_stitch_summary(FILE *out, const char *path, const struct tc_stitch_stats
     fputc('\n', out);
 }
 
-int tc_stitch_file(const char *path, char *const *span_paths, size_t n_paths)
+int tc_stitch_file(const char *path, char *const *span_paths, size_t n_paths, const char *host_node)
 {
     char err[1024];
     uint8_t *data = NULL;
@@ -108,7 +109,7 @@ int tc_stitch_file(const char *path, char *const *span_paths, size_t n_paths)
         free(data);
         return -1;
     }
-    struct tc_stitch_opts so = {NULL, 0, stderr};
+    struct tc_stitch_opts so = {NULL, 0, stderr, host_node};
     struct tc_stitch_stats st;
     int rc = tc_stitch_into(data, len, span_paths, n_paths, &so, &w, &st, err, sizeof err);
     char cerr[512];
@@ -135,6 +136,8 @@ static void merge_usage(FILE *out)
             "  -o, --out FILE         output trace (may be TRACE itself)\n"
             "      --machine HOST=ID  spans whose resource host.name is HOST belong to trace machine ID\n"
             "                         (when the span has no perfetto.machine_id / tracegate.node)\n"
+            "      --host-node NAME   spans of tracegate node NAME are the trace's host (machine 0): the\n"
+            "                         hub a federated trace was recorded through (`tracectl spans` says)\n"
             "  -q, --quiet            no summary\n"
             "  -h, --help             this help\n");
 }
@@ -145,9 +148,10 @@ int tc_cmd_merge(const struct tc_opts *opts, int argc, char **argv)
     static const struct option longopts[] = {
         {"out", required_argument, NULL, 'o'}, {"machine", required_argument, NULL, 'M'},
         {"quiet", no_argument, NULL, 'q'},     {"help", no_argument, NULL, 'h'},
+        {"host-node", required_argument, NULL, 'H'},
         {NULL, 0, NULL, 0},
     };
-    const char *out_path = NULL;
+    const char *out_path = NULL, *host_node = NULL;
     int quiet = 0, c, ret = 2;
     struct tc_machine_map *map = calloc((size_t)argc + 1, sizeof *map);
     size_t n_map = 0;
@@ -158,6 +162,7 @@ int tc_cmd_merge(const struct tc_opts *opts, int argc, char **argv)
         switch (c) {
         case 'o': out_path = optarg; break;
         case 'q': quiet = 1; break;
+        case 'H': host_node = optarg; break;
         case 'M':
             if (tc_parse_machine_map(optarg, &map[n_map]) != 0) {
                 fprintf(stderr, "tracectl merge: --machine wants HOST=ID (ID a 32-bit number), not '%s'\n", optarg);
@@ -209,7 +214,7 @@ int tc_cmd_merge(const struct tc_opts *opts, int argc, char **argv)
     int bad = 0;
     while (!bad && tc_trace_reader_next(&r, &p, &pl, &off, err, sizeof err) == 1)
         bad = tc_trace_writer_add(&w, p, pl, err, sizeof err) != 0;
-    struct tc_stitch_opts so = {map, n_map, stderr};
+    struct tc_stitch_opts so = {map, n_map, stderr, host_node};
     struct tc_stitch_stats st;
     if (!bad)
         bad = tc_stitch_into(data, len, argv + optind + 1, (size_t)(argc - optind - 1), &so, &w, &st, err,

@@ -837,7 +837,9 @@ static void record_usage(FILE *out)
             "                       the gateway keeps it)\n"
             "      --no-progress    no progress line on stderr\n"
             "      --spans FILE     after recording, stitch the OnePath NDJSON spans of FILE into the\n"
-            "                       trace (repeatable; see `tracectl merge`)\n"
+            "                       trace (repeatable; see `tracectl merge`); with --nodes/--all,\n"
+            "                       --spans @fleet fetches every recorded node's recent spans through\n"
+            "                       the gateway (TracegateFleet.Spans, spans role) into OUT.spans.ndjson\n"
             "  -h, --help           this help\n");
 }
 
@@ -977,6 +979,20 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
         return 2;
     }
     const char *out_path = o.out_path ? o.out_path : "trace.pftrace";
+    char fleet_spans[4096] = ""; /* --spans @fleet: where the nodes' spans are fetched to */
+    char fleet_host[64] = "";    /* ... and the gateway's own node (the trace's host) */
+    for (size_t i = 0; i < n_spans; i++) {
+        if (strcmp(spans[i], "@fleet") != 0)
+            continue;
+        if (!o.fed_spec[0]) {
+            fprintf(stderr, "tracectl record: --spans @fleet needs --nodes or --all\n");
+            protobuf_c_message_free_unpacked(&cfg->base, NULL);
+            free(spans);
+            return 2;
+        }
+        snprintf(fleet_spans, sizeof fleet_spans, "%s.spans.ndjson", out_path);
+        spans[i] = fleet_spans;
+    }
     /* --spans appends to the trace file once it is complete: it needs one tracectl can reopen */
     if (n_spans && (o.detach_key || strcmp(out_path, "-") == 0 ||
                     (cfg->write_into_file && cfg->output_path && cfg->output_path[0]))) {
@@ -1125,7 +1141,9 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
             free(data);
             fprintf(stderr, "tracectl: the service wrote %" PRIu64 " packets (%zu bytes) to %s\n", n, len, out_path);
         }
-        ret = n_spans && tc_stitch_file(out_path, spans, n_spans) != 0 ? 1 : 0;
+        if (fleet_spans[0] && tc_fetch_fleet_spans(&eo, o.fed_spec, fleet_spans, NULL, fleet_host, stderr) < 0)
+            fprintf(stderr, "tracectl record: no node's spans could be fetched (the trace itself is complete)\n");
+        ret = n_spans && tc_stitch_file(out_path, spans, n_spans, fleet_host[0] ? fleet_host : NULL) != 0 ? 1 : 0;
         goto out;
     }
     if (tc_session_read(&s, &w) != 0)
@@ -1133,7 +1151,9 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
     have_writer = 0;
     if (eo.node && eo.node[0] == '@')
         tc_print_machines(&s, &eo, stderr);
-    ret = n_spans && tc_stitch_file(out_path, spans, n_spans) != 0 ? 1 : 0;
+    if (fleet_spans[0] && tc_fetch_fleet_spans(&eo, o.fed_spec, fleet_spans, NULL, fleet_host, stderr) < 0)
+        fprintf(stderr, "tracectl record: no node's spans could be fetched (the trace itself is complete)\n");
+    ret = n_spans && tc_stitch_file(out_path, spans, n_spans, fleet_host[0] ? fleet_host : NULL) != 0 ? 1 : 0;
 out:
     if (ret != 0 && rpc.detach_key[0] && s.enable_started && !s.buffers_freed && !s.aborted && !s.enable_error[0])
         fprintf(stderr, "tracectl: if the gateway still held the session, it detaches it with key %s when its "

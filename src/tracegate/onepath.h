@@ -307,6 +307,38 @@ typedef struct {
  * Returns ONEPATH_OK or ONEPATH_ERR_INVAL (unknown kind, NULL st). */
 int onepath_export_stats(int which, onepath_export_stats_t *st, char *path, size_t path_cap);
 
+/* ---- recent spans (ONEPATH_TRACE_RECENT_SPANS, docs/onepath.md) ----
+ * With ONEPATH_TRACE_RECENT_SPANS=N (> 0) the span exporter also keeps the last N finished spans
+ * (and at most ONEPATH_TRACE_RECENT_BYTES of them) in memory as NDJSON lines, whether or not a
+ * file is written; a reader takes them with a cursor. Any thread. */
+typedef struct {
+    int active;          /* the store is on */
+    uint64_t next_since; /* pass as since_id next time */
+    uint64_t missed;     /* spans after since_id that are gone (pushed out, too big) */
+    uint64_t last_id;    /* the newest span's id */
+    size_t spans;        /* lines returned */
+    int more;            /* spans after these are held (read again with next_since) */
+} onepath_recent_read_t;
+
+/* The NDJSON lines (each ending in '\n') of the held spans whose id is after since_id (0 = all),
+ * oldest first, at most max_spans and max_bytes. *out is malloc'd (free() it, also when empty).
+ * A since_id newer than any span (the process restarted) reads from the start. Returns ONEPATH_OK,
+ * ONEPATH_ERR_INVAL or ONEPATH_ERR_NOMEM. */
+int onepath_recent_spans(uint64_t since_id, size_t max_spans, size_t max_bytes, char **out, size_t *len,
+                         onepath_recent_read_t *r);
+
+typedef struct {
+    int active;
+    uint64_t kept, bytes;          /* held now */
+    uint64_t max_spans, max_bytes; /* the bounds */
+    uint64_t added;                /* spans kept since the process started */
+    uint64_t evicted;              /* pushed out by newer spans (the bounds) */
+    uint64_t too_big;              /* one line longer than 64 KiB or the byte bound: not kept */
+    uint64_t read;                 /* lines handed to readers */
+    uint64_t last_id;
+} onepath_recent_stats_t;
+int onepath_recent_stats(onepath_recent_stats_t *st);
+
 #ifdef __cplusplus
 }
 #endif

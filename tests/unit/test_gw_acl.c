@@ -53,6 +53,19 @@ static void test_roles_parse(void **state)
     assert_false(tg_gw_acl_allows(TG_GW_ROLE_RECORDER | TG_GW_ROLE_OBSERVER | TG_GW_ROLE_PRODUCER, "TracegateFleet",
                                   "AdbDevices"));
     assert_true(tg_gw_acl_allows(TG_GW_ROLE_OBSERVER, "TracegateFleet", "ListNodes"));
+    /* a node's spans reveal request paths: the spans role or admin, nothing less */
+    assert_int_equal(tg_gw_roles_parse("spans"), TG_GW_ROLE_SPANS);
+    assert_string_equal(tg_gw_role_name(TG_GW_ROLE_SPANS), "spans");
+    assert_true(tg_gw_acl_allows(TG_GW_ROLE_SPANS, "TracegateFleet", "Spans"));
+    assert_true(tg_gw_acl_allows(TG_GW_ROLE_ADMIN, "TracegateFleet", "Spans"));
+    assert_true(tg_gw_acl_may_bind(TG_GW_ROLE_SPANS, "TracegateFleet"));
+    assert_false(tg_gw_acl_allows(TG_GW_ROLE_RECORDER | TG_GW_ROLE_OBSERVER | TG_GW_ROLE_PRODUCER | TG_GW_ROLE_ADB,
+                                  "TracegateFleet", "Spans"));
+    assert_false(tg_gw_acl_allows(TG_GW_ROLE_SPANS, "TracegateFleet", "AdbDevices"));
+    assert_true(tg_gw_acl_allows(TG_GW_ROLE_SPANS, "TracegateFleet", "ListNodes"));
+    assert_false(tg_gw_acl_allows(TG_GW_ROLE_SPANS, "TracegateFleet", "Route"));
+    assert_false(tg_gw_acl_allows(TG_GW_ROLE_SPANS, "ConsumerPort", "QueryServiceState"));
+    assert_false(tg_gw_acl_may_bind(TG_GW_ROLE_SPANS, "ConsumerPort"));
     char buf[64];
     tg_gw_roles_format(TG_GW_ROLE_OBSERVER | TG_GW_ROLE_ADMIN, buf, sizeof buf);
     assert_string_equal(buf, "observer,admin");

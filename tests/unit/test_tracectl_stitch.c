@@ -261,7 +261,7 @@ static void run(struct out *o, struct tc_stitch_stats *st)
     assert_int_equal(clocks.max_seq_id, 5);
     struct tc_span_set set;
     make_spans(&set);
-    struct tc_stitch_opts opts = {NULL, 0, NULL};
+    struct tc_stitch_opts opts = {NULL, 0, NULL, NULL};
     memset(o, 0, sizeof *o);
     assert_int_equal(tc_stitch(&set, &clocks, &opts, collect, o, st, err, sizeof err), 0);
     tc_spans_free(&set);
@@ -447,7 +447,7 @@ static void test_host_map_and_errors(void **state)
     memset(&set, 0, sizeof set);
     add(&set, span_line(SA, "", "dev.work", R7 + 100, R7 + 200, "dev", 1, 1, NULL, NULL));
     struct tc_machine_map map = {"h-dev", M7};
-    struct tc_stitch_opts opts = {&map, 1, NULL};
+    struct tc_stitch_opts opts = {&map, 1, NULL, NULL};
     struct out o;
     struct tc_stitch_stats st;
     memset(&o, 0, sizeof o);
