@@ -419,6 +419,8 @@ static void test_stream_messages_split_and_join_frames(void **state)
     int small = 16 * 1024;
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
     struct frame_stream fs;
+    /* more than can wait before the link's queue is full: the client's small receive buffer,
+     * the gateway's TCP send buffer (tcp_wmem's maximum, 4 MiB by default) and the 1 MiB queue */
     make_stream(&fs, 12u << 20, 42);
     static struct msg_sender m; /* static: a failed assertion leaves the thread running */
     m = (struct msg_sender){.fd = fd, .fs = &fs, .seed = 7, .max_msg = 200 * 1024};
