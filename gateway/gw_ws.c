@@ -23,7 +23,8 @@
 static _Thread_local struct tg_gw_ws *g_creating;
 
 static const struct lws_protocols k_protocols[] = {
-    {"tracegate", tg_gw_ws_callback, sizeof(struct tg_ws_pss), TG_WS_LINK_CHUNK, 0, NULL, 0},
+    /* rx_buffer_size and tx_packet_size: large WebSocket reads and one send() per message (ws_link.h) */
+    {"tracegate", tg_gw_ws_callback, sizeof(struct tg_ws_pss), TG_WS_LINK_RX_BUFFER, 0, NULL, TG_WS_LINK_TX_PACKET},
     {TG_WS_LINK_RAW_PROTOCOL, tg_ws_link_raw_callback, 0, 0, 0, NULL, 0},
     {NULL, NULL, 0, 0, 0, NULL, 0},
 };
@@ -306,6 +307,7 @@ struct tg_gw_ws *tg_gw_ws_start(struct tg_gw *gw, struct event_base *base, const
         ci.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
     ci.port = CONTEXT_PORT_NO_LISTEN;
     ci.user = ws;
+    ci.pt_serv_buf_size = TG_WS_LINK_RX_BUFFER; /* what one read of a WebSocket may take (default 4 KiB) */
     /* libwebsockets' own timeouts (TLS accept, idle header tables) sit a
      * second behind the absolute deadline gw_ws_guard.c enforces, so ours
      * fires first and is counted and logged */

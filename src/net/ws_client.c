@@ -15,7 +15,7 @@
 #include "tracegate/log.h"
 
 #define LOG "ws-client"
-/* what a client accepts per server message (servers send small chunks) */
+/* what a client accepts per server message (tracegated sends at most TG_WS_LINK_MSG_MAX) */
 #define CLIENT_MAX_MESSAGE (64u << 20)
 
 struct tg_ws_client {
@@ -71,8 +71,11 @@ static int client_callback(struct lws *wsi, enum lws_callback_reasons reason, vo
     case LWS_CALLBACK_CLIENT_ESTABLISHED: {
         int s = c->sock;
         c->sock = -1;
-        if (!tg_ws_link_attach(wsi, lws_get_vhost(wsi), s, CLIENT_MAX_MESSAGE))
+        struct tg_ws_link *l = tg_ws_link_attach(wsi, lws_get_vhost(wsi), s, CLIENT_MAX_MESSAGE);
+        if (!l)
             return -1;
+        /* what any tracegated accepts per message (--ws-max-message is 1 MiB by default) */
+        tg_ws_link_set_out_message(l, TG_WS_LINK_CLIENT_MSG_MAX);
         c->raw_open = 1;
         tg_debug(LOG, "connected to %s", c->what);
         return 0;
@@ -113,7 +116,8 @@ static int raw_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 }
 
 static const struct lws_protocols k_protocols[] = {
-    {TG_WS_SUBPROTOCOL, client_callback, 0, TG_WS_LINK_CHUNK, 0, NULL, 0},
+    /* large reads; one send() per message (ws_link.h) */
+    {TG_WS_SUBPROTOCOL, client_callback, 0, TG_WS_LINK_RX_BUFFER, 0, NULL, TG_WS_LINK_CLIENT_MSG_MAX + 16u},
     {TG_WS_LINK_RAW_PROTOCOL, raw_callback, 0, 0, 0, NULL, 0},
     {NULL, NULL, 0, 0, 0, NULL, 0},
 };
@@ -254,6 +258,7 @@ tg_conn *tg_ws_client_open(struct event_base *base, const struct tg_endpoint *ep
     ci.port = CONTEXT_PORT_NO_LISTEN;
     ci.protocols = k_protocols;
     ci.user = c;
+    ci.pt_serv_buf_size = TG_WS_LINK_RX_BUFFER; /* what one read of the WebSocket may take (default 4 KiB) */
     ci.timeout_secs = 10;
     if (wss) {
         ci.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;

@@ -15,12 +15,21 @@
 #include "tracegate/log.h"
 
 #define DEFAULT_MAX_MESSAGE (1u << 20)
-/* Bytes a link may hold for the socket beyond what flow control should
- * allow (lws delivers the rest of a read after we pause it). */
+/* Bytes a link may hold for the socket beyond max_message (lws delivers the rest of a read
+ * after we pause it): past that the peer ignores flow control, and is cut. */
 #define PENDING_SLACK (512u * 1024u)
 /* After the WebSocket is gone, the raw side waits at most this long for the
  * libevent side to read the last bytes and close. */
 #define RAW_LINGER_SECS 30
+/* Smallest outbound message size tg_ws_link_set_out_message accepts. */
+#define MIN_OUT_MESSAGE 1024u
+
+/* One outbound message: LWS_PRE bytes for lws' header, then up to the link's out_cap bytes. */
+struct out_msg {
+    struct out_msg *next;
+    size_t len;
+    unsigned char buf[];
+};
 
 struct tg_ws_link {
     struct lws *ws, *raw;
@@ -35,30 +44,76 @@ struct tg_ws_link {
     int in_dead;     /* the socket refused a write: inbound bytes are dropped */
     int shut_wr;     /* shutdown(SHUT_WR) done */
 
-    /* socket → WebSocket */
-    size_t out_len;
-    int raw_paused;  /* lws_rx_flow_control(raw, 0) in force */
-    int eof;         /* the socket side ended: close the WebSocket once out is sent */
+    /* socket → WebSocket: messages read, not yet given to lws_write */
+    struct out_msg *out_head, *out_tail;
+    struct out_msg *spare; /* one free buffer kept while the queue is busy */
+    size_t out_bytes;      /* payload bytes queued */
+    size_t out_cap;        /* payload bytes per message */
+    int raw_paused;        /* lws_rx_flow_control(raw, 0) in force */
+    int eof;               /* the socket side ended: close the WebSocket once out is sent */
 
     int text_ok;     /* text messages are bytes too */
     struct tg_ws_close_note *note; /* close code and reason left by the socket side, or NULL */
 
     int adopting;
     int closed_while_adopting;
-    unsigned char out[LWS_PRE + TG_WS_LINK_CHUNK];
+    /* asks for the raw side's next writeable callback from outside that callback (lws clears a
+     * raw-file wsi's POLLOUT after its writeable callback, so a request made inside it is lost) */
+    lws_sorted_usec_list_t rearm_sul;
 };
 
 static atomic_int g_links;
+static atomic_ullong g_out_messages, g_out_bytes, g_out_pauses, g_in_pauses;
+static atomic_size_t g_out_largest, g_out_peak, g_in_peak;
 
 int tg_ws_link_count(void) { return atomic_load(&g_links); }
+
+static void atomic_max(atomic_size_t *a, size_t v)
+{
+    size_t cur = atomic_load_explicit(a, memory_order_relaxed);
+    while (v > cur && !atomic_compare_exchange_weak_explicit(a, &cur, v, memory_order_relaxed, memory_order_relaxed))
+        ;
+}
+
+void tg_ws_link_stats(struct tg_ws_link_stats *out)
+{
+    out->out_messages = atomic_load(&g_out_messages);
+    out->out_bytes = atomic_load(&g_out_bytes);
+    out->out_largest = atomic_load(&g_out_largest);
+    out->out_queue_peak = atomic_load(&g_out_peak);
+    out->out_pauses = atomic_load(&g_out_pauses);
+    out->in_queue_peak = atomic_load(&g_in_peak);
+    out->in_pauses = atomic_load(&g_in_pauses);
+}
+
+void tg_ws_link_stats_reset_peaks(void)
+{
+    atomic_store(&g_out_largest, 0);
+    atomic_store(&g_out_peak, 0);
+    atomic_store(&g_in_peak, 0);
+}
 
 int tg_ws_link_socketpair(int sv[2])
 {
     return socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv);
 }
 
+static void out_clear(struct tg_ws_link *l)
+{
+    while (l->out_head) {
+        struct out_msg *m = l->out_head;
+        l->out_head = m->next;
+        free(m);
+    }
+    l->out_tail = NULL;
+    l->out_bytes = 0;
+}
+
 static void link_free(struct tg_ws_link *l)
 {
+    lws_sul_cancel(&l->rearm_sul);
+    out_clear(l);
+    free(l->spare);
     tg_ws_close_note_unref(l->note);
     free(l->in_buf);
     free(l);
@@ -68,6 +123,19 @@ static void link_free(struct tg_ws_link *l)
 struct tg_ws_link *tg_ws_link_of(struct lws *ws) { return ws ? lws_get_opaque_user_data(ws) : NULL; }
 
 void tg_ws_link_accept_text(struct tg_ws_link *l) { l->text_ok = 1; }
+
+void tg_ws_link_set_out_message(struct tg_ws_link *l, size_t n)
+{
+    if (n < MIN_OUT_MESSAGE)
+        n = MIN_OUT_MESSAGE;
+    if (n > TG_WS_LINK_MSG_MAX)
+        n = TG_WS_LINK_MSG_MAX;
+    if (n != l->out_cap) {
+        free(l->spare); /* sized for the old cap */
+        l->spare = NULL;
+    }
+    l->out_cap = n;
+}
 
 void tg_ws_link_set_close_note(struct tg_ws_link *l, struct tg_ws_close_note *note)
 {
@@ -87,6 +155,7 @@ struct tg_ws_link *tg_ws_link_attach(struct lws *ws, struct lws_vhost *vh, int s
     l->ws = ws;
     l->fd = sock;
     l->max_message = max_message ? max_message : DEFAULT_MAX_MESSAGE;
+    l->out_cap = TG_WS_LINK_MSG_MAX;
     lws_set_opaque_user_data(ws, l);
 
     lws_adopt_desc_t d;
@@ -112,6 +181,8 @@ struct tg_ws_link *tg_ws_link_attach(struct lws *ws, struct lws_vhost *vh, int s
 }
 
 /* ------------------------------------------------------- WebSocket → socket */
+
+static size_t in_pending(const struct tg_ws_link *l) { return l->in_len - l->in_off; }
 
 /* Writes pending inbound bytes. 1 = all written, 0 = socket full, -1 = error. */
 static int flush_in(struct tg_ws_link *l)
@@ -160,6 +231,7 @@ static int queue_in(struct tg_ws_link *l, const unsigned char *p, size_t n)
     }
     memcpy(l->in_buf + l->in_len, p, n);
     l->in_len += n;
+    atomic_max(&g_in_peak, in_pending(l));
     return 0;
 }
 
@@ -185,8 +257,8 @@ int tg_ws_link_on_rx(struct tg_ws_link *l, const void *in, size_t len)
         return 0; /* the socket side is gone: its EOF path closes the WebSocket */
 
     const unsigned char *p = in;
-    if (l->in_off == l->in_len) {
-        /* fast path: straight into the socket */
+    if (!in_pending(l)) {
+        /* straight into the socket: no copy in user space */
         while (len) {
             ssize_t n = send(l->fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
             if (n < 0) {
@@ -204,7 +276,7 @@ int tg_ws_link_on_rx(struct tg_ws_link *l, const void *in, size_t len)
         if (!len)
             return 0;
     }
-    if (l->in_len - l->in_off + len > l->max_message + PENDING_SLACK) {
+    if (in_pending(l) + len > l->max_message + PENDING_SLACK) {
         static const char why[] = "gateway input overrun";
         lws_close_reason(ws, LWS_CLOSE_STATUS_POLICY_VIOLATION, (unsigned char *)why, sizeof why - 1);
         return -1;
@@ -214,9 +286,11 @@ int tg_ws_link_on_rx(struct tg_ws_link *l, const void *in, size_t len)
         lws_close_reason(ws, LWS_CLOSE_STATUS_UNEXPECTED_CONDITION, (unsigned char *)why, sizeof why - 1);
         return -1;
     }
-    /* the socket is full: stop reading the WebSocket until it drains */
-    if (!l->ws_paused) {
+    /* the socket is full: keep taking messages up to the high watermark, then stop reading the
+     * WebSocket until the queue drains under the low one */
+    if (!l->ws_paused && in_pending(l) >= TG_WS_LINK_IN_HIGH) {
         l->ws_paused = 1;
+        atomic_fetch_add(&g_in_pauses, 1);
         lws_rx_flow_control(ws, 0);
     }
     lws_callback_on_writable(l->raw);
@@ -225,37 +299,68 @@ int tg_ws_link_on_rx(struct tg_ws_link *l, const void *in, size_t len)
 
 /* ------------------------------------------------------- socket → WebSocket */
 
+static void out_recycle(struct tg_ws_link *l, struct out_msg *m)
+{
+    if (!l->spare)
+        l->spare = m;
+    else
+        free(m);
+}
+
+static void out_resume_raw(struct tg_ws_link *l)
+{
+    if (l->raw && l->raw_paused && l->out_bytes <= TG_WS_LINK_OUT_LOW) {
+        l->raw_paused = 0;
+        lws_rx_flow_control(l->raw, 1);
+    }
+}
+
 int tg_ws_link_on_writeable(struct tg_ws_link *l)
 {
     struct lws *ws = l->ws;
     if (!ws)
         return -1;
-    if (l->out_len) {
-        if (lws_send_pipe_choked(ws)) {
+    /* as many messages as the socket takes, up to OUT_HIGH bytes per turn so one busy link does
+     * not hold the thread; the first without asking (lws called us because the socket has room) */
+    size_t sent = 0;
+    while (l->out_head) {
+        if (sent && (sent >= TG_WS_LINK_OUT_HIGH || lws_send_pipe_choked(ws))) {
             lws_callback_on_writable(ws);
-            return 0;
+            break;
         }
-        int m = lws_write(ws, l->out + LWS_PRE, l->out_len, LWS_WRITE_BINARY);
-        if (m < (int)l->out_len)
+        struct out_msg *m = l->out_head;
+        int w = lws_write(ws, m->buf + LWS_PRE, m->len, LWS_WRITE_BINARY);
+        if (w < (int)m->len)
             return -1;
-        l->out_len = 0;
-        if (l->raw && l->raw_paused) {
-            l->raw_paused = 0;
-            lws_rx_flow_control(l->raw, 1);
-        }
-        if (l->eof)
-            lws_callback_on_writable(ws); /* close after lws has sent this message */
-        return 0;
+        atomic_fetch_add_explicit(&g_out_messages, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&g_out_bytes, m->len, memory_order_relaxed);
+        atomic_max(&g_out_largest, m->len);
+        sent += m->len;
+        l->out_bytes -= m->len;
+        l->out_head = m->next;
+        if (!l->out_head)
+            l->out_tail = NULL;
+        out_recycle(l, m);
     }
-    if (l->eof) {
-        char why[TG_WS_CLOSE_REASON_MAX + 1];
-        int code = tg_ws_close_note_get(l->note, why, sizeof why);
-        if (!code) {
-            code = LWS_CLOSE_STATUS_NORMAL;
-            snprintf(why, sizeof why, "connection closed");
+    out_resume_raw(l);
+    if (!l->out_head) {
+        /* idle: an idle link holds no buffer */
+        free(l->spare);
+        l->spare = NULL;
+        if (l->eof) {
+            if (sent) {
+                lws_callback_on_writable(ws); /* close after lws has sent these messages */
+                return 0;
+            }
+            char why[TG_WS_CLOSE_REASON_MAX + 1];
+            int code = tg_ws_close_note_get(l->note, why, sizeof why);
+            if (!code) {
+                code = LWS_CLOSE_STATUS_NORMAL;
+                snprintf(why, sizeof why, "connection closed");
+            }
+            lws_close_reason(ws, (enum lws_close_status)code, (unsigned char *)why, strlen(why));
+            return -1;
         }
-        lws_close_reason(ws, (enum lws_close_status)code, (unsigned char *)why, strlen(why));
-        return -1;
     }
     return 0;
 }
@@ -265,7 +370,7 @@ void tg_ws_link_on_closed(struct tg_ws_link *l)
     if (l->ws)
         lws_set_opaque_user_data(l->ws, NULL);
     l->ws = NULL;
-    l->out_len = 0;
+    out_clear(l);
     if (!l->raw) {
         link_free(l);
         return;
@@ -288,35 +393,94 @@ void tg_ws_link_on_closed(struct tg_ws_link *l)
 
 /* ------------------------------------------------------------ raw callbacks */
 
+static struct out_msg *out_new(struct tg_ws_link *l)
+{
+    struct out_msg *m = l->spare;
+    if (m)
+        l->spare = NULL;
+    else if (!(m = malloc(sizeof *m + LWS_PRE + l->out_cap)))
+        return NULL;
+    m->next = NULL;
+    m->len = 0;
+    return m;
+}
+
+/* Reads what the socket has into the queue: appended to the last queued message while it has
+ * room (a message joins frames, or carries part of one), else into a new one. */
 static int raw_readable(struct tg_ws_link *l)
 {
-    if (l->out_len) {
-        /* still waiting for the WebSocket: stop reading */
-        if (!l->raw_paused) {
-            l->raw_paused = 1;
-            lws_rx_flow_control(l->raw, 0);
-        }
-        return 0;
-    }
-    for (;;) {
-        ssize_t n = read(l->fd, l->out + LWS_PRE, TG_WS_LINK_CHUNK);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return 0;
+    if (!l->ws) {
+        /* WebSocket gone: read and discard until EOF */
+        struct out_msg *m = out_new(l);
+        if (!m)
             return -1;
+        for (;;) {
+            ssize_t n = read(l->fd, m->buf + LWS_PRE, l->out_cap);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0) {
+                out_recycle(l, m);
+                return n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) ? -1 : 0;
+            }
         }
-        if (n == 0)
-            return -1; /* EOF: RAW_CLOSE_FILE follows */
-        if (!l->ws)
-            continue; /* WebSocket gone: discard */
-        l->out_len = (size_t)n;
-        l->raw_paused = 1;
-        lws_rx_flow_control(l->raw, 0);
-        lws_callback_on_writable(l->ws);
-        return 0;
     }
+    size_t got = 0;
+    for (;;) {
+        if (l->out_bytes >= TG_WS_LINK_OUT_HIGH) {
+            /* real backpressure: the WebSocket is not taking what we have */
+            if (!l->raw_paused) {
+                l->raw_paused = 1;
+                atomic_fetch_add(&g_out_pauses, 1);
+                lws_rx_flow_control(l->raw, 0);
+            }
+            break;
+        }
+        struct out_msg *m = l->out_tail;
+        int fresh = 0;
+        if (!m || m->len == l->out_cap) {
+            if (!(m = out_new(l)))
+                return -1;
+            fresh = 1;
+        }
+        size_t room = l->out_cap - m->len;
+        ssize_t n = read(l->fd, m->buf + LWS_PRE + m->len, room);
+        if (n < 0 && errno == EINTR) {
+            if (fresh)
+                out_recycle(l, m);
+            continue;
+        }
+        if (n <= 0) {
+            if (fresh)
+                out_recycle(l, m);
+            if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+                return -1; /* EOF or error: RAW_CLOSE_FILE follows, then what is queued is sent */
+            break;
+        }
+        if (fresh) {
+            if (l->out_tail)
+                l->out_tail->next = m;
+            else
+                l->out_head = m;
+            l->out_tail = m;
+        }
+        m->len += (size_t)n;
+        l->out_bytes += (size_t)n;
+        got += (size_t)n;
+        if ((size_t)n < room)
+            break; /* the socket had less than we asked for: it is empty now */
+    }
+    if (got) {
+        atomic_max(&g_out_peak, l->out_bytes);
+        lws_callback_on_writable(l->ws);
+    }
+    return 0;
+}
+
+static void rearm_raw(lws_sorted_usec_list_t *sul)
+{
+    struct tg_ws_link *l = lws_container_of(sul, struct tg_ws_link, rearm_sul);
+    if (l->raw)
+        lws_callback_on_writable(l->raw);
 }
 
 static int raw_writeable(struct tg_ws_link *l)
@@ -328,15 +492,13 @@ static int raw_writeable(struct tg_ws_link *l)
         drop_in(l);
         return l->ws ? 0 : -1;
     }
-    if (r == 0) {
-        lws_callback_on_writable(l->raw);
-        return 0;
-    }
-    if (l->ws && l->ws_paused) {
+    if (r == 0) /* still full: wait for the next POLLOUT, asked for once this callback is over */
+        lws_sul_schedule(lws_get_context(l->raw), 0, &l->rearm_sul, rearm_raw, 0);
+    if (l->ws && l->ws_paused && in_pending(l) <= TG_WS_LINK_IN_LOW) {
         l->ws_paused = 0;
         lws_rx_flow_control(l->ws, 1);
     }
-    if (!l->ws && !l->shut_wr) {
+    if (r > 0 && !l->ws && !l->shut_wr) {
         l->shut_wr = 1;
         shutdown(l->fd, SHUT_WR);
     }
@@ -350,6 +512,7 @@ static void raw_closed(struct tg_ws_link *l)
         return;
     }
     l->raw = NULL;
+    lws_sul_cancel(&l->rearm_sul);
     l->eof = 1;
     drop_in(l);
     if (!l->ws) {

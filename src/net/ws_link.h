@@ -6,14 +6,25 @@
  * (owned by a tg_conn on a libevent loop) writes or drains:
  *
  *   WS binary messages ──bytes──► socketpair ──► tg_conn (frames)
- *   WS binary messages ◄─one message per read── socketpair ◄── tg_conn
+ *   WS binary messages ◄──queue of messages── socketpair ◄── tg_conn
  *
- * Inbound messages are concatenated into a byte stream (frames may be split
- * across messages, or several frames may share one). When the socket is
- * full the WebSocket reader is paused with lws_rx_flow_control() and resumed
- * once the socket is writable again. Outbound, whatever one read returns
- * (up to TG_WS_LINK_CHUNK bytes) is sent as one binary message when the
- * WebSocket is writable; the raw wsi stops reading until then.
+ * Both directions are byte streams: message boundaries mean nothing (the
+ * Perfetto UI appends every message to one receive buffer and cuts IPC
+ * frames from it; Perfetto's own websocket_bridge sends 8 KiB reads as
+ * messages). Inbound, messages are written to the socket as they come
+ * (frames may be split across messages, or several may share one); what
+ * the socket does not take is queued (the only copy, and only then), and
+ * the WebSocket reader is paused with lws_rx_flow_control() only when that
+ * queue is over TG_WS_LINK_IN_HIGH, resumed under TG_WS_LINK_IN_LOW.
+ * Outbound, the raw side reads whatever the socket has into a queue of
+ * messages (a read appends to the last message still waiting, up to the
+ * link's message size: TG_WS_LINK_MSG_MAX, or tg_ws_link_set_out_message),
+ * and each writeable callback sends as many queued messages as the
+ * WebSocket takes; reading pauses only when the queue is over
+ * TG_WS_LINK_OUT_HIGH and resumes under TG_WS_LINK_OUT_LOW. Each byte is
+ * copied once in user space on its way out (socket → message buffer, which
+ * lws_write frames in place), plus once more only for what the kernel does
+ * not take of a message (lws keeps the unsent tail).
  *
  * Close propagation: WebSocket closed → pending inbound bytes are flushed,
  * then the socket is shut down for writing (the tg_conn sees EOF). Socket
@@ -24,9 +35,16 @@
  * bytes (tg_ws_link_accept_text); messages over max_message close it with
  * 1009.
  *
+ * libwebsockets settings the owner's context and protocol must use so that
+ * large messages are read and written in few system calls (see
+ * docs/gateway.md, "WebSocket hand-off"): pt_serv_buf_size and rx_buffer_size
+ * TG_WS_LINK_RX_BUFFER, tx_packet_size TG_WS_LINK_TX_PACKET (without it lws
+ * sends rx_buffer_size bytes per send() and copies the rest of a message).
+ *
  * Used by the server (gw_ws_proto.c) and the client (ws_client.c).
  * Threading: everything here runs on the lws service thread of the link's
- * context, except tg_ws_link_socketpair() (any thread). */
+ * context, except tg_ws_link_socketpair() and tg_ws_link_count/stats (any
+ * thread). */
 #ifndef TRACEGATE_NET_WS_LINK_H
 #define TRACEGATE_NET_WS_LINK_H
 
@@ -34,7 +52,22 @@
 
 #include <libwebsockets.h>
 
-#define TG_WS_LINK_CHUNK (64u * 1024u)           /* max bytes per outbound message */
+/* Outbound message size of a link (server default); the client sends at most
+ * TG_WS_LINK_CLIENT_MSG_MAX per message, which every tracegated accepts
+ * (--ws-max-message is at least that by default: 1 MiB). */
+#define TG_WS_LINK_MSG_MAX (256u * 1024u)
+#define TG_WS_LINK_CLIENT_MSG_MAX (64u * 1024u)
+/* Outbound queue watermarks (bytes read from the socket, not yet given to lws_write). */
+#define TG_WS_LINK_OUT_HIGH (1024u * 1024u)
+#define TG_WS_LINK_OUT_LOW (256u * 1024u)
+/* Inbound queue watermarks (bytes the socket did not take yet). */
+#define TG_WS_LINK_IN_HIGH (256u * 1024u)
+#define TG_WS_LINK_IN_LOW (64u * 1024u)
+/* lws settings: what one read of the WebSocket may return (pt_serv_buf_size and the protocol's
+ * rx_buffer_size), and what one send() may carry (tx_packet_size: a whole message plus its
+ * header). */
+#define TG_WS_LINK_RX_BUFFER (256u * 1024u)
+#define TG_WS_LINK_TX_PACKET (TG_WS_LINK_MSG_MAX + 16u)
 #define TG_WS_LINK_RAW_PROTOCOL "tracegate-raw" /* protocol name of the raw-file wsis */
 
 struct tg_ws_link;
@@ -54,6 +87,10 @@ struct tg_ws_link *tg_ws_link_attach(struct lws *ws, struct lws_vhost *vh, int s
 /* Text messages are passed on as bytes like binary ones (a byte pipe such
  * as /adb, whose clients send commands as text). Default: refused. */
 void tg_ws_link_accept_text(struct tg_ws_link *l);
+
+/* Outbound messages of this link carry at most n bytes (clamped to
+ * 1 KiB..TG_WS_LINK_MSG_MAX); call right after tg_ws_link_attach. */
+void tg_ws_link_set_out_message(struct tg_ws_link *l, size_t n);
 
 /* The note (net/ws_close_note.h) whose code and reason close the WebSocket
  * when the socket side ends; the link takes its own reference. */
@@ -78,6 +115,19 @@ int tg_ws_link_raw_callback(struct lws *wsi, enum lws_callback_reasons reason, v
 
 /* Live links on this thread (for tests and metrics). */
 int tg_ws_link_count(void);
+
+/* Process-wide counters of all links (for tests and metrics; any thread). */
+struct tg_ws_link_stats {
+    unsigned long long out_messages, out_bytes; /* messages given to lws_write, their payload bytes */
+    size_t out_largest;                         /* the largest outbound message */
+    size_t out_queue_peak;                      /* the most one link held queued outbound */
+    unsigned long long out_pauses;              /* raw side paused at TG_WS_LINK_OUT_HIGH */
+    size_t in_queue_peak;                       /* the most one link held queued inbound */
+    unsigned long long in_pauses;               /* WebSocket reader paused at TG_WS_LINK_IN_HIGH */
+};
+void tg_ws_link_stats(struct tg_ws_link_stats *out);
+/* Sets the peaks and the largest message back to 0 (tests). */
+void tg_ws_link_stats_reset_peaks(void);
 
 /* Routes libwebsockets' own log lines to tracegate's log. Only errors and warnings are enabled:
  * lws' lower levels print headers, which may hold tokens (and what is logged is redacted with

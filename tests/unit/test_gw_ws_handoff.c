@@ -1,4 +1,4 @@
-/* test_gw_ws_handoff.c: the WebSocket ↔ socketpair ↔ tg_conn seam: bytes both ways, split frames, large transfers with backpressure, close both ways, many connections. */
+/* test_gw_ws_handoff.c: the WebSocket ↔ socketpair ↔ tg_conn seam: bytes both ways, split frames, messages that split and join frames both ways, large transfers with backpressure, a slow reader (bounded, others served), close both ways, many connections. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -306,6 +307,222 @@ static void test_oversize_message_closes(void **state)
     tws_close(fd);
 }
 
+/* ------------------------------------------------ messages vs frames, both directions */
+
+/* A stream of IPC frames of mixed sizes (many small, some large), frame i's body byte k being
+ * a function of (i, k) and never starting with '!' (a command for the peer). */
+struct frame_stream {
+    uint8_t *bytes;
+    size_t len;
+    size_t *starts; /* offset of each frame's header */
+    size_t n;
+};
+
+static uint32_t rnd(uint64_t *st)
+{
+    *st = *st * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(*st >> 33);
+}
+
+static void make_stream(struct frame_stream *fs, size_t total, uint64_t seed)
+{
+    fs->bytes = malloc(total + 131072);
+    fs->starts = malloc(sizeof *fs->starts * (total / 8 + 16));
+    fs->len = fs->n = 0;
+    uint64_t st = seed;
+    while (fs->len < total) {
+        size_t body = rnd(&st) % 10 < 7 ? 1 + rnd(&st) % 2000 : 2000 + rnd(&st) % 98000;
+        uint8_t *p = fs->bytes + fs->len;
+        p[0] = (uint8_t)body;
+        p[1] = (uint8_t)(body >> 8);
+        p[2] = (uint8_t)(body >> 16);
+        p[3] = (uint8_t)(body >> 24);
+        for (size_t k = 0; k < body; k++)
+            p[4 + k] = (uint8_t)((fs->n * 31 + k * 7 + 1) & 0xff);
+        p[4] = 'D';
+        fs->starts[fs->n++] = fs->len;
+        fs->len += 4 + body;
+    }
+}
+
+static void free_stream(struct frame_stream *fs)
+{
+    free(fs->bytes);
+    free(fs->starts);
+}
+
+struct msg_sender {
+    int fd;
+    const struct frame_stream *fs;
+    uint64_t seed;
+    size_t max_msg;
+    int rc;
+};
+
+/* Sends the stream as WebSocket messages of random sizes (1 byte .. max_msg), one in four as
+ * a message of several WebSocket frames (continuations): message boundaries fall anywhere. */
+static void *msg_sender_thread(void *arg)
+{
+    struct msg_sender *m = arg;
+    uint64_t st = m->seed;
+    size_t off = 0;
+    while (off < m->fs->len && m->rc == 0) {
+        size_t n = 1 + rnd(&st) % (rnd(&st) % 2 ? 64 : m->max_msg);
+        if (n > m->fs->len - off)
+            n = m->fs->len - off;
+        const uint8_t *p = m->fs->bytes + off;
+        if (n >= 3 && rnd(&st) % 4 == 0) {
+            size_t a = n / 3, b = n / 3;
+            if (tws_send_frame(m->fd, TWS_BINARY, 0, p, a) != 0 || tws_send_frame(m->fd, TWS_CONT, 0, p + a, b) != 0 ||
+                tws_send_frame(m->fd, TWS_CONT, 1, p + a + b, n - a - b) != 0)
+                m->rc = -1;
+        } else if (tws_send(m->fd, TWS_BINARY, p, n) != 0) {
+            m->rc = -1;
+        }
+        off += n;
+    }
+    return NULL;
+}
+
+static unsigned long long g_pauses_before;
+static int out_paused(void)
+{
+    struct tg_ws_link_stats st;
+    tg_ws_link_stats(&st);
+    return st.out_pauses > g_pauses_before;
+}
+
+static void check_link_bounds(void)
+{
+    struct tg_ws_link_stats st;
+    tg_ws_link_stats(&st);
+    if (st.out_queue_peak > TG_WS_LINK_OUT_HIGH + TG_WS_LINK_MSG_MAX)
+        fail_msg("a link queued %zu bytes outbound (bound %u)", st.out_queue_peak,
+                 TG_WS_LINK_OUT_HIGH + TG_WS_LINK_MSG_MAX);
+    if (st.in_queue_peak > TG_WS_LINK_IN_HIGH + TG_WS_LINK_RX_BUFFER)
+        fail_msg("a link queued %zu bytes inbound (bound %u)", st.in_queue_peak,
+                 TG_WS_LINK_IN_HIGH + TG_WS_LINK_RX_BUFFER);
+}
+
+/* Client → gateway: frames split across messages and joined in messages at random; the peer
+ * echoes each frame. Gateway → client: the client reads nothing until the link's queue is full,
+ * so the gateway's messages are large and cut the echoed stream where its reads fell. Every byte
+ * arrives, in order, both ways. */
+static void test_stream_messages_split_and_join_frames(void **state)
+{
+    (void)state;
+    tg_ws_link_stats_reset_peaks();
+    struct tg_ws_link_stats st0;
+    tg_ws_link_stats(&st0);
+    g_pauses_before = st0.out_pauses;
+    int fd = open_ws();
+    int small = 16 * 1024;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    struct frame_stream fs;
+    /* more than can wait before the link's queue is full: the client's small receive buffer,
+     * the gateway's TCP send buffer (tcp_wmem's maximum, 4 MiB by default) and the 1 MiB queue */
+    make_stream(&fs, 12u << 20, 42);
+    static struct msg_sender m; /* static: a failed assertion leaves the thread running */
+    m = (struct msg_sender){.fd = fd, .fs = &fs, .seed = 7, .max_msg = 200 * 1024};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, msg_sender_thread, &m), 0);
+    /* the echo piles up until the link stops reading its socket (real backpressure) */
+    assert_true(tdbl_wait_count(out_paused, 1, 30000));
+    int big = 4 << 20;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
+
+    uint8_t *got = malloc(fs.len);
+    size_t off = 0, fi = 0, largest = 0, joined = 0, split = 0;
+    while (off < fs.len) {
+        uint8_t *p;
+        size_t n;
+        int op = tws_recv(fd, &p, &n, 10000);
+        if (op != TWS_BINARY)
+            fail_msg("got opcode %d after %zu of %zu bytes", op, off, fs.len);
+        if (n > fs.len - off)
+            fail_msg("%zu bytes more than were sent", n - (fs.len - off));
+        memcpy(got + off, p, n);
+        free(p);
+        /* frame starts inside this message, and whether it ends inside a frame */
+        size_t starts = 0;
+        while (fi < fs.n && fs.starts[fi] < off + n) {
+            if (fs.starts[fi] >= off)
+                starts++;
+            fi++;
+        }
+        if (starts >= 2)
+            joined++;
+        if (off + n < fs.len && (fi >= fs.n || fs.starts[fi] != off + n))
+            split++;
+        if (n > largest)
+            largest = n;
+        off += n;
+    }
+    pthread_join(t, NULL);
+    assert_int_equal(m.rc, 0);
+    for (size_t k = 0; k < fs.len; k++)
+        if (got[k] != fs.bytes[k])
+            fail_msg("byte %zu of the echoed stream differs", k);
+    free(got);
+    print_message("stream: %zu frames, %zu bytes; gateway messages: largest %zu, %zu joining frames, %zu "
+                  "ending inside one\n",
+                  fs.n, fs.len, largest, joined, split);
+    assert_true(largest > TG_WS_LINK_CLIENT_MSG_MAX); /* larger than one 64 KiB read */
+    assert_true(joined > 0);
+    assert_true(split > 0);
+    check_link_bounds();
+    free_stream(&fs);
+    tws_close(fd);
+}
+
+/* A client that does not read: its link stops reading the socket at the high watermark (the
+ * source behind it waits), another client meanwhile is served as usual, and the slow one then
+ * gets every byte in order. */
+static void test_slow_reader_bounded_others_served(void **state)
+{
+    (void)state;
+    tg_ws_link_stats_reset_peaks();
+    struct tg_ws_link_stats st0;
+    tg_ws_link_stats(&st0);
+    g_pauses_before = st0.out_pauses;
+    int slow = open_ws();
+    int small = 16 * 1024;
+    setsockopt(slow, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    const unsigned frames = 512, size = 65536; /* 32 MiB */
+    char cmd[64];
+    int n = snprintf(cmd, sizeof cmd, "!source:%u:%u", frames, size);
+    assert_int_equal(tws_send_ipc(slow, cmd, (size_t)n), 0);
+    assert_true(tdbl_wait_count(out_paused, 1, 30000));
+    check_link_bounds();
+
+    int other = open_ws();
+    for (int i = 0; i < 20; i++) {
+        char msg[64];
+        int k = snprintf(msg, sizeof msg, "the other client, call %d", i);
+        assert_int_equal(tws_send_ipc(other, msg, (size_t)k), 0);
+        expect_ipc(other, msg, (size_t)k);
+    }
+    tws_close(other);
+    check_link_bounds(); /* still bounded: the slow client has read nothing */
+
+    int big = 4 << 20;
+    setsockopt(slow, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
+    uint64_t off = 0;
+    for (unsigned i = 0; i < frames; i++) {
+        uint8_t *b;
+        size_t len;
+        assert_int_equal(tws_recv_ipc(slow, &b, &len, 10000), 0);
+        assert_int_equal(len, size);
+        for (size_t k = 0; k < len; k++)
+            if (b[k] != (uint8_t)(((off + k) * 7 + 3) & 0xff))
+                fail_msg("byte %llu differs", (unsigned long long)(off + k));
+        off += len;
+        free(b);
+    }
+    check_link_bounds();
+    tws_close(slow);
+}
+
 static int no_links(void) { return tg_ws_link_count() == 0; }
 
 static void test_many_connections(void **state)
@@ -347,6 +564,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_text_message_closes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_oversize_message_closes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_connections, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stream_messages_split_and_join_frames, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_slow_reader_bounded_others_served, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

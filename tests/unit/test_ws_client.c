@@ -1,4 +1,4 @@
-/* test_ws_client.c: tracectl's ws:// / wss:// client transport against the WebSocket front end (tokens, TLS, mTLS, reload, failures). */
+/* test_ws_client.c: tracectl's ws:// / wss:// client transport against the WebSocket front end (tokens, TLS, mTLS, reload, failures, a large stream both ways through both links). */
 #include "config.h"
 
 #include <event2/event.h>
@@ -157,6 +157,106 @@ static int roundtrip(int wss, const char *path, const struct tg_endpoint_creds *
     tg_test_run_until(g_cbase, got_close, s, 2000);
     assert_true(s->closed);
     return ok;
+}
+
+/* ------------------------------------------------ a stream both ways through two links */
+
+struct echo_state {
+    size_t n, next;       /* frames sent, next frame expected back */
+    const size_t *sizes;
+    int bad, closed;
+};
+
+static void echo_body(uint8_t *b, size_t i, size_t len)
+{
+    for (size_t k = 0; k < len; k++)
+        b[k] = (uint8_t)((i * 31 + k * 7 + 1) & 0xff);
+    b[0] = 'D'; /* never a command for the test peer */
+}
+
+static void e_on_frame(tg_conn *c, const uint8_t *body, size_t len, void *arg)
+{
+    struct echo_state *s = arg;
+    (void)c;
+    if (s->bad || s->next >= s->n || len != s->sizes[s->next]) {
+        s->bad = 1;
+        return;
+    }
+    uint8_t *want = malloc(len);
+    echo_body(want, s->next, len);
+    if (memcmp(want, body, len) != 0)
+        s->bad = 1;
+    free(want);
+    s->next++;
+}
+
+static void e_on_close(tg_conn *c, const char *reason, void *arg)
+{
+    (void)c;
+    (void)reason;
+    ((struct echo_state *)arg)->closed = 1;
+}
+
+static int e_closed(void *arg) { return ((struct echo_state *)arg)->closed; }
+
+static int echo_done(void *arg)
+{
+    struct echo_state *s = arg;
+    return s->next == s->n || s->bad || s->closed;
+}
+
+/* tracectl's client sends its frames as messages of at most TG_WS_LINK_CLIENT_MSG_MAX bytes
+ * through its link, the gateway's link joins them into one stream and sends the echo back in
+ * messages of its own size, which the client's link turns back into a stream: ~12 MiB of frames
+ * of mixed sizes come back whole and in order. */
+static void stream_both_ways(int wss)
+{
+    enum { N = 700 };
+    static size_t sizes[N];
+    uint64_t st = 99;
+    for (size_t i = 0; i < N; i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t r = (uint32_t)(st >> 33);
+        sizes[i] = r % 10 < 7 ? 1 + r % 2000 : 2000 + r % 98000;
+    }
+    struct tg_endpoint ep;
+    memset(&ep, 0, sizeof ep);
+    ep.kind = wss ? TG_EP_WSS : TG_EP_WS;
+    snprintf(ep.host, sizeof ep.host, "127.0.0.1");
+    ep.port = g_port;
+    snprintf(ep.path, sizeof ep.path, "/traced");
+    char ca[300], err[256];
+    pki(ca, sizeof ca, "ca.crt");
+    struct tg_endpoint_creds cr = {.cacert = wss ? ca : NULL};
+    tg_conn *c = tg_ws_client_open(g_cbase, &ep, &cr, err, sizeof err);
+    assert_non_null(c);
+    struct echo_state s = {.n = N, .sizes = sizes};
+    struct tg_conn_cbs cbs = {.on_frame = e_on_frame, .on_close = e_on_close};
+    tg_conn_set_cbs(c, &cbs, &s);
+    uint8_t *buf = malloc(100000);
+    for (size_t i = 0; i < N; i++) {
+        echo_body(buf, i, sizes[i]);
+        assert_int_equal(tg_conn_send(c, buf, sizes[i], -1), 0);
+    }
+    free(buf);
+    tg_test_run_until(g_cbase, echo_done, &s, 60000);
+    assert_false(s.bad);
+    assert_false(s.closed);
+    assert_int_equal(s.next, N);
+    tg_conn_close(c, "test done");
+    tg_test_run_until(g_cbase, e_closed, &s, 2000);
+}
+
+static void test_stream_both_ways(void **state)
+{
+    (void)state;
+    stream_both_ways(0);
+}
+
+static void test_stream_both_ways_wss(void **state)
+{
+    (void)state;
+    stream_both_ways(1);
 }
 
 static void test_plain_with_token(void **state)
@@ -485,6 +585,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_plain_with_token, setup_plain, teardown),
         cmocka_unit_test_setup_teardown(test_connection_refused, setup_plain, teardown),
+        cmocka_unit_test_setup_teardown(test_stream_both_ways, setup_plain, teardown),
+        cmocka_unit_test_setup_teardown(test_stream_both_ways_wss, setup_tls, teardown),
         cmocka_unit_test_setup_teardown(test_wss, setup_tls, teardown),
         cmocka_unit_test_setup_teardown(test_mtls, setup_mtls, teardown),
         cmocka_unit_test_setup_teardown(test_optional_client_cert, setup_optional_mtls, teardown),
