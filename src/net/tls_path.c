@@ -4,6 +4,7 @@
 #include "net/tls_path.h"
 
 #include <errno.h>
+#include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <netinet/in.h>
@@ -81,11 +82,22 @@ static void ex_init(void) { g_ex_index = SSL_get_ex_new_index(0, NULL, NULL, NUL
 
 static void info_cb(const SSL *ssl, int where, int ret)
 {
-    (void)ret;
-    if (!(where & SSL_CB_HANDSHAKE_DONE))
-        return;
     struct conn_state *st = SSL_get_ex_data(ssl, g_ex_index);
-    if (!st || st->counted)
+    if (st && st->sock && (where & SSL_CB_WRITE_ALERT) && (ret >> 8) == SSL3_AL_FATAL) {
+        /* a fatal alert is the last thing before the caller frees the stream, which drops
+         * what is staged: send it now (best effort, non-blocking), so the peer learns why, as
+         * it does from OpenSSL on a socket */
+        evutil_socket_t fd = bufferevent_getfd(st->sock);
+        if (fd >= 0) {
+            /* the socket bufferevent keeps its output's front frozen between its own writes */
+            struct evbuffer *out = bufferevent_get_output(st->sock);
+            evbuffer_unfreeze(out, 1);
+            evbuffer_write(out, fd);
+            evbuffer_freeze(out, 1);
+        }
+        return;
+    }
+    if (!(where & SSL_CB_HANDSHAKE_DONE) || !st || st->counted)
         return;
     st->counted = 1;
     if (!st->batched) {
