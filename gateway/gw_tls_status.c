@@ -15,7 +15,7 @@ void tg_gw_tls_status_json(FILE *f)
             "\"socket_userspace\":%llu},"
             "\"handshakes\":{\"total\":%llu,\"ktls_send\":%llu,\"ktls_recv\":%llu,\"batched\":%llu}}",
             st.kernel_ktls ? "available" : "unavailable", tg_tls_path_name(tg_tls_get_path()),
-            st.path == TG_TLS_PATH_SOCKET ? "ktls" : "batched", (unsigned long long)st.open,
+            tg_tls_path_name(st.path), (unsigned long long)st.open,
             (unsigned long long)st.ktls_send, (unsigned long long)st.ktls_recv, (unsigned long long)st.batched,
             (unsigned long long)st.socket_user, (unsigned long long)st.total, (unsigned long long)st.total_ktls_send,
             (unsigned long long)st.total_ktls_recv, (unsigned long long)st.total_batched);
