@@ -31,6 +31,10 @@ command -v npm >/dev/null 2>&1 || PKGS+=(npm)
 if [ "${TRACEGATE_STRESS_DEPS:-0}" = "1" ]; then
   PKGS+=(stress-ng)
 fi
+# tests/bench/insn_per_mb.sh and tls_syscalls.sh (not run by make check or make bench)
+if [ "${TRACEGATE_BENCH_DEPS:-0}" = "1" ]; then
+  PKGS+=(valgrind strace)
+fi
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -13,6 +13,7 @@
 #include "gw_auth.h"
 #include "gw_listener.h"
 #include "gw_metrics.h"
+#include "gw_tls_status.h"
 #include "gw_upstream.h"
 #include "tracegate/frame.h"
 #include "tracegate/log.h"
@@ -249,6 +250,23 @@ char *tg_gw_metrics_text(struct tg_gw *gw)
 {
     tg_gw_metrics_set_upstream_healthy(gw->metrics, tg_gw_upstream_healthy(gw));
     char *base = tg_gw_metrics_render(gw->metrics);
+    if (base) { /* the TLS data path's families (gw_tls_status.c) */
+        char *tls = NULL;
+        size_t tl = 0;
+        FILE *tf = open_memstream(&tls, &tl);
+        if (tf) {
+            tg_gw_tls_metrics(tf);
+            if (fclose(tf) == 0) {
+                size_t bl = strlen(base);
+                char *both = realloc(base, bl + tl + 1);
+                if (both) {
+                    memcpy(both + bl, tls, tl + 1);
+                    base = both;
+                }
+            }
+            free(tls);
+        }
+    }
     pthread_mutex_lock(&gw->status_mu);
     char *extra = gw->metrics_extra ? gw->metrics_extra(gw->metrics_extra_ctx) : NULL;
     pthread_mutex_unlock(&gw->status_mu);
@@ -326,6 +344,8 @@ char *tg_gw_status_json(struct tg_gw *gw)
     fprintf(f, "},\"sessions\":%llu,\"listeners\":", (unsigned long long)tg_gw_metrics_session_current(gw->metrics));
     pthread_mutex_lock(&gw->status_mu);
     fputs(gw->status_listeners ? gw->status_listeners : "[]", f);
+    fputc(',', f);
+    tg_gw_tls_status_json(f);
     char *nodes = gw->status_nodes ? gw->status_nodes(gw->status_nodes_ctx) : NULL;
     pthread_mutex_unlock(&gw->status_mu);
     if (nodes) {

@@ -17,6 +17,7 @@
 #include "gw_adb_addr.h"
 #include "gw_auth.h"
 #include "gw_listener.h"
+#include "net/tls.h"
 #include "tracegate/log.h"
 
 enum opt_id {
@@ -26,7 +27,7 @@ enum opt_id {
     O_LISTEN, O_HTTP, O_NO_HTTP, O_HTTP_TLS, O_WEB_ROOT, O_WS_MAX_MESSAGE, O_ALLOW_ORIGIN,
     O_HTTP_HOST, O_HTTP_MAX_PENDING, O_HTTP_MAX_PENDING_PER_SOURCE, O_HTTP_ADB, O_ADB_SERVER, O_ADB_NODE, O_ADB_ROLES,
     O_TOKEN_FILE, O_LOCAL_ROLES, O_LOCAL_USER_ROLES, O_CERT_ROLES, O_INSECURE,
-    O_TLS_CERT, O_TLS_KEY, O_TLS_CA, O_TLS_REQUIRE_CLIENT_CERT,
+    O_TLS_CERT, O_TLS_KEY, O_TLS_CA, O_TLS_REQUIRE_CLIENT_CERT, O_TLS_PATH,
     O_MAX_FRAME, O_OUT_HIGH, O_OUT_LOW, O_OUT_SOFT, O_OUT_SOFT_GRACE, O_OUT_HARD, O_RATE, O_BURST,
     O_MAX_CONNS, O_MAX_CONNS_PER_SOURCE, O_HANDSHAKE_TIMEOUT, O_IDLE_TIMEOUT, O_DRAIN_TIMEOUT,
     O_LOG_LEVEL, O_LOG_FORMAT, O_SYSLOG,
@@ -103,6 +104,9 @@ static const struct opt_def k_opts[] = {
     {O_TLS_KEY, "tls-key", "FILE", 0, "server private key (PEM)"},
     {O_TLS_CA, "tls-ca", "FILE", 0, "CA bundle verifying client certificates (enables mTLS)"},
     {O_TLS_REQUIRE_CLIENT_CERT, "tls-require-client-cert", NULL, 0, "refuse TLS clients without a valid certificate"},
+    {O_TLS_PATH, "tls-path", "auto|batched|socket",
+     0, "TLS data path of tls:// listeners and links: kernel TLS on the socket where the kernel offers it, "
+        "else records batched into one writev per loop turn (default auto; see docs/gateway.md)"},
 
     {O_MAX_FRAME, "max-frame", "SIZE", 0, "largest IPC frame, header included (default and maximum 128k)"},
     {O_OUT_HIGH, "out-high", "SIZE", 0, "output high watermark: pause the other side (default 1m)"},
@@ -457,6 +461,10 @@ int tg_gw_config_set(struct tg_gw_config *c, const char *name, const char *value
     case O_TLS_CERT: return set_str(&c->tls_cert, value, name, err, errlen);
     case O_TLS_KEY: return set_str(&c->tls_key, value, name, err, errlen);
     case O_TLS_CA: return set_str(&c->tls_ca, value, name, err, errlen);
+    case O_TLS_PATH:
+        if (tg_tls_path_parse(value, &c->tls_path) != 0)
+            return tg_errf(err, errlen, "%s: '%s' is not auto, batched or socket", name, value);
+        return 0;
     case O_LINK_STDIO:
         if (parse_bool(value, &b) != 0)
             return tg_errf(err, errlen, "%s: '%s' is not a boolean (true/false)", name, value);

@@ -20,6 +20,7 @@
 #include "gw.h"
 #include "gw_identity.h"
 #include "gw_limits.h"
+#include "net/tls.h"
 #include "tracegate/addr.h"
 
 enum tg_gw_listen_kind { TG_GW_L_UNIX = 0, TG_GW_L_TCP, TG_GW_L_TLS };
@@ -96,6 +97,7 @@ struct tg_gw_config {
     int insecure;
     char *tls_cert, *tls_key, *tls_ca;
     int tls_require_client_cert;
+    enum tg_tls_path tls_path; /* net/tls.h: TLS data path (default auto) */
 
     struct tg_gw_limits limits;
     uint32_t resume_window_ms; /* session survival (gw_resume.c): 0 = off */

@@ -95,6 +95,12 @@ static void become_up(struct tg_link_tr *t)
         struct tg_tls_peer peer;
         tg_tls_bev_peer(t->in, &peer, t->info.alpn, sizeof t->info.alpn);
         t->info.cert_verified = peer.cert_verified;
+        struct tg_tls_conn_info ti;
+        if (tg_tls_bev_info(t->in, &ti) == 0) {
+            t->info.tls_batched = ti.batched;
+            t->info.ktls_send = ti.ktls_send;
+            t->info.ktls_recv = ti.ktls_recv;
+        }
         snprintf(t->info.subject, sizeof t->info.subject, "%s", peer.cert_verified ? peer.subject : "");
         if (t->want_alpn_h2 && strcmp(t->info.alpn, "h2") != 0) {
             fail(t, "the TLS peer did not agree on ALPN h2");
@@ -143,7 +149,8 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
         snprintf(why, sizeof why, "the peer closed the connection");
     } else if (what & BEV_EVENT_ERROR) {
         int e = EVUTIL_SOCKET_ERROR();
-        int dns = bufferevent_socket_get_dns_error(bev);
+        struct bufferevent *sock = bufferevent_get_underlying(bev); /* the batched TLS path's socket */
+        int dns = bufferevent_socket_get_dns_error(sock ? sock : bev);
         unsigned long ssl = t->info.tls ? bufferevent_get_openssl_error(bev) : 0;
         if (dns) {
             snprintf(why, sizeof why, "cannot resolve the host: %s", evutil_gai_strerror(dns));
@@ -239,7 +246,10 @@ struct tg_link_tr *tg_link_tr_dial(struct event_base *base, struct evdns_base *d
         return NULL;
     }
     t->out = t->in;
-    if (arm(t, deadline_ms, 0) != 0 || bufferevent_socket_connect_hostname(t->in, dns, AF_UNSPEC, host, port) != 0) {
+    /* on the batched TLS path t->in is a filter: its socket bufferevent connects */
+    struct bufferevent *sock = bufferevent_get_underlying(t->in);
+    if (arm(t, deadline_ms, 0) != 0 ||
+        bufferevent_socket_connect_hostname(sock ? sock : t->in, dns, AF_UNSPEC, host, port) != 0) {
         snprintf(err, errlen, "cannot connect to %s:%d", host, port);
         tg_link_tr_free(t);
         return NULL;

@@ -31,6 +31,7 @@ struct tg_link_tr_info {
     char source[64];   /* address without port, for per-source limits */
     int loopback;
     int stdio;         /* --link-stdio or an ssh child: authenticated by ssh */
+    int tls_batched, ktls_send, ktls_recv; /* the TLS data path (net/tls.h tg_tls_bev_info) */
 };
 
 struct tg_link_tr_cbs {

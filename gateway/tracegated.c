@@ -472,6 +472,12 @@ int main(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
     raise_fd_limit();
+    tg_tls_set_path(d.cfg.tls_path); /* before any TLS connection (listeners, links) */
+    tg_info(LOG, "TLS data path: %s (%s; kernel TLS %s)",
+            tg_tls_effective_path() == TG_TLS_PATH_SOCKET ? "kernel TLS where a connection's cipher allows it"
+                                                          : "records batched in user space",
+            d.cfg.tls_path == TG_TLS_PATH_AUTO ? "auto" : "set by tls-path",
+            tg_tls_kernel_offers_ktls() ? "available" : "unavailable: `modprobe tls` to offer it");
     if (d.cfg.insecure)
         tg_warn(LOG, "--insecure: non-loopback listeners may run without TLS or authentication");
 

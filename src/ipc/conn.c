@@ -784,6 +784,10 @@ tg_conn *tg_conn_new_bev(struct event_base *base, struct bufferevent *bev, const
     bufferevent_setcb(bev, bev_read_cb, bev_write_cb, bev_event_cb, c);
     bufferevent_setwatermark(bev, EV_WRITE, c->opts.out_low, 0);
     bufferevent_enable(bev, EV_READ | EV_WRITE);
+    /* bytes read before we took over (a TLS peer's first frames, decrypted with the end of
+     * its handshake) get no read callback of their own: dispatch them from the loop */
+    if (evbuffer_get_length(c->in) > 0)
+        event_active(c->resume_ev, EV_TIMEOUT, 0);
     arm_timer(c);
     return c;
 }

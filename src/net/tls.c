@@ -1,4 +1,5 @@
-/* tls.c: TLS server contexts (mTLS, SNI, reload) and TLS client connections over bufferevent_openssl. */
+/* tls.c: TLS server contexts (mTLS, SNI, reload) and TLS client connections over bufferevent_openssl
+ * (on the data path tls_path.c picks). */
 #include "net/tls.h"
 
 #include <arpa/inet.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "net/tls_path.h"
 #include "tracegate/log.h"
 
 #define LOG "tls"
@@ -327,7 +329,7 @@ int tg_tls_server_accept(struct tg_tls_server *s, struct event_base *base, int f
                          const struct tg_conn_opts *opts, tg_tls_accept_cb cb, void *arg)
 {
     struct pending_accept *pa = calloc(1, sizeof *pa);
-    SSL *ssl = pa ? SSL_new(s->ctx) : NULL;
+    SSL *ssl = pa ? tg_tls_path_ssl_new(s->ctx) : NULL;
     if (!ssl) {
         free(pa);
         close(fd);
@@ -340,15 +342,11 @@ int tg_tls_server_accept(struct tg_tls_server *s, struct event_base *base, int f
         pa->opts = *opts;
     else
         tg_conn_opts_default(&pa->opts);
-    pa->bev = bufferevent_openssl_socket_new(base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
-                                             BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+    pa->bev = tg_tls_path_bev(base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING); /* frees ssl, closes fd on failure */
     if (!pa->bev) {
-        SSL_free(ssl);
-        close(fd);
         free(pa);
         return -1;
     }
-    bufferevent_openssl_set_allow_dirty_shutdown(pa->bev, 1);
     bufferevent_setcb(pa->bev, NULL, NULL, accept_event_cb, pa);
     if (handshake_timeout_ms > 0) {
         pa->deadline = evtimer_new(base, deadline_cb, pa);
@@ -386,7 +384,7 @@ struct bufferevent *tg_tls_client_bev(struct event_base *base, int fd, const str
     }
     if (cfg->cert_file && load_cert_key(ctx, cfg->cert_file, cfg->key_file, err, errlen) != 0)
         goto fail;
-    ssl = SSL_new(ctx);
+    ssl = tg_tls_path_ssl_new(ctx);
     if (!ssl) {
         ssl_error(err, errlen, "cannot create a TLS session");
         goto fail;
@@ -421,15 +419,9 @@ struct bufferevent *tg_tls_client_bev(struct event_base *base, int fd, const str
     }
     SSL_CTX_free(ctx); /* the session keeps its own reference */
     ctx = NULL;
-    struct bufferevent *bev = bufferevent_openssl_socket_new(base, fd, ssl, BUFFEREVENT_SSL_CONNECTING,
-                                                             BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-    if (!bev) {
-        SSL_free(ssl);
-        close(fd);
+    struct bufferevent *bev = tg_tls_path_bev(base, fd, ssl, BUFFEREVENT_SSL_CONNECTING);
+    if (!bev)
         snprintf(err, errlen, "cannot create the TLS stream");
-        return NULL;
-    }
-    bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
     return bev;
 fail:
     if (ssl)
@@ -454,21 +446,15 @@ tg_conn *tg_tls_client_conn(struct event_base *base, int fd, const struct tg_tls
 struct bufferevent *tg_tls_server_accept_bev(struct tg_tls_server *s, struct event_base *base, int fd, char *err,
                                              size_t errlen)
 {
-    SSL *ssl = SSL_new(s->ctx);
+    SSL *ssl = tg_tls_path_ssl_new(s->ctx);
     if (!ssl) {
         ssl_error(err, errlen, "cannot create a TLS session");
         close(fd);
         return NULL;
     }
-    struct bufferevent *bev = bufferevent_openssl_socket_new(base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
-                                                             BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-    if (!bev) {
-        SSL_free(ssl);
-        close(fd);
+    struct bufferevent *bev = tg_tls_path_bev(base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING);
+    if (!bev)
         snprintf(err, errlen, "cannot create the TLS stream");
-        return NULL;
-    }
-    bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
     return bev;
 }
 

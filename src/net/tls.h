@@ -1,6 +1,15 @@
 /* tls.h: TLS for tracegate's listeners and clients (OpenSSL through
  * libevent's bufferevent_openssl).
  *
+ * Data path (docs/gateway.md, "TLS data path"): where the kernel offers TLS
+ * (the `tls` TCP ULP), OpenSSL runs on the socket with SSL_OP_ENABLE_KTLS and
+ * the kernel encrypts and decrypts records after the handshake; elsewhere
+ * OpenSSL runs as a filter over a socket bufferevent, so records are produced
+ * into an evbuffer and written with one writev per loop turn (and read many
+ * records per read). Which path a process uses is decided once (tg_tls_set_path);
+ * every connection's outcome (kTLS send/receive engaged or not) is counted
+ * after its handshake (tg_tls_stats_get).
+ *
  * Servers: TLS 1.2+ with modern AEAD ciphers, optional client-certificate
  * verification against a CA (mTLS), SNI (extra certificate per server name),
  * and reload of certificates without dropping connections (new handshakes
@@ -13,10 +22,12 @@
 #define TRACEGATE_NET_TLS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "tracegate/conn.h"
 
 struct event_base;
+struct bufferevent;
 
 struct tg_tls_sni {
     const char *server_name;
@@ -68,8 +79,10 @@ struct tg_tls_client_config {
 /* Raw TLS streams for protocols that are not IPC frames (gateway links):
  * a client bufferevent (connecting) or a server one (accepting) over fd
  * (taken over), with BEV_OPT_CLOSE_ON_FREE. The caller sets callbacks and
- * waits for BEV_EVENT_CONNECTED. NULL with err on setup errors. */
-struct bufferevent;
+ * waits for BEV_EVENT_CONNECTED. NULL with err on setup errors.
+ * On the batched path the returned bufferevent is a filter: a client dialing
+ * with fd -1 connects its socket bufferevent, bufferevent_get_underlying(bev)
+ * (NULL on the socket path: then bev itself). */
 struct bufferevent *tg_tls_client_bev(struct event_base *base, int fd, const struct tg_tls_client_config *cfg, char *err,
                                       size_t errlen);
 struct bufferevent *tg_tls_server_accept_bev(struct tg_tls_server *s, struct event_base *base, int fd, char *err,
@@ -83,5 +96,47 @@ void tg_tls_bev_peer(struct bufferevent *bev, struct tg_tls_peer *peer, char *al
  * close the conn with the reason. NULL with err on setup errors. */
 tg_conn *tg_tls_client_conn(struct event_base *base, int fd, const struct tg_tls_client_config *cfg,
                             const struct tg_conn_opts *opts, char *err, size_t errlen);
+
+/* ---------------------------------------------------------- data path */
+
+enum tg_tls_path {
+    TG_TLS_PATH_AUTO = 0, /* SOCKET when the kernel offers TLS, else BATCHED */
+    TG_TLS_PATH_BATCHED,  /* OpenSSL filter over a socket bufferevent: records batched per writev */
+    TG_TLS_PATH_SOCKET,   /* OpenSSL on the socket, kTLS requested (silently user space if refused) */
+};
+
+/* Chooses the path of connections created from now on (process-wide; main thread, before the
+ * loop runs or between connections). */
+void tg_tls_set_path(enum tg_tls_path path);
+enum tg_tls_path tg_tls_get_path(void);
+/* The path new connections take: AUTO resolved with tg_tls_kernel_offers_ktls(). */
+enum tg_tls_path tg_tls_effective_path(void);
+/* 1 if the kernel offers the `tls` TCP ULP to this process (probed once: setsockopt(TCP_ULP,
+ * "tls") on an unconnected TCP socket says ENOTCONN if it exists, ENOENT if not). Any thread. */
+int tg_tls_kernel_offers_ktls(void);
+const char *tg_tls_path_name(enum tg_tls_path path); /* "auto", "batched", "socket" */
+int tg_tls_path_parse(const char *s, enum tg_tls_path *out); /* 0 or -1 */
+
+/* Established TLS connections of this process (counted once a handshake completes, until the
+ * connection's SSL is freed), by what they use. Relaxed atomics: read from any thread. */
+struct tg_tls_stats {
+    int kernel_ktls;         /* tg_tls_kernel_offers_ktls() */
+    enum tg_tls_path path;   /* tg_tls_effective_path() */
+    uint64_t open;           /* established connections now */
+    uint64_t ktls_send;      /* ... whose sending the kernel encrypts */
+    uint64_t ktls_recv;      /* ... whose receiving the kernel decrypts */
+    uint64_t batched;        /* ... on the batched (filter) path */
+    uint64_t socket_user;    /* ... on the socket path without kTLS in either direction */
+    uint64_t total, total_ktls_send, total_ktls_recv, total_batched; /* handshakes ever completed */
+};
+void tg_tls_stats_get(struct tg_tls_stats *st);
+
+/* One connection's data path, valid after BEV_EVENT_CONNECTED (bev from this file, or the
+ * bufferevent of a TLS tg_conn). -1 if bev is not TLS. */
+struct tg_tls_conn_info {
+    int batched, ktls_send, ktls_recv;
+    char version[16], cipher[64];
+};
+int tg_tls_bev_info(struct bufferevent *bev, struct tg_tls_conn_info *info);
 
 #endif

@@ -12,7 +12,8 @@
 # Not part of `make bench` (it takes a few minutes). Usage, from a non-sanitizer build directory:
 #   sh ../tests/bench/insn_per_mb.sh            (or TG_BUILDDIR=DIR sh insn_per_mb.sh)
 # Environment: INSN_N1, INSN_N2 (frames, default 300 and 1500), INSN_ONLY="tcp ws tls service",
-# INSN_ROUNDS (bench_service read rounds, default 2), KEEP_TMP=1.
+# INSN_ROUNDS (bench_service read rounds, default 2), KEEP_TMP=1, INSN_GW_ARGS (more tracegated
+# options, e.g. "--tls-path socket" to measure one TLS data path).
 set -u
 B=${TG_BUILDDIR:-$(pwd)}
 N1=${INSN_N1:-300}
@@ -58,7 +59,8 @@ fwd() {
     $LT valgrind --tool=callgrind --callgrind-out-file="$T/cg-$scheme-$n" "$B/gateway/tracegated" \
         --upstream-consumer "$sock" --listen "consumer=tcp://127.0.0.1:$pt" --listen "consumer=tls://127.0.0.1:$ps" \
         --tls-cert "$T/pki/server.crt" --tls-key "$T/pki/server.key" --http "127.0.0.1:$pw" \
-        --producer-socket "$T/p.sock" --consumer-socket "$T/c.sock" --log-level warn >"$T/gw-$scheme-$n.log" 2>&1 &
+        --producer-socket "$T/p.sock" --consumer-socket "$T/c.sock" --log-level warn ${INSN_GW_ARGS:-} \
+        >"$T/gw-$scheme-$n.log" 2>&1 &
     gp=$!
     PIDS="$PIDS $gp"
     case $scheme in
