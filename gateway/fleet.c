@@ -480,14 +480,15 @@ static int fleet_open(struct tg_fleet *f, const char *node, int producer, const 
 int tg_fleet_connect(void *fleet, const char *node, int producer, const struct tg_gw_client_info *who, char *err,
                      size_t errlen)
 {
-    return tg_fleet_connect_channel(fleet, node, producer, who, NULL, NULL, 0, err, errlen);
+    struct tg_gw_route r;
+    return fleet_open(fleet, node, producer, who, 0, &r, NULL, NULL, 0, err, errlen) == 0 ? r.fd : -1;
 }
 
 int tg_fleet_connect_channel(struct tg_fleet *f, const char *node, int producer, const struct tg_gw_client_info *who,
-                             uint64_t *channel_id, char *link_peer, size_t lplen, char *err, size_t errlen)
+                             struct tg_gw_route *out, uint64_t *channel_id, char *link_peer, size_t lplen, char *err,
+                             size_t errlen)
 {
-    struct tg_gw_route r;
-    return fleet_open(f, node, producer, who, 0, &r, channel_id, link_peer, lplen, err, errlen) == 0 ? r.fd : -1;
+    return fleet_open(f, node, producer, who, 1, out, channel_id, link_peer, lplen, err, errlen);
 }
 
 int tg_fleet_route(void *fleet, const char *node, int producer, const struct tg_gw_client_info *who,

@@ -587,7 +587,8 @@ static int node_connect(struct fed *fed, struct fed_node *n, char *err, size_t e
 {
     struct tg_fleet *f = fed->fo->fleet;
     struct tg_gw *gw = tg_fleet_gw(f);
-    int fd;
+    int fd = -1;
+    struct tg_gw_route r = {.fd = -1, .bev = NULL};
     uint8_t idf[64];
     size_t idl = 0;
     if (!n->remote) {
@@ -600,15 +601,19 @@ static int node_connect(struct fed *fed, struct fed_node *n, char *err, size_t e
         if (fd >= 0)
             idl = tg_gw_upstream_identity_frame(u, &fed->who, idf, sizeof idf);
     } else {
-        fd = tg_fleet_connect_channel(f, n->name, 0, &fed->who, &n->cid, n->via, sizeof n->via, err, errlen);
+        /* across a link: the channel's bufferevent pair end, no socket hop */
+        if (tg_fleet_connect_channel(f, n->name, 0, &fed->who, &r, &n->cid, n->via, sizeof n->via, err, errlen) != 0)
+            return -1;
+        fd = r.fd;
     }
-    if (fd < 0)
+    if (fd < 0 && !r.bev)
         return -1;
     struct tg_conn_opts o;
     tg_conn_opts_default(&o);
     o.max_frame = TG_FRAME_MAX_DEFAULT;
     o.no_fd_passing = 1;
-    tg_conn *c = tg_conn_new_fd(tg_fleet_base(f), fd, &o, NULL, NULL);
+    tg_conn *c = r.bev ? tg_conn_new_bev(tg_fleet_base(f), r.bev, &o, NULL, NULL)
+                       : tg_conn_new_fd(tg_fleet_base(f), fd, &o, NULL, NULL);
     if (!c) {
         snprintf(err, errlen, "out of memory");
         return -1;

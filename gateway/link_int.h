@@ -270,10 +270,12 @@ void tg_fleet_detach_channel(struct tg_fleet *f, struct tg_link *l, struct link_
  * keeps its tracing session under tg_fleet_detach_key(this node, ch->id). Tells the federated
  * fan-out (it may Attach again when the link is back). */
 void tg_fleet_channel_lost(struct tg_fleet *f, struct tg_link *l, struct link_channel *ch);
-/* tg_fleet_connect, also giving the id of the channel it opened (0: not a link channel) and the
- * node at the other end of the link it took ("" for this node or a raw node). */
+/* As tg_fleet_route (a link channel's bufferevent pair end in out->bev, else a socket in
+ * out->fd), also giving the id of the channel it opened (0: not a link channel) and the node at
+ * the other end of the link it took ("" for this node or a raw node). 0 or -1. */
 int tg_fleet_connect_channel(struct tg_fleet *f, const char *node, int producer, const struct tg_gw_client_info *who,
-                             uint64_t *channel_id, char *link_peer, size_t lplen, char *err, size_t errlen);
+                             struct tg_gw_route *out, uint64_t *channel_id, char *link_peer, size_t lplen, char *err,
+                             size_t errlen);
 /* "tracegate-link-<opener node>-<channel id hex>". */
 void tg_fleet_detach_key(const char *opener, uint64_t channel_id, char *key, size_t len);
 
