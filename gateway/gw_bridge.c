@@ -1177,13 +1177,20 @@ static void route_private(struct tg_gw_session *s, const struct tg_frame_info *f
         pc.cb(s, ok, final ? 0 : 1, ok ? fi->payload : NULL, ok ? fi->payload_len : 0, pc.arg);
 }
 
+/* The session's upstream is another node (a link channel or a raw node), not this node's own
+ * upstream: its failures say nothing about our upstream's health. */
+static int routed(const struct tg_gw_session *s)
+{
+    return s->info.node[0] && strcmp(s->info.node, tg_gw_node_name(s->gw)) != 0;
+}
+
 /* A service frame arrived: activity, and the upstream is known to work. */
 static void up_arrived(struct tg_gw_session *s)
 {
     s->last_activity_us = tg_gw_now_us();
     if (!s->up_seen_data) {
         s->up_seen_data = 1;
-        struct tg_gw_upstream *u = tg_gw_upstream_for(s->gw, s->info.port);
+        struct tg_gw_upstream *u = routed(s) ? NULL : tg_gw_upstream_for(s->gw, s->info.port);
         if (u)
             tg_gw_upstream_report(u, 1);
     }
@@ -1398,8 +1405,11 @@ static void on_up_close(tg_conn *c, const char *reason, void *arg)
             s->filt[i].f->on_up_close(s, reason, s->filt[i].ctx, s->filt[i].state);
     if (!s->closing) {
         s->closing = 1;
-        tg_gw_metrics_upstream_error(s->gw->metrics, s->info.port);
-        if (!s->up_seen_data) {
+        if (routed(s))
+            tg_gw_metrics_route_error(s->gw->metrics);
+        else
+            tg_gw_metrics_upstream_error(s->gw->metrics, s->info.port);
+        if (!s->up_seen_data && !routed(s)) {
             struct tg_gw_upstream *u = tg_gw_upstream_for(s->gw, s->info.port);
             if (u)
                 tg_gw_upstream_report(u, 0);

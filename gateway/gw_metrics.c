@@ -445,7 +445,7 @@ char *tg_gw_metrics_render(struct tg_gw_metrics *m)
     fprintf(f, "tracegated_upstream_errors_total{port=\"producer\"} %llu\n",
             (unsigned long long)atomic_load(&m->upstream_errors[1]));
     head(f, "tracegated_route_errors_total", "counter",
-         "Clients for another node that could not be routed there (unknown node, link down too long).");
+         "Clients for another node that could not be routed there or whose route broke (unknown node, link down too long, channel refused).");
     fprintf(f, "tracegated_route_errors_total %llu\n", (unsigned long long)atomic_load(&m->route_errors));
     head(f, "tracegated_upstream_healthy", "gauge", "1 when the tracing service is reachable.");
     fprintf(f, "tracegated_upstream_healthy %d\n", atomic_load(&m->upstream_healthy));
