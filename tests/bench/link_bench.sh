@@ -6,6 +6,9 @@
 #   2. 16 channels sharing one link: aggregate MB/s and the slowest channel's share
 #   3. link restore -> first reply on an open channel, through a relay that cuts and restores
 #   4. a federated record of 4 nodes vs 4 records one after the other (wall time)
+#   5. OnePath on the forwarding path (issue 10's budget): one channel over an h2c link with
+#      OnePath off, enabled at ratio 0.0, and at ratio 1.0 with NDJSON export (three node pairs,
+#      interleaved runs): throughput and per-CPU ratios against "off"
 # Prints tables and ratios against the targets (a missed target prints MISSED, never fails the
 # run). Run by `make bench` (see docs/benchmarks.md). Every process it starts is killed on exit;
 # every client run is bounded by `timeout`.
@@ -17,7 +20,7 @@
 #   BENCH_CHANNELS     channels sharing one link in row 2 (default 16)
 #   BENCH_CUTS         cuts per restore mode in row 3 (default 3); BENCH_CUT_MS cut length (1000)
 #   BENCH_FED_REPS     repetitions of row 4 (default 2); BENCH_FED_SECONDS record duration (2)
-#   BENCH_ONLY         rows to run (space-separated): link1 link16 restore federated
+#   BENCH_ONLY         rows to run (space-separated): link1 link16 restore federated onepath
 #   BENCH_PIN=0        no pinning (default: "near" CPU 0 = client and node A, "far" CPU 1 = node B
 #                      and its server, as if A and B were two machines); BENCH_CPU_NEAR/_FAR
 #   BENCH_PERF=1       also profile both nodes (perf record) during a row-1 link stream
@@ -596,6 +599,88 @@ if want federated; then
         verdict "federated wall time / 4 sequential records" "$(ratio "$FED_BEST" "$SEQ_BEST")" "<" 0.5
         verdict "federated wall time - record duration (s of overhead)" \
             "$(awk "BEGIN{if (\"$FED_BEST\" != \"\") printf \"%.2f\", ${FED_BEST:-0} - $FED_SECS}")" "<" 1.0
+        took
+    fi
+fi
+# ---------------------------------------------------------------- row 5: OnePath's cost
+# Three pairs of nodes, each A dialing its B over h2c on loopback (no TLS: the link's own work is
+# a larger share, so OnePath's is too), B bridging to one bench_gw server: OnePath off; enabled
+# with ratio 0.0 (context kept, nothing sampled); ratio 1.0 with every span exported as NDJSON.
+# Every frame a link carries is a span on both nodes (docs/onepath.md). Budget (the seed's):
+# ratio 0 costs < 5% throughput, ratio 1 with export < 30%.
+if want onepath; then
+    [ "$NODES_UP" = 1 ] && stop "$NA" "$NB" "$ND" "$SRV_A" "$SRV_B"
+    start srv_o $FAR "$BG" server "$T/srv_o.sock"
+    SRV_O=$LASTPID
+    OPOK=1
+    for m in off r0 r1; do
+        case $m in
+        off) OPENV="ONEPATH_TRACE_ENABLE=0" ;;
+        r0) OPENV="ONEPATH_TRACE_ENABLE=1 ONEPATH_TRACE_SAMPLE_RATIO=0.0" ;;
+        r1) OPENV="ONEPATH_TRACE_ENABLE=1 ONEPATH_TRACE_SAMPLE_RATIO=1.0" ;;
+        esac
+        free_port
+        # shellcheck disable=SC2086
+        BENCH_GW_ENV="${BENCH_GW_ENV:-} $OPENV${m:+ }$([ $m = r1 ] && echo "ONEPATH_TRACE_NDJSON_PATH=$T/op-b.ndjson")" \
+            node "opb_$m" "$FAR" --upstream-consumer "$T/srv_o.sock" --listen-link "tcp://127.0.0.1:$PORT"
+        eval "OPB_$m=$LASTPID"
+        # shellcheck disable=SC2086
+        BENCH_GW_ENV="${BENCH_GW_ENV:-} $OPENV${m:+ }$([ $m = r1 ] && echo "ONEPATH_TRACE_NDJSON_PATH=$T/op-a.ndjson")" \
+            node "opa_$m" "$NEAR" --peer "tcp://127.0.0.1:$PORT" --export-node "opb_$m:consumer=$T/op-$m.sock"
+        eval "OPA_$m=$LASTPID"
+    done
+    for m in off r0 r1; do
+        eval "pa=\$OPA_$m"
+        ready "unix:$T/srv_o.sock" "$SRV_O" && ready "unix:$T/op-$m.sock" "$pa" || OPOK=0
+    done
+    if [ $OPOK = 0 ]; then
+        echo
+        echo "5. OnePath: the nodes did not come up; logs:"
+        tail -n 5 "$T/opa_r1.log" "$T/opb_r1.log"
+    else
+        r=0
+        while [ $r -lt "$REPS" ]; do
+            r=$((r + 1))
+            for m in off r0 r1; do
+                eval "pa=\$OPA_$m pb=\$OPB_$m"
+                # shellcheck disable=SC2086
+                line=$(timeout 60 $NEAR "$BG" client "unix:$T/op-$m.sock" --seconds "$SECS" --watch "nodea=$pa" \
+                    --watch "nodeb=$pb" --watch "srv=$SRV_O" 2>>"$T/client.log")
+                v=$(field mb_per_s "$line")
+                [ -n "$v" ] || continue
+                eval "old=\${OP_$m:-}"
+                o=$(field mb_per_s "$old")
+                if [ -z "$o" ] || awk "BEGIN{exit !($v > $o)}"; then eval "OP_$m=\"\$line\""; fi
+            done
+        done
+        echo
+        echo "5. OnePath on the forwarding path: one channel over an h2c link, stream of 64 KiB frames (best of $REPS,"
+        echo "   interleaved; every frame a span on both nodes when sampled):"
+        printf '%-48s %8s %7s | %5s %5s %6s\n' "path" "MB/s" "/bneck" "nodeA" "nodeB" "others"
+        printf '%s\n' "------------------------------------------------------------------------------------"
+        for m in off r0 r1; do
+            eval "st=\${OP_$m:-}"
+            case $m in
+            off) lab="OnePath off" ;;
+            r0) lab="OnePath on, ratio 0.0" ;;
+            r1) lab="OnePath on, ratio 1.0, NDJSON export" ;;
+            esac
+            mb=$(field mb_per_s "$st")
+            ca=$(field cpu_nodea "$st")
+            cb=$(field cpu_nodeb "$st")
+            bn=""
+            [ -n "$mb" ] && bn=$(awk -v m="$mb" -v a="${ca:-0}" -v b="${cb:-0}" 'BEGIN{c = a > b ? a : b; if (c > 0) printf "%.0f", m * 100 / c}')
+            eval "BN_op_$m=\$bn MB_op_$m=\$mb"
+            printf '%-48s %8s %7s | %5s %5s %6s\n' "$lab" "${mb:--}" "${bn:--}" "$ca" "$cb" "$(field cpu_others "$st")"
+        done
+        spans=$(cat "$T/op-a.ndjson" "$T/op-b.ndjson" 2>/dev/null | wc -l | tr -d ' ')
+        echo "   (ratio 1.0: $spans spans exported as NDJSON by the two nodes over all its runs)"
+        echo
+        echo "targets (OnePath, the seed's budget):"
+        verdict "ratio 0.0 / off, MB/s as measured (cost < 5%)" "$(ratio "${MB_op_r0:-}" "${MB_op_off:-}")" ">=" 0.95
+        verdict "ratio 1.0 + NDJSON / off, MB/s as measured (cost < 30%)" "$(ratio "${MB_op_r1:-}" "${MB_op_off:-}")" ">=" 0.70
+        verdict "ratio 0.0 / off, per busiest-node CPU" "$(ratio "${BN_op_r0:-}" "${BN_op_off:-}")" ">=" 0.95
+        verdict "ratio 1.0 + NDJSON / off, per busiest-node CPU" "$(ratio "${BN_op_r1:-}" "${BN_op_off:-}")" ">=" 0.70
         took
     fi
 fi
