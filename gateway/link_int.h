@@ -29,7 +29,11 @@ struct tg_link;
 
 #define LINK_CLOCK_ROUNDS 8
 #define LINK_CHANNEL_BUFFER (8u << 20)  /* unacknowledged bytes per channel direction */
-#define LINK_STREAM_WINDOW (1u << 20)   /* HTTP/2 per-stream receive window */
+/* HTTP/2 per-stream receive window: one channel has this much in flight. 1 MiB held a channel to
+ * 300-800 MB/s on this VM (both nodes half idle, waiting for WINDOW_UPDATEs across wake-ups);
+ * 4 MiB carries 800-970. A stalled client holds its channel's window at the receiving node, less
+ * than the sender's LINK_CHANNEL_BUFFER per channel. */
+#define LINK_STREAM_WINDOW (4u << 20)
 #define LINK_MAX_STREAMS 258u          /* SETTINGS_MAX_CONCURRENT_STREAMS: 256 channels, control, one spare */
 /* HTTP/2 connection receive window: room for every stream's whole window at once. A client that
  * stops reading holds its stream's window (its bytes wait for it); with a smaller connection

@@ -97,9 +97,9 @@ R2=$RELAY_PORT
 record_bg rec2 --node nodeb record "tcp://127.0.0.1:$R2" -o "$T/r2.pftrace"
 REC2=$RPID
 drawn_all 1
-# about 3.8 MiB: well over what nodea and the sockets on its side can hold for a client that
-# stopped reading (under 2 MiB with --out-high 64k)
-buffer_at "$T/rec2.log" 12
+# about 7.7 MiB: well over what nodea and the sockets on its side can hold for a client that
+# stopped reading (the channel's 4 MiB stream window, plus under 2 MiB with --out-high 64k)
+buffer_at "$T/rec2.log" 24
 relay relay2 hold-after 262144
 kill -INT "$REC2"
 wait_log "$T/relay2.log" "^relay: holding" || fail "rec2's read did not reach the hold"

@@ -417,8 +417,8 @@ static int requests_out(void *arg)
 }
 static int stalled_enough(void *arg) { return edge_unconsumed() >= *(size_t *)arg; }
 
-/* 32 clients ask for 6 MB of replies each and stop reading: each of their streams holds most of
- * its window (1 MiB) at edge, over 17 MiB in all, more than a 16 MiB connection window. Another channel
+/* 32 clients ask for 6 MB of replies each and stop reading: each of their streams holds much of
+ * its window at edge, over 17 MiB in all, more than a 16 MiB connection window. Another channel
  * on the same link must still carry its own 6 MB: the connection window leaves room for every
  * stream's window (with a smaller one the stalled streams held all of it and every other channel
  * of the link stopped). */
