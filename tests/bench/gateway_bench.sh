@@ -48,45 +48,11 @@ if [ "${BENCH_PIN:-1}" = 1 ] && command -v taskset >/dev/null 2>&1 && [ "$(nproc
     PX="taskset -c $CPU_PX"
 fi
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/tg-gwbench.XXXXXX") || exit 1
-PIDS=""
-cleanup() {
-    for p in $PIDS; do kill "$p" 2>/dev/null; done
-    sleep 0.3
-    for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
-    for p in $PIDS; do wait "$p" 2>/dev/null; done
-    if [ "${KEEP_TMP:-0}" = 1 ]; then echo "kept $T"; else rm -rf "$T"; fi
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-
-start() { # name command...: in the background, output to $T/name.log; sets LASTPID
-    name=$1
-    shift
-    "$@" >"$T/$name.log" 2>&1 &
-    LASTPID=$!
-    PIDS="$PIDS $LASTPID"
-}
-
-stop() { # pid
-    kill "$1" 2>/dev/null
-    i=0
-    while kill -0 "$1" 2>/dev/null && [ $i -lt 30 ]; do sleep 0.1; i=$((i + 1)); done
-    kill -9 "$1" 2>/dev/null
-    wait "$1" 2>/dev/null
-}
-
-want() { [ -z "$ONLY" ] || case " $ONLY " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+. "$S/tests/bench/script_lib.sh"
+bench_init gwbench
 
 has() { command -v "$1" >/dev/null 2>&1; }
 
-# loopback ports nobody listens on, from a pseudo-random start
-NEXTPORT=$((20000 + ($$ * 7919 + $(date +%N | sed 's/^0*//;s/^$/0/')) % 30000))
-free_port() {
-    while ss -Htan "sport = :$NEXTPORT" 2>/dev/null | grep -q .; do NEXTPORT=$((NEXTPORT + 1)); done
-    PORT=$NEXTPORT
-    NEXTPORT=$((NEXTPORT + 1))
-}
 
 ready() { # url [pid]: waits (5 s at most) until one QueryCapabilities call goes through
     i=0

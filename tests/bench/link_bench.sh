@@ -58,41 +58,8 @@ if [ "${BENCH_PIN:-1}" = 1 ] && command -v taskset >/dev/null 2>&1 && [ "$(nproc
     FAR="taskset -c ${BENCH_CPU_FAR:-1}"
 fi
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/tg-linkbench.XXXXXX") || exit 1
-PIDS=""
-cleanup() {
-    for p in $PIDS; do kill "$p" 2>/dev/null; done
-    sleep 0.3
-    for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
-    for p in $PIDS; do wait "$p" 2>/dev/null; done
-    if [ "${KEEP_TMP:-0}" = 1 ]; then echo "kept $T"; else rm -rf "$T"; fi
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-
-start() { # name command...: in the background, output to $T/name.log; sets LASTPID
-    name=$1
-    shift
-    "$@" >"$T/$name.log" 2>&1 &
-    LASTPID=$!
-    PIDS="$PIDS $LASTPID"
-}
-
-stop() { # pid...: TERM, then KILL what is left after 3 s
-    for p in "$@"; do kill "$p" 2>/dev/null; done
-    i=0
-    while [ $i -lt 30 ]; do
-        alive=0
-        for p in "$@"; do kill -0 "$p" 2>/dev/null && alive=1; done
-        [ $alive = 0 ] && break
-        sleep 0.1
-        i=$((i + 1))
-    done
-    for p in "$@"; do
-        kill -9 "$p" 2>/dev/null
-        wait "$p" 2>/dev/null
-    done
-}
+. "$S/tests/bench/script_lib.sh"
+bench_init linkbench
 
 # nodes_check NAME=PID...: says which node died during a row (a crash is a bug worth reporting)
 nodes_check() {
@@ -118,17 +85,8 @@ took() { # prints how long the row took (a run must stay within a few minutes)
     T_ROW=$t
 }
 
-want() { [ -z "$ONLY" ] || case " $ONLY " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
-
 now() { date +%s.%N; }
 
-# loopback ports nobody listens on, from a pseudo-random start
-NEXTPORT=$((20000 + ($$ * 7919 + $(date +%N | sed 's/^0*//;s/^$/0/')) % 30000))
-free_port() {
-    while ss -Htan "sport = :$NEXTPORT" 2>/dev/null | grep -q .; do NEXTPORT=$((NEXTPORT + 1)); done
-    PORT=$NEXTPORT
-    NEXTPORT=$((NEXTPORT + 1))
-}
 
 ready() { # url [pid]: waits (10 s at most) until one QueryCapabilities call goes through
     i=0

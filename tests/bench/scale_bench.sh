@@ -30,7 +30,7 @@ ONLY=${BENCH_ONLY:-}
 for bin in "$BS" "$BG" "$GWD"; do
     [ -x "$bin" ] || { echo "scale_bench: $bin is not built (run 'make bench')"; exit 1; }
 done
-want() { [ -z "$ONLY" ] || case " $ONLY " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+. "$(cd "$(dirname "$0")" && pwd)/script_lib.sh"
 if [ -n "$ONLY" ] && ! want scale-gw && ! want scale-producers; then exit 0; fi
 
 EP=""
@@ -40,41 +40,14 @@ if [ "${BENCH_PIN:-1}" = 1 ] && command -v taskset >/dev/null 2>&1 && [ "$(nproc
     PX="taskset -c 1"
 fi
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/tg-scale.XXXXXX") || exit 1
-PIDS=""
-cleanup() {
-    for p in $PIDS; do kill "$p" 2>/dev/null; done
-    sleep 0.3
-    for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
-    for p in $PIDS; do wait "$p" 2>/dev/null; done
-    if [ "${KEEP_TMP:-0}" = 1 ]; then echo "kept $T"; else rm -rf "$T"; fi
-}
-trap cleanup EXIT
+bench_init scale
 
-start() { # name command...: in the background, output to $T/name.log; sets LASTPID
-    name=$1
-    shift
-    "$@" >"$T/$name.log" 2>&1 &
-    LASTPID=$!
-    PIDS="$PIDS $LASTPID"
-}
-stop() {
-    kill "$1" 2>/dev/null
-    i=0
-    while kill -0 "$1" 2>/dev/null && [ $i -lt 30 ]; do sleep 0.1; i=$((i + 1)); done
-    kill -9 "$1" 2>/dev/null
-    wait "$1" 2>/dev/null
-}
 # listening ports below the ephemeral range (10,000 client connections take that many local
 # ports from it), not used by any socket in any state
 EPH=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
 NEXTPORT=$((10000 + ($$ * 7919) % (EPH - 12000)))
-free_port() {
-    while ss -Htan "sport = :$NEXTPORT" 2>/dev/null | grep -q .; do NEXTPORT=$((NEXTPORT + 1)); done
-    PORT=$NEXTPORT
-    NEXTPORT=$((NEXTPORT + 1))
-    [ $NEXTPORT -ge $((EPH - 1)) ] && NEXTPORT=10000
-}
+PORT_CEIL=$((EPH - 1))
+PORT_FLOOR=10000
 field() { echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p" | head -n 1; }
 
 HARD=$(ulimit -Hn)
