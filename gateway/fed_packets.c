@@ -260,17 +260,18 @@ int tg_fed_clock_sync_packet(uint32_t machine_id, const uint64_t (*peer)[4], con
     return rc;
 }
 
-int tg_fed_failure_packet(struct tg_fed_stream *st, struct evbuffer *out)
+/* A TraceStats packet with the given body, on the node's service sequence, with its machine id. */
+static int stats_packet(struct tg_fed_stream *st, const uint8_t *body, size_t blen, struct evbuffer *out)
 {
-    uint8_t pkt[48];
+    uint8_t pkt[96];
     size_t n = 0;
     uint32_t seq = tg_fed_map_seq(st, 1); /* the node's service sequence */
-    if (!seq)
+    if (!seq || blen > 64)
         return -1;
     n += tg_pb_put_tag(pkt + n, PKT_TRACE_STATS, TG_PB_LEN);
-    n += tg_pb_put_varint(pkt + n, 2);
-    n += tg_pb_put_tag(pkt + n, STATS_FINAL_FLUSH_OUTCOME, TG_PB_VARINT);
-    n += tg_pb_put_varint(pkt + n, FINAL_FLUSH_FAILED);
+    n += tg_pb_put_varint(pkt + n, blen);
+    memcpy(pkt + n, body, blen);
+    n += blen;
     n += tg_pb_put_tag(pkt + n, PKT_TRUSTED_SEQ, TG_PB_VARINT);
     n += tg_pb_put_varint(pkt + n, seq);
     if (st->machine_id) {
@@ -280,31 +281,28 @@ int tg_fed_failure_packet(struct tg_fed_stream *st, struct evbuffer *out)
     return put_packet(out, pkt, n, NULL, 0);
 }
 
+int tg_fed_failure_packet(struct tg_fed_stream *st, struct evbuffer *out)
+{
+    uint8_t body[8];
+    size_t b = 0;
+    b += tg_pb_put_tag(body + b, STATS_FINAL_FLUSH_OUTCOME, TG_PB_VARINT);
+    b += tg_pb_put_varint(body + b, FINAL_FLUSH_FAILED);
+    return stats_packet(st, body, b, out);
+}
+
 int tg_fed_gap_packet(struct tg_fed_stream *st, uint32_t gaps, uint64_t gap_ns, int reattached, struct evbuffer *out)
 {
-    uint8_t gap[32], pkt[80];
-    size_t g = 0, n = 0;
-    uint32_t seq = tg_fed_map_seq(st, 1); /* the node's service sequence */
-    if (!seq)
-        return -1;
+    uint8_t gap[32], body[48];
+    size_t g = 0, b = 0;
     g += tg_pb_put_tag(gap + g, GAP_COUNT, TG_PB_VARINT);
     g += tg_pb_put_varint(gap + g, gaps);
     g += tg_pb_put_tag(gap + g, GAP_NS, TG_PB_VARINT);
     g += tg_pb_put_varint(gap + g, gap_ns);
     g += tg_pb_put_tag(gap + g, GAP_REATTACHED, TG_PB_VARINT);
     g += tg_pb_put_varint(gap + g, reattached ? 1 : 0);
-    size_t stats = tg_pb_varint_size((uint64_t)STATS_TG_LINK_GAP << 3) + tg_pb_varint_size(g) + g;
-    n += tg_pb_put_tag(pkt + n, PKT_TRACE_STATS, TG_PB_LEN);
-    n += tg_pb_put_varint(pkt + n, stats);
-    n += tg_pb_put_tag(pkt + n, STATS_TG_LINK_GAP, TG_PB_LEN);
-    n += tg_pb_put_varint(pkt + n, g);
-    memcpy(pkt + n, gap, g);
-    n += g;
-    n += tg_pb_put_tag(pkt + n, PKT_TRUSTED_SEQ, TG_PB_VARINT);
-    n += tg_pb_put_varint(pkt + n, seq);
-    if (st->machine_id) {
-        n += tg_pb_put_tag(pkt + n, PKT_MACHINE_ID, TG_PB_VARINT);
-        n += tg_pb_put_varint(pkt + n, st->machine_id);
-    }
-    return put_packet(out, pkt, n, NULL, 0);
+    b += tg_pb_put_tag(body + b, STATS_TG_LINK_GAP, TG_PB_LEN);
+    b += tg_pb_put_varint(body + b, g);
+    memcpy(body + b, gap, g);
+    b += g;
+    return stats_packet(st, body, b, out);
 }
