@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "link_wire.h"
+#include "net/bulk_read.h"
 #include "tracegate/frame.h"
 #include "tracegate/log.h"
 
@@ -331,6 +332,8 @@ struct link_channel *tg_link_channel_new(struct tg_link *l, uint64_t id, const c
     ch->id = id;
     ch->local = other_bev ? pair[0]
                           : bufferevent_socket_new(base, sv[0], BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+    if (ch->local && !other_bev)
+        tg_bev_bulk_read(ch->local); /* an ADB socket */
     ch->unacked = evbuffer_new();
     ch->ack_out = evbuffer_new();
     ch->rx = evbuffer_new();

@@ -300,9 +300,9 @@ if [ "$NODES_UP" = 1 ] && want link1; then
         timeout 60 $NEAR "$BG" client "unix:$T/exp-b.sock" --seconds 3 --warmup 0.5 >"$T/perf-stream.txt" 2>&1 &
         CP=$!
         sleep 0.7
-        perf record -q -F 2000 -g -p "$NA" -o "$T/perf-a.data" -- sleep 2 >/dev/null 2>&1 &
+        perf record -q -F 2000 ${BENCH_PERF_CG:--g} -p "$NA" -o "$T/perf-a.data" -- sleep 2 >/dev/null 2>&1 &
         PA=$!
-        perf record -q -F 2000 -g -p "$NB" -o "$T/perf-b.data" -- sleep 2 >/dev/null 2>&1
+        perf record -q -F 2000 ${BENCH_PERF_CG:--g} -p "$NB" -o "$T/perf-b.data" -- sleep 2 >/dev/null 2>&1
         wait "$PA" "$CP"
         echo
         echo "perf (BENCH_PERF=1) during a link A->B stream ($(cut -d' ' -f6 "$T/perf-stream.txt")):"
