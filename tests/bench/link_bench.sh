@@ -23,7 +23,9 @@
 #   BENCH_ONLY         rows to run (space-separated): link1 link16 restore federated onepath
 #   BENCH_PIN=0        no pinning (default: "near" CPU 0 = client and node A, "far" CPU 1 = node B
 #                      and its server, as if A and B were two machines); BENCH_CPU_NEAR/_FAR
-#   BENCH_PERF=1       also profile both nodes (perf record) during a row-1 link stream
+#   BENCH_PERF=1       also profile both nodes (perf record) during a row-1 link stream;
+#                      BENCH_PERF_CG="--call-graph dwarf,16384" for call chains through the
+#                      libraries (the default -g follows frame pointers, which they lack)
 #   BENCH_GW_ENV       extra environment for tracegated (experiments); KEEP_TMP=1 keeps logs
 set -u
 
