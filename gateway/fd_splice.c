@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 
+#include "net/bulk_read.h"
 #include "tracegate/log.h"
 
 #define LOG "splice"
@@ -87,6 +88,9 @@ int tg_fd_splice(struct event_base *base, int a, int b, size_t high, const char 
         snprintf(s->label, sizeof s->label, "%s", label ? label : "splice");
         s->bev[0] = bufferevent_socket_new(base, a, BEV_OPT_CLOSE_ON_FREE);
         s->bev[1] = bufferevent_socket_new(base, b, BEV_OPT_CLOSE_ON_FREE);
+        for (int i = 0; i < 2; i++)
+            if (s->bev[i])
+                tg_bev_bulk_read(s->bev[i]);
     }
     if (!s || !s->bev[0] || !s->bev[1]) {
         if (s && s->bev[0])

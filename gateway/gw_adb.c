@@ -13,6 +13,7 @@
 
 #include "gw_adb_target.h"
 #include "net/ws_close_note.h"
+#include "net/bulk_read.h"
 #include "tracegate/log.h"
 
 #define LOG "adb"
@@ -247,6 +248,7 @@ void tg_gw_adb_accept(struct tg_gw_adb *a, int fd, const struct tg_gw_client_inf
         pipe_fail(p, CLOSE_UNEXPECTED, "out of memory");
         return;
     }
+    tg_bev_bulk_read(p->cli);
     const char *target = tg_gw_adb_target_is_local(a->target, info->node) ? tg_gw_adb_target_describe(a->target)
                                                                           : info->node;
     tg_info(LOG, "/adb%s%s for %s (%s) to %s", info->node[0] ? "/" : "", info->node, info->peer, info->principal,
@@ -266,6 +268,8 @@ void tg_gw_adb_accept(struct tg_gw_adb *a, int fd, const struct tg_gw_client_inf
         return;
     }
     p->srv = bufferevent_socket_new(a->base, sfd, BEV_OPT_CLOSE_ON_FREE);
+    if (p->srv)
+        tg_bev_bulk_read(p->srv);
     if (!p->srv) {
         close(sfd);
         pipe_fail(p, CLOSE_UNEXPECTED, "out of memory");

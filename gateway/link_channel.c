@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "link_wire.h"
+#include "net/bulk_read.h"
 #include "tracegate/frame.h"
 #include "tracegate/log.h"
 
@@ -94,6 +95,10 @@ static void apply_ack(struct link_channel *ch, uint64_t received)
     while (ch->tx_acked < received && ch->rec_count) {
         uint32_t len = ch->rec_len[ch->rec_head];
         evbuffer_drain(ch->unacked, len);
+        if (ch->rec_ref[ch->rec_head]) { /* (its bytes live on while a DATA frame still holds them) */
+            evbuffer_free(ch->rec_ref[ch->rec_head]);
+            ch->rec_ref[ch->rec_head] = NULL;
+        }
         ch->unacked_base += len;
         if (ch->tx_next) {
             ch->tx_next--;
@@ -152,22 +157,66 @@ static void ack_cb(evutil_socket_t fd, short what, void *arg)
 
 /* ---- the local socket ---- */
 
-static int ring_push(struct link_channel *ch, uint32_t len)
+static int ring_push(struct link_channel *ch, uint32_t len, struct evbuffer *ref)
 {
     if (ch->rec_count == ch->rec_cap) {
         size_t cap = ch->rec_cap ? ch->rec_cap * 2 : 64;
         uint32_t *n = malloc(cap * sizeof *n);
-        if (!n)
+        struct evbuffer **r = malloc(cap * sizeof *r);
+        if (!n || !r) {
+            free(n);
+            free(r);
             return -1;
-        for (size_t i = 0; i < ch->rec_count; i++)
+        }
+        for (size_t i = 0; i < ch->rec_count; i++) {
             n[i] = ch->rec_len[(ch->rec_head + i) % ch->rec_cap];
+            r[i] = ch->rec_ref[(ch->rec_head + i) % ch->rec_cap];
+        }
         free(ch->rec_len);
+        free(ch->rec_ref);
         ch->rec_len = n;
+        ch->rec_ref = r;
         ch->rec_cap = cap;
         ch->rec_head = 0;
     }
-    ch->rec_len[(ch->rec_head + ch->rec_count) % ch->rec_cap] = len;
+    size_t at = (ch->rec_head + ch->rec_count) % ch->rec_cap;
+    ch->rec_len[at] = len;
+    ch->rec_ref[at] = ref;
     ch->rec_count++;
+    return 0;
+}
+
+/* Appends one record to unacked: its headers (copied) and n bytes of `in` (moved). A large record
+ * is first put together in a buffer of its own that unacked then holds by reference
+ * (evbuffer_add_buffer_reference), so that DATA frames can hold it by reference too, whatever
+ * happens to unacked meanwhile. Returns 0, or -1 (out of memory: the caller aborts the channel). */
+static int record_append(struct link_channel *ch, struct evbuffer *in, const uint8_t *att, size_t al,
+                         const uint8_t *hdr, size_t hl, size_t n)
+{
+    struct evbuffer *rec = al + hl + n >= LINK_REC_REF_MIN ? evbuffer_new() : NULL;
+    if (rec) {
+        if ((al && evbuffer_add(rec, att, al) != 0) || evbuffer_add(rec, hdr, hl) != 0 ||
+            evbuffer_remove_buffer(in, rec, n) != (int)n) {
+            evbuffer_free(rec);
+            return -1;
+        }
+        if (evbuffer_add_buffer_reference(ch->unacked, rec) != 0) {
+            /* a chain that cannot be referenced (already a reference of a reference): move it */
+            evbuffer_add_buffer(ch->unacked, rec);
+            evbuffer_free(rec);
+            rec = NULL;
+        }
+    } else {
+        if ((al && evbuffer_add(ch->unacked, att, al) != 0) || evbuffer_add(ch->unacked, hdr, hl) != 0)
+            return -1;
+        evbuffer_remove_buffer(in, ch->unacked, n); /* moves the chains, no copy */
+    }
+    if (ring_push(ch, (uint32_t)(al + hl + n), rec) != 0) {
+        if (rec)
+            evbuffer_free(rec);
+        return -1;
+    }
+    ch->tx_count++;
     return 0;
 }
 
@@ -184,13 +233,10 @@ static int local_read(struct link_channel *ch)
             break;
         uint8_t hdr[TG_LINK_REC_HDR_MAX];
         size_t hl = tg_link_rec_header(hdr, TG_LINK_REC_IPC, n);
-        if (ring_push(ch, (uint32_t)(hl + n)) != 0) {
+        if (record_append(ch, in, NULL, 0, hdr, hl, n) != 0) {
             tg_link_channel_abort(ch, "out of memory");
             return -1;
         }
-        evbuffer_add(ch->unacked, hdr, hl);
-        evbuffer_remove_buffer(in, ch->unacked, n);
-        ch->tx_count++;
         added = 1;
     }
     while (ch->producer != LINK_KIND_ADB && evbuffer_get_length(ch->unacked) < LINK_CHANNEL_BUFFER) {
@@ -217,15 +263,10 @@ static int local_read(struct link_channel *ch)
             evbuffer_copyout(in, pre, pl);
             al = tg_link_op_send(ch, pre, pl, 4 + (size_t)n, att);
         }
-        if (ring_push(ch, (uint32_t)(al + hl + 4 + n)) != 0) {
+        if (record_append(ch, in, att, al, hdr, hl, 4 + (size_t)n) != 0) {
             tg_link_channel_abort(ch, "out of memory");
             return -1;
         }
-        if (al)
-            evbuffer_add(ch->unacked, att, al);
-        evbuffer_add(ch->unacked, hdr, hl);
-        evbuffer_remove_buffer(in, ch->unacked, 4 + (size_t)n); /* moves the chains, no copy */
-        ch->tx_count++;
         added = 1;
     }
     local_flow(ch); /* the peer is behind: this channel waits, no other */
@@ -331,6 +372,8 @@ struct link_channel *tg_link_channel_new(struct tg_link *l, uint64_t id, const c
     ch->id = id;
     ch->local = other_bev ? pair[0]
                           : bufferevent_socket_new(base, sv[0], BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+    if (ch->local && !other_bev)
+        tg_bev_bulk_read(ch->local); /* an ADB socket */
     ch->unacked = evbuffer_new();
     ch->ack_out = evbuffer_new();
     ch->rx = evbuffer_new();
@@ -393,7 +436,11 @@ void tg_link_channel_free(struct link_channel *ch)
         event_free(ch->ack_ev);
     if (ch->open_ev)
         event_free(ch->open_ev);
+    for (size_t i = 0; i < ch->rec_count; i++)
+        if (ch->rec_ref[(ch->rec_head + i) % ch->rec_cap])
+            evbuffer_free(ch->rec_ref[(ch->rec_head + i) % ch->rec_cap]);
     free(ch->rec_len);
+    free(ch->rec_ref);
     free(ch);
 }
 
@@ -554,7 +601,8 @@ void tg_link_channel_on_peer_eof(struct link_channel *ch)
 static int nc_add_records(struct stream_ctx *x, uint64_t abs, size_t len)
 {
     struct link_nc_seg *last = x->nc_n ? &x->nc[x->nc_n - 1] : NULL;
-    if (last && !last->n_ack && last->abs + last->len == abs && (uint64_t)last->len + len <= UINT32_MAX) {
+    if (last && !last->n_ack && !last->by_ref && last->abs + last->len == abs &&
+        (uint64_t)last->len + len <= UINT32_MAX) {
         last->len += (uint32_t)len;
         return 1;
     }
@@ -562,6 +610,21 @@ static int nc_add_records(struct stream_ctx *x, uint64_t abs, size_t len)
         return 0;
     x->nc[x->nc_n++] = (struct link_nc_seg){.abs = abs, .len = (uint32_t)len};
     return 1;
+}
+
+static int nc_add_ref(struct stream_ctx *x, uint64_t abs, uint64_t rec, size_t len)
+{
+    if (x->nc_n == LINK_NC_SEGS)
+        return 0;
+    x->nc[x->nc_n++] = (struct link_nc_seg){.abs = abs, .rec = rec, .len = (uint32_t)len, .by_ref = 1};
+    return 1;
+}
+
+/* The record of number rec (counted from the first ever sent) if it is still unacknowledged. */
+static size_t rec_slot(const struct link_channel *ch, uint64_t rec, int *ok)
+{
+    *ok = rec >= ch->tx_acked && rec - ch->tx_acked < ch->rec_count;
+    return *ok ? (ch->rec_head + (size_t)(rec - ch->tx_acked)) % ch->rec_cap : 0;
 }
 
 static size_t nc_add_ack(struct stream_ctx *x, struct evbuffer *ack_out, size_t want)
@@ -601,7 +664,20 @@ ssize_t tg_link_channel_read_cb(nghttp2_session *s, int32_t sid, uint8_t *buf, s
         if (ch->tx_rec_left) {
             size_t want = len - n < ch->tx_rec_left ? len - n : ch->tx_rec_left;
             size_t got = 0;
-            if (nc) {
+            size_t slot = (ch->rec_head + ch->tx_next) % ch->rec_cap;
+            if (nc && ch->rec_ref[slot] && ch->tx_rec_left == ch->rec_len[slot]) {
+                /* a large record not started yet: whole, by reference, or in the next frame */
+                if (want < ch->tx_rec_left && n)
+                    break;
+                if (want == ch->tx_rec_left) {
+                    if (!nc_add_ref(x, ch->unacked_base + ch->tx_off, ch->tx_acked + ch->tx_next, want))
+                        break;
+                    got = want;
+                }
+            }
+            if (got) {
+                /* taken by reference above */
+            } else if (nc) {
                 if (ch->tx_off + want > total || !nc_add_records(x, ch->unacked_base + ch->tx_off, want))
                     break;
                 got = want;
@@ -662,6 +738,12 @@ int tg_link_channel_send_data(struct stream_ctx *x, const uint8_t *framehd, size
         if (!g->n_ack && (!ch || g->abs < ch->unacked_base ||
                           g->abs - ch->unacked_base + g->len > evbuffer_get_length(ch->unacked)))
             return -1;
+        if (g->by_ref) {
+            int ok;
+            size_t slot = rec_slot(ch, g->rec, &ok);
+            if (!ok || !ch->rec_ref[slot] || evbuffer_get_length(ch->rec_ref[slot]) != g->len)
+                return -1;
+        }
         sum += g->len;
     }
     if (sum != length)
@@ -671,6 +753,12 @@ int tg_link_channel_send_data(struct stream_ctx *x, const uint8_t *framehd, size
         const struct link_nc_seg *g = &x->nc[i];
         if (g->n_ack) {
             evbuffer_add(out, g->ack, g->n_ack);
+            continue;
+        }
+        if (g->by_ref) {
+            int ok;
+            if (evbuffer_add_buffer_reference(out, ch->rec_ref[rec_slot(ch, g->rec, &ok)]) != 0)
+                return -1; /* (out of memory: the frame is cut, the connection is lost) */
             continue;
         }
         struct evbuffer_iovec v;

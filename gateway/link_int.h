@@ -29,6 +29,7 @@ struct tg_link;
 
 #define LINK_CLOCK_ROUNDS 8
 #define LINK_CHANNEL_BUFFER (8u << 20)  /* unacknowledged bytes per channel direction */
+#define LINK_REC_REF_MIN (16u << 10)   /* records this big are sent by reference (link_channel.c) */
 /* HTTP/2 per-stream receive window: one channel has this much in flight. 1 MiB held a channel to
  * 300-800 MB/s on this VM (both nodes half idle, waiting for WINDOW_UPDATEs across wake-ups);
  * 4 MiB carries 800-970. A stalled client holds its channel's window at the receiving node, less
@@ -112,10 +113,14 @@ struct tg_link {
 
 /* Per HTTP/2 stream: what its headers said and what it carries. */
 /* One piece of a DATA frame handed to nghttp2 with NGHTTP2_DATA_FLAG_NO_COPY: bytes of the
- * channel's unacked records (by their absolute position) or an ACK record's bytes (inline). */
+ * channel's unacked records (by their absolute position; copied into the transport's output), a
+ * whole large record (`by_ref`: record number rec, added to the output by reference), or an ACK
+ * record's bytes (inline). */
 struct link_nc_seg {
     uint64_t abs;
+    uint64_t rec;
     uint32_t len;
+    uint8_t by_ref;
     uint8_t n_ack, ack[31];
 };
 #define LINK_NC_SEGS 8
@@ -190,6 +195,8 @@ struct link_channel {
     size_t tx_next;           /* records of unacked handed out whole on the current stream */
     size_t tx_rec_left;       /* bytes of record tx_next still to hand out (0: at a record boundary) */
     uint32_t *rec_len;        /* ring: encoded length of each unacked IPC record (attachment included) */
+    struct evbuffer **rec_ref; /* ring beside rec_len: a large record's bytes on their own, which
+                                * unacked and DATA frames hold by reference (NULL: small record) */
     size_t rec_head, rec_count, rec_cap;
     uint64_t tx_acked, tx_count;
     uint64_t unacked_base;    /* bytes ever drained from unacked: absolute positions for no-copy */

@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "net/bulk_read.h"
 #include "net/tls.h"
 #include "tracegate/log.h"
 
@@ -240,6 +241,8 @@ struct tg_link_tr *tg_link_tr_dial(struct event_base *base, struct evdns_base *d
         t->in = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
         if (!t->in)
             snprintf(err, errlen, "out of memory");
+        else
+            tg_bev_bulk_read(t->in);
     }
     if (!t->in) {
         free(t);
@@ -277,6 +280,8 @@ struct tg_link_tr *tg_link_tr_accept(struct event_base *base, int fd, struct tg_
         if (!t->in) {
             close(fd);
             snprintf(err, errlen, "out of memory");
+        } else {
+            tg_bev_bulk_read(t->in);
         }
     }
     if (!t->in) {
@@ -379,6 +384,8 @@ struct tg_link_tr *tg_link_tr_spawn(struct event_base *base, char *const argv[],
         t->pid = pid;
     if (t)
         t->in = bufferevent_socket_new(base, sv[0], BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+    if (t && t->in)
+        tg_bev_bulk_read(t->in);
     if (t)
         t->err_bev = bufferevent_socket_new(base, ep[0], BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
     if (t)
@@ -428,6 +435,7 @@ struct tg_link_tr *tg_link_tr_stdio(struct event_base *base, const struct tg_lin
         tg_link_tr_free(t);
         return NULL;
     }
+    tg_bev_bulk_read(t->in);
     t->info.stdio = 1;
     t->info.loopback = 1;
     snprintf(t->info.peer, sizeof t->info.peer, "stdio");

@@ -1,6 +1,7 @@
 /* tls_path.c: the TLS data path of a connection (kernel TLS on the socket, or records batched
  * into an evbuffer by an OpenSSL filter over a socket bufferevent), the kernel probe that picks
  * it, and the counters of what established connections use (see net/tls.h, tls_path.h). */
+#include "net/bulk_read.h"
 #include "net/tls_path.h"
 
 #include <errno.h>
@@ -269,6 +270,7 @@ struct bufferevent *tg_tls_path_bev(struct event_base *base, int fd, SSL *ssl, e
         }
         bufferevent_set_max_single_write(sock, SOCKET_IO_MAX);
         bufferevent_set_max_single_read(sock, SOCKET_IO_MAX);
+        tg_bev_bulk_read(sock); /* libevent alone reads 4 KiB per event */
         bev = bufferevent_openssl_filter_new(base, sock, ssl, state, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
         if (!bev) {
             SSL_free(ssl);

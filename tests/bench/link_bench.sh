@@ -23,7 +23,9 @@
 #   BENCH_ONLY         rows to run (space-separated): link1 link16 restore federated onepath
 #   BENCH_PIN=0        no pinning (default: "near" CPU 0 = client and node A, "far" CPU 1 = node B
 #                      and its server, as if A and B were two machines); BENCH_CPU_NEAR/_FAR
-#   BENCH_PERF=1       also profile both nodes (perf record) during a row-1 link stream
+#   BENCH_PERF=1       also profile both nodes (perf record) during a row-1 link stream;
+#                      BENCH_PERF_CG="--call-graph dwarf,16384" for call chains through the
+#                      libraries (the default -g follows frame pointers, which they lack)
 #   BENCH_GW_ENV       extra environment for tracegated (experiments); KEEP_TMP=1 keeps logs
 set -u
 
@@ -300,9 +302,9 @@ if [ "$NODES_UP" = 1 ] && want link1; then
         timeout 60 $NEAR "$BG" client "unix:$T/exp-b.sock" --seconds 3 --warmup 0.5 >"$T/perf-stream.txt" 2>&1 &
         CP=$!
         sleep 0.7
-        perf record -q -F 2000 -g -p "$NA" -o "$T/perf-a.data" -- sleep 2 >/dev/null 2>&1 &
+        perf record -q -F 2000 ${BENCH_PERF_CG:--g} -p "$NA" -o "$T/perf-a.data" -- sleep 2 >/dev/null 2>&1 &
         PA=$!
-        perf record -q -F 2000 -g -p "$NB" -o "$T/perf-b.data" -- sleep 2 >/dev/null 2>&1
+        perf record -q -F 2000 ${BENCH_PERF_CG:--g} -p "$NB" -o "$T/perf-b.data" -- sleep 2 >/dev/null 2>&1
         wait "$PA" "$CP"
         echo
         echo "perf (BENCH_PERF=1) during a link A->B stream ($(cut -d' ' -f6 "$T/perf-stream.txt")):"

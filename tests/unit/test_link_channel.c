@@ -18,7 +18,8 @@
  * (IPC channels: the gateway holds the other end through tg_conn_new_bev), and a pair with no-copy
  * DATA (what tracegated does: the read callback notes pieces, tg_link_channel_send_data writes
  * the frame). Plus: an ACK for records whose bytes are noted but not written yet makes the write
- * fail (the stream is reset) instead of reading drained records. */
+ * fail (the stream is reset) instead of reading drained records; large records go by reference
+ * and outlive their ACK and the channel while a DATA frame holds them. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -945,6 +946,67 @@ static void test_nocopy_ack_of_unsent(void **state)
     h_close(&h);
 }
 
+/* No-copy, large records: a DATA frame holds each whole record of 16 KiB or more by reference, a
+ * frame ends at a record's end rather than cutting a large record it could not hold whole, and
+ * the frames' bytes stay intact after the peer acknowledged the records and the channel is gone
+ * (the transport may still be writing them). */
+static void test_nocopy_large_by_reference(void **state)
+{
+    (void)state;
+    if (!g_nocopy) {
+        skip();
+        return;
+    }
+    struct h h;
+    h_open(&h);
+    enum { N = 3, P = 60000 };
+    uint8_t *f = malloc(N * (4 + P));
+    assert_non_null(f);
+    size_t fl = 0;
+    for (int i = 0; i < N; i++)
+        fl += make_frame(f + fl, P, (uint8_t)(0x40 + i));
+    write_local(&h, f, fl);
+    wait_tx_count(&h, N);
+    nghttp2_data_source src = {.ptr = &h.x};
+    static uint8_t buf[256 << 10];
+    static const uint8_t hd[9] = {0};
+    struct evbuffer *wire = evbuffer_new();
+    /* room for one and a half records: one whole record, by reference */
+    uint32_t flags = 0;
+    ssize_t r1 = tg_link_channel_read_cb(NULL, 1, buf, rec_size(P) * 3 / 2, &flags, &src, NULL);
+    assert_int_equal(r1, (ssize_t)rec_size(P));
+    assert_int_equal(h.x.nc_n, 1);
+    assert_true(h.x.nc[0].by_ref);
+    assert_int_equal(tg_link_channel_send_data(&h.x, hd, (size_t)r1, wire), 0);
+    /* room for the rest: both, each by reference */
+    flags = 0;
+    ssize_t r2 = tg_link_channel_read_cb(NULL, 1, buf, sizeof buf, &flags, &src, NULL);
+    assert_int_equal(r2, (ssize_t)(2 * rec_size(P)));
+    assert_int_equal(h.x.nc_n, 2);
+    assert_true(h.x.nc[0].by_ref && h.x.nc[1].by_ref);
+    assert_int_equal(tg_link_channel_send_data(&h.x, hd, (size_t)r2, wire), 0);
+    /* acknowledged and gone while the frames wait in the transport's output */
+    assert_int_equal(feed_ack(&h, N), 0);
+    assert_int_equal(evbuffer_get_length(h.ch->unacked), 0);
+    h_close(&h);
+    assert_int_equal(evbuffer_get_length(wire), 18 + (size_t)r1 + (size_t)r2);
+    struct evbuffer *recs = evbuffer_new(), *ipc = evbuffer_new();
+    evbuffer_drain(wire, 9);
+    evbuffer_remove_buffer(wire, recs, (size_t)r1);
+    evbuffer_drain(wire, 9);
+    evbuffer_remove_buffer(wire, recs, (size_t)r2);
+    size_t n_ipc;
+    uint64_t ack;
+    parse_records(recs, ipc, &n_ipc, &ack);
+    assert_int_equal(n_ipc, N);
+    assert_int_equal(evbuffer_get_length(ipc), fl);
+    assert_memory_equal(evbuffer_pullup(ipc, -1), f, fl);
+    evbuffer_free(recs);
+    evbuffer_free(ipc);
+    evbuffer_free(wire);
+    free(f);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN); /* as in tracegated: a closed local socket is an error, not a signal */
@@ -962,6 +1024,7 @@ int main(void)
         cmocka_unit_test(test_end_of_stream),
         cmocka_unit_test(test_local_peer_gone),
         cmocka_unit_test(test_nocopy_ack_of_unsent),
+        cmocka_unit_test(test_nocopy_large_by_reference),
     };
     int failed = cmocka_run_group_tests_name("socketpair", tests, setup, teardown);
     g_pair = 1;
