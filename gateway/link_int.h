@@ -43,7 +43,7 @@ struct tg_link;
 #define LINK_CONN_WINDOW (LINK_MAX_STREAMS * LINK_STREAM_WINDOW)
 #define LINK_MAX_FRAME (256u << 10)     /* SETTINGS_MAX_FRAME_SIZE we take, and the largest DATA we send */
 #define LINK_ACK_RECORDS 32
-#define LINK_ACK_BYTES (64u * 1024u)
+#define LINK_ACK_BYTES (1024u * 1024u)
 
 /* One transport + HTTP/2 session. */
 struct link_conn {

@@ -7,7 +7,7 @@
  * (stale ACKs change nothing, an ACK beyond what was sent is a protocol error); after a resume
  * exactly the records the peer lacks are sent again, in order, whatever the old stream had
  * carried; the receiving side delivers IPC bytes in order from DATA cut anywhere, acks after 32
- * records or 64 KiB and when idle, and a partial record lost with the stream is not counted;
+ * records or 1 MiB and when idle, and a partial record lost with the stream is not counted;
  * protocol errors; the 8 MiB send buffer stops reading the local socket and an ACK starts it
  * again; a local frame over 128 KiB closes the channel (also when found after an ACK, while the
  * channel is still processing the peer's data); end of stream in both directions; a local peer
@@ -521,18 +521,26 @@ static void test_receive_and_ack(void **state)
     parse_records(out, ipc, &n_ipc, &ack);
     assert_int_equal(ack, 40);
 
-    /* 64 KiB in two records: acknowledged at once, without waiting for 32 records */
-    uint8_t *big = malloc(40000);
+    /* LINK_ACK_BYTES in a few large records: acknowledged at once, without waiting for 32
+     * records, and not before */
+    enum { BIG = 120000 };
+    size_t n_big = LINK_ACK_BYTES / BIG + 1;
+    uint8_t *big = malloc(BIG);
     assert_non_null(big);
-    for (int i = 0; i < 2; i++) {
+    for (size_t i = 0; i < n_big; i++) {
         uint8_t hdr[TG_LINK_REC_HDR_MAX];
-        size_t n = make_frame(big, 40000 - 4, (uint8_t)i);
+        size_t n = make_frame(big, BIG - 4, (uint8_t)i);
         assert_int_equal(feed(&h, hdr, tg_link_rec_header(hdr, TG_LINK_REC_IPC, n)), 0);
         assert_int_equal(feed(&h, big, n), 0);
+        if (i + 2 == n_big) { /* one short of the mark: no ACK yet */
+            pull(&h, out, NULL);
+            parse_records(out, ipc, &n_ipc, &ack);
+            assert_int_equal(ack, UINT64_MAX);
+        }
     }
     pull(&h, out, NULL);
     parse_records(out, ipc, &n_ipc, &ack);
-    assert_int_equal(ack, 42);
+    assert_int_equal(ack, 40 + n_big);
     free(big);
     evbuffer_free(out);
     evbuffer_free(ipc);
@@ -752,8 +760,8 @@ static void test_local_side_bounded(void **state)
     assert_true(evbuffer_get_length(bufferevent_get_output(h.peer)) >= WRITER_HIGH);
     assert_true(evbuffer_get_length(h.ch->unacked) <= LINK_CHANNEL_BUFFER + fl);
     assert_true(evbuffer_get_length(bufferevent_get_input(h.ch->local)) <= bound_in);
-    /* the peer acknowledges one record at a time (as it does, every 64 KiB) while the writer
-     * keeps forwarding bursts bigger than that: the input must not grow by the difference */
+    /* the peer acknowledges one record at a time (more often than it does) while the writer keeps
+     * forwarding bursts bigger than that: the input must not grow by the difference */
     for (int round = 0; round < 64; round++) {
         assert_int_equal(feed_ack(&h, h.ch->tx_acked + 1), 0);
         write_turn(&h, f, fl, 512u << 10);
