@@ -69,6 +69,7 @@ struct tg_conn {
 
     int closing;         /* teardown started */
     int flushing;        /* close once output drains */
+    int write_soon;      /* write_ev made active by after_enqueue, not run yet */
     int read_paused;
     int congested;
     int dispatching;
@@ -208,12 +209,15 @@ static void sock_write_cb(evutil_socket_t fd, short what, void *arg)
     (void)what;
     if (c->closing)
         return;
+    c->write_soon = 0;
     if (sock_flush(c) != 0) {
         schedule_close(c, c->reason);
         return;
     }
     if (evbuffer_get_length(c->out) == 0)
         event_del(c->write_ev);
+    else if (!event_pending(c->write_ev, EV_WRITE, NULL))
+        event_add(c->write_ev, NULL); /* the socket is full: wait until it takes more */
     check_drain(c);
 }
 
@@ -228,9 +232,13 @@ static int after_enqueue(tg_conn *c)
     }
     if (len > c->opts.out_high)
         c->congested = 1;
-    if (!c->bev && len > 0 && !event_pending(c->write_ev, EV_WRITE, NULL)) {
+    if (!c->bev && len > 0 && !c->write_soon && !event_pending(c->write_ev, EV_WRITE, NULL)) {
+        /* written as soon as the callback that queued it returns (frames queued by the same read
+         * event go out together), without a round through epoll to learn that an idle socket is
+         * writable; only a socket that does not take it all waits for EV_WRITE */
         c->last_progress_ms = tg_mono_ms();
-        event_add(c->write_ev, NULL);
+        c->write_soon = 1;
+        event_active(c->write_ev, EV_WRITE, 1);
     }
     if (c->opts.send_timeout_ms)
         arm_timer(c);

@@ -1,7 +1,8 @@
 /* test_ipc_conn.c: tg_conn on socketpairs: fds ride on the first byte of their own frame (also when
  * several fd frames are queued back to back), extra/truncated fds, the single close path (close from
  * a callback, close after flush, EOF with frames buffered), send timeout, hard limit, congestion and
- * on_drain, pause/resume, idle timeout, and the bufferevent backend. */
+ * on_drain, pause/resume, idle timeout, the bufferevent backend, and a reply queued from a callback
+ * written in the same loop turn. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -823,6 +824,33 @@ static void test_oversize_closes(void **state)
     assert_non_null(strstr(r.reason, "too large"));
 }
 
+static void echo_on_frame(tg_conn *c, const uint8_t *body, size_t len, void *arg)
+{
+    struct rec *r = arg;
+    r->frames++;
+    assert_int_equal(tg_conn_send(c, body, len, -1), 0);
+}
+
+/* A frame queued from a callback leaves in the same loop turn, not after another round through
+ * epoll to learn that an idle socket is writable (half the system calls of a request/reply). */
+static void test_reply_leaves_in_same_loop_turn(void **state)
+{
+    struct fx *f = *state;
+    struct rec r = {0};
+    static const struct tg_conn_cbs cbs = {.on_frame = echo_on_frame, .on_close = rec_on_close};
+    r.conn = tg_conn_new_fd(f->base, f->sp[0], NULL, &cbs, &r);
+    assert_non_null(r.conn);
+    f->sp[0] = -1;
+    raw_frame_write(f->sp[1], "ping", 4);
+    for (int turns = 0; r.frames == 0 && turns < 1000; turns++)
+        event_base_loop(f->base, EVLOOP_ONCE);
+    assert_int_equal(r.frames, 1);
+    uint8_t back[8];
+    assert_int_equal(recv(f->sp[1], back, sizeof back, MSG_DONTWAIT), 8); /* no further loop turn */
+    assert_memory_equal(back + 4, "ping", 4);
+    tg_conn_destroy(r.conn);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -845,6 +873,7 @@ int main(void)
         T(test_eof_event_while_paused_bev_pair),
         T(test_idle_timeout),
         T(test_oversize_closes),
+        T(test_reply_leaves_in_same_loop_turn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
