@@ -1568,6 +1568,18 @@ void tg_gw_session_sweep(struct tg_gw_session *s, uint64_t now_us, uint64_t *to_
         cut_down(s, v == TG_GW_SLOW_CUT_HARD ? "slow_client_hard" : "slow_client_soft", why);
         return;
     }
+    /* Stalled: it stopped reading while over out-high (so it is paused) and not one byte of its
+     * queue has been written since for the soft grace. Its queue may be under the soft limit:
+     * the kernel's socket buffer took part of it (a non-reading peer's window is still open for
+     * a while, and loopback buffers grow to megabytes). A slow reader makes progress: kept. */
+    if (l->out_soft && tg_conn_is_congested(s->down) &&
+        tg_conn_output_stalled_ms(s->down, now_us / 1000u) >= l->soft_grace_ms) {
+        char why[160];
+        snprintf(why, sizeof why, "slow client: read nothing of %zu queued bytes for more than %u ms", q,
+                 l->soft_grace_ms);
+        cut_down(s, "slow_client_soft", why);
+        return;
+    }
     if (l->idle_timeout_ms && s->n_calls == 0 && now_us - s->last_activity_us > (uint64_t)l->idle_timeout_ms * 1000u)
         cut_down(s, "idle", "idle timeout");
 }

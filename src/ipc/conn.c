@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -70,6 +72,7 @@ struct tg_conn {
     int closing;         /* teardown started */
     int flushing;        /* close once output drains */
     int write_soon;      /* write_ev made active by after_enqueue, not run yet */
+    size_t kernel_outq;  /* the socket's unsent bytes when tg_conn_output_stalled_ms last looked */
     int read_paused;
     int congested;
     int dispatching;
@@ -527,6 +530,14 @@ static void bev_write_cb(struct bufferevent *bev, void *arg)
     check_drain(c);
 }
 
+/* The bufferevent's output lost bytes (they were written): progress, however little. */
+static void bev_out_cb(struct evbuffer *out, const struct evbuffer_cb_info *info, void *arg)
+{
+    (void)out;
+    if (info->n_deleted)
+        ((tg_conn *)arg)->last_progress_ms = tg_mono_ms();
+}
+
 static void bev_event_cb(struct bufferevent *bev, short what, void *arg)
 {
     tg_conn *c = arg;
@@ -791,6 +802,7 @@ tg_conn *tg_conn_new_bev(struct event_base *base, struct bufferevent *bev, const
     c->is_unix = 0; /* fds cannot cross a filtered stream */
     bufferevent_setcb(bev, bev_read_cb, bev_write_cb, bev_event_cb, c);
     bufferevent_setwatermark(bev, EV_WRITE, c->opts.out_low, 0);
+    evbuffer_add_cb(bufferevent_get_output(bev), bev_out_cb, c);
     bufferevent_enable(bev, EV_READ | EV_WRITE);
     /* bytes read before we took over (a TLS peer's first frames, decrypted with the end of
      * its handshake) get no read callback of their own: dispatch them from the loop */
@@ -849,6 +861,22 @@ void tg_conn_resume_read(tg_conn *c)
 
 size_t tg_conn_output_len(const tg_conn *c) { return c->out ? evbuffer_get_length(c->out) : 0; }
 int tg_conn_is_congested(const tg_conn *c) { return c->congested; }
+
+uint64_t tg_conn_output_stalled_ms(tg_conn *c, uint64_t now_ms)
+{
+    /* the kernel's unsent bytes going down is the peer reading too (its buffer can hold
+     * megabytes that the peer reads before our own queue moves) */
+    int fd = c->bev ? bufferevent_getfd(c->bev) : c->fd;
+    int outq;
+    if (fd >= 0 && ioctl(fd, SIOCOUTQ, &outq) == 0) {
+        if ((size_t)outq < c->kernel_outq)
+            c->last_progress_ms = now_ms;
+        c->kernel_outq = (size_t)outq;
+    }
+    if (tg_conn_output_len(c) == 0 || now_ms < c->last_progress_ms)
+        return 0;
+    return now_ms - c->last_progress_ms;
+}
 int tg_conn_is_unix(const tg_conn *c) { return c->is_unix; }
 uid_t tg_conn_peer_uid(const tg_conn *c) { return c->uid; }
 pid_t tg_conn_peer_pid(const tg_conn *c) { return c->pid; }

@@ -126,6 +126,10 @@ void tg_conn_resume_read(tg_conn *c);
 
 size_t tg_conn_output_len(const tg_conn *c);
 int tg_conn_is_congested(const tg_conn *c);
+/* How long queued output has waited with no sign of the peer reading: no byte of it written and
+ * the socket's own send queue (SIOCOUTQ) not shorter than at the previous call (now_ms from
+ * tg_mono_ms(); 0 when nothing is queued). Call it periodically: each call samples the socket. */
+uint64_t tg_conn_output_stalled_ms(tg_conn *c, uint64_t now_ms);
 
 /* Peer identity. For UNIX sockets uid/pid come from SO_PEERCRED; otherwise
  * uid is 0 and pid -1 (Perfetto's defaults). */

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <event2/buffer.h>
 #include <event2/event.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -32,6 +33,7 @@
 #include "gw_core.h"
 #include "gw_listener.h"
 #include "gw_metrics.h"
+#include "tracegate/clock.h"
 #include "tracegate/addr.h"
 #include "tracegate/frame.h"
 #include "tracegate/ipc_client.h"
@@ -1001,16 +1003,12 @@ static int upstream_bound(void *arg)
     return g_fake.peer_opens >= 1;
 }
 
-static void test_slow_client(void **state)
-{
-    (void)state;
-    const char *kv[] = {"listen", "consumer=tcp://127.0.0.1:0", "out-high", "64k", "out-low", "16k",
-                        "out-soft-limit", "64k", "out-soft-grace", "500ms", "rate", "0", NULL};
-    start(1, kv);
-    g_fake.qss_size = 32 << 10;
-    const char *addr = listener_addr(0);
+static const char *const k_slow_kv[] = {"listen", "consumer=tcp://127.0.0.1:0", "out-high", "64k", "out-low", "16k",
+                                        "out-soft-limit", "64k", "out-soft-grace", "500ms", "rate", "0", NULL};
 
-    /* the slow client: binds, then asks for a lot and never reads */
+/* A raw client with a small receive buffer, bound to ConsumerPort (the reply left unread). */
+static int slow_client_open(const char *addr)
+{
     struct tg_addr a;
     char err[256];
     assert_int_equal(tg_addr_parse(addr, &a, err, sizeof err), 0);
@@ -1023,9 +1021,16 @@ static void test_slow_client(void **state)
     uint8_t buf[64];
     size_t n = tg_ipc_encode_bind(buf, sizeof buf, 1, "ConsumerPort");
     raw_send_frame(fd, buf, n);
-    assert_true(tg_test_run_until(g_base, upstream_bound, NULL, TIMEOUT_MS)); /* the reply waits unread */
-    for (uint64_t rid = 2; rid < 400; rid++) {
-        n = tg_ipc_encode_invoke(buf, sizeof buf, rid, 1, 12, NULL, 0, 0);
+    assert_true(tg_test_run_until(g_base, upstream_bound, NULL, TIMEOUT_MS));
+    return fd;
+}
+
+/* Sends QueryServiceState calls rid_from.. until rid_to or until the gateway stops reading. */
+static void slow_client_ask(int fd, uint64_t rid_from, uint64_t rid_to)
+{
+    for (uint64_t rid = rid_from; rid < rid_to; rid++) {
+        uint8_t buf[64];
+        size_t n = tg_ipc_encode_invoke(buf, sizeof buf, rid, 1, 12, NULL, 0, 0);
         uint8_t fr[80];
         tg_frame_put_header(fr, (uint32_t)n);
         memcpy(fr + 4, buf, n);
@@ -1036,7 +1041,18 @@ static void test_slow_client(void **state)
         if (rid % 50 == 0)
             tg_test_run_until(g_base, NULL, NULL, 10);
     }
+}
 
+static void test_slow_client(void **state)
+{
+    (void)state;
+    start(1, k_slow_kv);
+    g_fake.qss_size = 32 << 10;
+    const char *addr = listener_addr(0);
+
+    /* the slow client: binds, then asks for a lot and never reads */
+    int fd = slow_client_open(addr);
+    slow_client_ask(fd, 2, 400);
     /* meanwhile a well-behaved client is served */
     struct tc *t = tc_open(addr);
     tg_ipc_service_proxy *p = tc_bind(t, "ConsumerPort");
@@ -1052,6 +1068,48 @@ static void test_slow_client(void **state)
     assert_int_equal(tc_call(t, p, "QueryServiceState", NULL, -1), 1);
     assert_false(t->disconnected);
     tc_free(t);
+    stop();
+}
+
+/* A slow reader is not a stalled one: with the same limits, a client that reads 4 KiB every
+ * 100 ms (far slower than the gateway could send, its queue parked over out-low while the kernel's
+ * buffers hold the rest) is kept for four soft graces and then gets every reply. */
+static void test_slow_reader_kept(void **state)
+{
+    (void)state;
+    start(1, k_slow_kv);
+    g_fake.qss_size = 32 << 10;
+    int fd = slow_client_open(listener_addr(0));
+    enum { CALLS = 40 };
+    slow_client_ask(fd, 2, 2 + CALLS);
+    struct evbuffer *got = evbuffer_new();
+    uint8_t buf[16384];
+    for (int i = 0; i < 20; i++) { /* 2 s: a window that shows a cut does not happen */
+        tg_test_run_until(g_base, NULL, NULL, 100);
+        ssize_t r = recv(fd, buf, 4096, MSG_DONTWAIT);
+        if (r > 0)
+            evbuffer_add(got, buf, (size_t)r);
+        struct slow_ctx s = {fd, 0};
+        assert_false(slow_cut(&s));
+    }
+    assert_int_equal(tg_gw_metrics_conn_rejected_count(g_gw->metrics, "slow_client_soft"), 0);
+    /* then it reads on quickly: the bind reply and every call's reply, whole */
+    size_t frames = 0;
+    uint64_t deadline = tg_mono_ms() + (uint64_t)tg_test_ms(TIMEOUT_MS);
+    while (frames < 1 + CALLS && tg_mono_ms() < deadline) {
+        tg_test_run_until(g_base, NULL, NULL, 5);
+        ssize_t r;
+        while ((r = recv(fd, buf, sizeof buf, MSG_DONTWAIT)) > 0)
+            evbuffer_add(got, buf, (size_t)r);
+        size_t len;
+        while (tg_frame_peek(got, TG_FRAME_MAX_DEFAULT, &len) == TG_FRAME_READY) {
+            evbuffer_drain(got, TG_FRAME_HEADER_SIZE + len);
+            frames++;
+        }
+    }
+    assert_int_equal(frames, 1 + CALLS);
+    close(fd);
+    evbuffer_free(got);
     stop();
 }
 
@@ -1395,6 +1453,7 @@ int main(void)
         cmocka_unit_test(test_protocol_violations),
         cmocka_unit_test(test_parser_differential_client), cmocka_unit_test(test_parser_differential_upstream),
         cmocka_unit_test(test_fd_passthrough),    cmocka_unit_test(test_slow_client),
+        cmocka_unit_test(test_slow_reader_kept),
         cmocka_unit_test(test_rate_limit),        cmocka_unit_test(test_upstream_down),
         cmocka_unit_test(test_hooks),             cmocka_unit_test(test_drain_and_limits),
         cmocka_unit_test(test_idle_and_global_limit),

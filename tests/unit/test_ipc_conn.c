@@ -2,7 +2,7 @@
  * several fd frames are queued back to back), extra/truncated fds, the single close path (close from
  * a callback, close after flush, EOF with frames buffered), send timeout, hard limit, congestion and
  * on_drain, pause/resume, idle timeout, the bufferevent backend, and a reply queued from a callback
- * written in the same loop turn. */
+ * written in the same loop turn, and how long unread output has been stalled. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tracegate/clock.h"
 #include "tracegate/conn.h"
 #include "tracegate/frame.h"
 
@@ -851,6 +852,41 @@ static void test_reply_leaves_in_same_loop_turn(void **state)
     tg_conn_destroy(r.conn);
 }
 
+static int output_stuck(void *arg)
+{
+    struct rec *r = arg;
+    return tg_conn_output_len(r->conn) > 0 && !tg_conn_is_congested(r->conn) ? 0 : 1;
+}
+
+/* tg_conn_output_stalled_ms: queued output that the peer does not read is stalled for as long as
+ * that lasts; the peer reading from the socket's buffer is progress even before our own queue
+ * moves (the kernel's send queue got shorter). */
+static void test_output_stalled_until_peer_reads(void **state)
+{
+    struct fx *f = *state;
+    struct rec r = {0};
+    r.conn = tg_conn_new_fd(f->base, f->sp[0], NULL, &k_rec_cbs, &r);
+    assert_non_null(r.conn);
+    f->sp[0] = -1;
+    static uint8_t body[60000];
+    for (int i = 0; i < 64; i++) /* more than the socket takes: the rest waits in our queue */
+        assert_int_equal(tg_conn_send(r.conn, body, sizeof body, -1), 0);
+    assert_true(tg_test_run_until(f->base, output_stuck, &r, TIMEOUT_MS));
+    tg_test_run_until(f->base, NULL, NULL, 20); /* the socket stays full: nothing moves */
+    assert_true(tg_conn_output_len(r.conn) > 0);
+    uint64_t t0 = tg_mono_ms() + 10;
+    tg_conn_output_stalled_ms(r.conn, t0); /* the first look at the socket */
+    assert_true(tg_conn_output_stalled_ms(r.conn, t0 + 1000) >= 1000);
+    static uint8_t sink[65536];
+    size_t drained = 0; /* whole socket buffers (skbs) must go before the kernel's count drops */
+    for (ssize_t n; drained < 256 * 1024 && (n = recv(f->sp[1], sink, sizeof sink, MSG_DONTWAIT)) > 0;)
+        drained += (size_t)n;
+    assert_true(drained > 0); /* no loop turn: our own queue has not moved */
+    assert_int_equal(tg_conn_output_stalled_ms(r.conn, t0 + 2000), 0);
+    assert_true(tg_conn_output_stalled_ms(r.conn, t0 + 2600) >= 600);
+    tg_conn_destroy(r.conn);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -874,6 +910,7 @@ int main(void)
         T(test_idle_timeout),
         T(test_oversize_closes),
         T(test_reply_leaves_in_same_loop_turn),
+        T(test_output_stalled_until_peer_reads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -90,27 +90,49 @@ static size_t queued_pair(int sv[2], size_t want)
     return fill(sv[0], want);
 }
 
+/* A socket bufferevent with the hook reading a socket that already holds `want` bytes (as many
+ * as the kernel took: fx->sent), and a writer end to close. */
+struct fx {
+    struct event_base *base;
+    int sv[2];
+    size_t sent;
+    struct rd r;
+    struct bufferevent *bev;
+};
+
+static void fx_open(struct fx *f, size_t want, int options)
+{
+    memset(f, 0, sizeof *f);
+    f->base = event_base_new();
+    f->sent = queued_pair(f->sv, want);
+    f->r.got = evbuffer_new();
+    f->bev = bufferevent_socket_new(f->base, f->sv[1], BEV_OPT_CLOSE_ON_FREE | options);
+    assert_int_equal(tg_bev_bulk_read(f->bev), 0);
+    bufferevent_setcb(f->bev, on_read, NULL, on_event, &f->r);
+}
+
+/* The writer closes; every byte must then arrive, in order, before the end of stream. */
+static void fx_finish(struct fx *f)
+{
+    f->r.drain = 1;
+    close(f->sv[0]);
+    assert_true(tg_test_run_until(f->base, saw_eof, &f->r, 5000));
+    check_pattern(f->r.got, f->sent);
+    bufferevent_free(f->bev);
+    evbuffer_free(f->r.got);
+    event_base_free(f->base);
+}
+
 static void run_one_event(int options)
 {
-    struct event_base *base = event_base_new();
-    int sv[2];
-    size_t sent = queued_pair(sv, 120000);
-    assert_true(sent > 3 * 4096); /* enough that libevent alone would need several events */
-    struct rd r = {.got = evbuffer_new()};
-    struct bufferevent *bev = bufferevent_socket_new(base, sv[1], BEV_OPT_CLOSE_ON_FREE | options);
-    assert_int_equal(tg_bev_bulk_read(bev), 0);
-    bufferevent_setcb(bev, on_read, NULL, on_event, &r);
-    bufferevent_enable(bev, EV_READ);
-    assert_true(tg_test_run_until(base, saw_read, &r, 5000));
-    assert_int_equal(r.first_cb_len, sent); /* one event, everything */
-    r.drain = 1;
-    evbuffer_remove_buffer(bufferevent_get_input(bev), r.got, sent);
-    close(sv[0]);
-    assert_true(tg_test_run_until(base, saw_eof, &r, 5000));
-    check_pattern(r.got, sent);
-    bufferevent_free(bev);
-    evbuffer_free(r.got);
-    event_base_free(base);
+    struct fx f;
+    fx_open(&f, 120000, options);
+    assert_true(f.sent > 3 * 4096); /* enough that libevent alone would need several events */
+    bufferevent_enable(f.bev, EV_READ);
+    assert_true(tg_test_run_until(f.base, saw_read, &f.r, 5000));
+    assert_int_equal(f.r.first_cb_len, f.sent); /* one event, everything */
+    evbuffer_remove_buffer(bufferevent_get_input(f.bev), f.r.got, f.sent);
+    fx_finish(&f);
 }
 
 static void test_one_event_reads_all(void **state)
@@ -130,53 +152,32 @@ static void test_one_event_reads_all_deferred(void **state)
 static void test_high_watermark_holds(void **state)
 {
     (void)state;
-    struct event_base *base = event_base_new();
-    int sv[2];
-    size_t sent = queued_pair(sv, 100000);
-    struct rd r = {.got = evbuffer_new()};
-    struct bufferevent *bev = bufferevent_socket_new(base, sv[1], BEV_OPT_CLOSE_ON_FREE);
-    assert_int_equal(tg_bev_bulk_read(bev), 0);
-    bufferevent_setwatermark(bev, EV_READ, 0, 10000);
-    bufferevent_setcb(bev, on_read, NULL, on_event, &r);
-    bufferevent_enable(bev, EV_READ);
-    assert_true(tg_test_run_until(base, saw_read, &r, 5000));
-    assert_true(r.first_cb_len > 0);
-    assert_true(r.first_cb_len <= 10000);
-    r.drain = 1;
-    evbuffer_remove_buffer(bufferevent_get_input(bev), r.got, r.first_cb_len);
-    bufferevent_trigger(bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS); /* let reading resume */
-    close(sv[0]);
-    assert_true(tg_test_run_until(base, saw_eof, &r, 5000));
-    check_pattern(r.got, sent);
-    bufferevent_free(bev);
-    evbuffer_free(r.got);
-    event_base_free(base);
+    struct fx f;
+    fx_open(&f, 100000, 0);
+    bufferevent_setwatermark(f.bev, EV_READ, 0, 10000);
+    bufferevent_enable(f.bev, EV_READ);
+    assert_true(tg_test_run_until(f.base, saw_read, &f.r, 5000));
+    assert_true(f.r.first_cb_len > 0);
+    assert_true(f.r.first_cb_len <= 10000);
+    f.r.drain = 1;
+    evbuffer_remove_buffer(bufferevent_get_input(f.bev), f.r.got, f.r.first_cb_len);
+    bufferevent_trigger(f.bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS); /* let reading resume */
+    fx_finish(&f);
 }
 
 /* Disabled reading stays disabled: nothing is read behind the owner's back. */
 static void test_disabled_reads_nothing(void **state)
 {
     (void)state;
-    struct event_base *base = event_base_new();
-    int sv[2];
-    size_t sent = queued_pair(sv, 50000);
-    struct rd r = {.got = evbuffer_new()};
-    struct bufferevent *bev = bufferevent_socket_new(base, sv[1], BEV_OPT_CLOSE_ON_FREE);
-    assert_int_equal(tg_bev_bulk_read(bev), 0);
-    bufferevent_setcb(bev, on_read, NULL, on_event, &r);
-    bufferevent_disable(bev, EV_READ);
+    struct fx f;
+    fx_open(&f, 50000, 0);
+    bufferevent_disable(f.bev, EV_READ);
     for (int i = 0; i < 3; i++)
-        event_base_loop(base, EVLOOP_NONBLOCK);
-    assert_int_equal(evbuffer_get_length(bufferevent_get_input(bev)), 0);
-    assert_int_equal(r.read_cbs, 0);
-    r.drain = 1;
-    bufferevent_enable(bev, EV_READ);
-    close(sv[0]);
-    assert_true(tg_test_run_until(base, saw_eof, &r, 5000));
-    check_pattern(r.got, sent);
-    bufferevent_free(bev);
-    evbuffer_free(r.got);
-    event_base_free(base);
+        event_base_loop(f.base, EVLOOP_NONBLOCK);
+    assert_int_equal(evbuffer_get_length(bufferevent_get_input(f.bev)), 0);
+    assert_int_equal(f.r.read_cbs, 0);
+    bufferevent_enable(f.bev, EV_READ);
+    fx_finish(&f);
 }
 
 int main(void)
