@@ -18,6 +18,8 @@
 #                  websockify idle (direct always runs: it is the baseline)
 #   BENCH_FULL_CLIENT=1  also measure with tracectl's own client (shows why the lean client is used)
 #   BENCH_WHATIF=0  skip the what-if rows (tracegated with glibc's heap trimming off)
+#   BENCH_WHATIF_ENV / BENCH_WHATIF_LABEL  another environment (and row label) for the what-if
+#                  tracegated, e.g. 'GLIBC_TUNABLES=...' / 'no trim' (the default is glibc's heap trimming off)
 #   BENCH_GW_ENV   extra environment for tracegated (experiments), e.g. 'GLIBC_TUNABLES=...'
 set -u
 
@@ -30,7 +32,8 @@ REPS=${BENCH_REPS:-3}
 RR=${BENCH_RR:-3000}
 IDLE=${BENCH_IDLE_CONNS:-10000}
 ONLY=${BENCH_ONLY:-}
-WHATIF_ENV="GLIBC_TUNABLES=glibc.malloc.mmap_threshold=1048576:glibc.malloc.trim_threshold=33554432"
+WHATIF_ENV=${BENCH_WHATIF_ENV:-"GLIBC_TUNABLES=glibc.malloc.mmap_threshold=1048576:glibc.malloc.trim_threshold=33554432"}
+WHATIF_LABEL=${BENCH_WHATIF_LABEL:-malloc tuned}
 
 for bin in "$BG" "$GWD"; do
     if [ ! -x "$bin" ]; then
@@ -139,7 +142,7 @@ if want tg-tcp || want tg-tls || want tg-ws; then
                 set -- $x
                 want "$1" || continue
                 WROWS="$WROWS ${2}_w"
-                eval "LABEL_${2}_w=\"tracegated $4, malloc tuned\" URL_${2}_w=\$3 PPID_${2}_w=\$GPID"
+                eval "LABEL_${2}_w=\"tracegated $4, \$WHATIF_LABEL\" URL_${2}_w=\$3 PPID_${2}_w=\$GPID"
             done
         fi
     fi
@@ -358,8 +361,12 @@ done
 # ---------------------------------------------------------------- what-if: malloc trimming off
 if [ -n "$WROWS" ]; then
     echo
-    echo "what-if: tracegated with glibc's heap trimming off ($WHATIF_ENV),"
-    echo "i.e. the 2-line mallopt() fix proposed in docs/benchmarks.md (measured interleaved with the rows above):"
+    if [ -n "${BENCH_WHATIF_ENV:-}" ]; then
+        echo "what-if: tracegated with $WHATIF_ENV (measured interleaved with the rows above):"
+    else
+        echo "what-if: tracegated with glibc's heap trimming off ($WHATIF_ENV),"
+        echo "i.e. the 2-line mallopt() fix proposed in docs/benchmarks.md (measured interleaved with the rows above):"
+    fi
     DISTURBED=0
     for k in $WROWS; do stream_row "$k"; done
     [ $DISTURBED = 1 ] && echo "* disturbed by other processes (see above)"
