@@ -90,15 +90,21 @@ static void local_finish(struct link_channel *ch)
 
 /* ---- acknowledgements ---- */
 
+static void rec_free(struct link_rec *r)
+{
+    if (r) {
+        evbuffer_free(r->tail);
+        free(r);
+    }
+}
+
 static void apply_ack(struct link_channel *ch, uint64_t received)
 {
     while (ch->tx_acked < received && ch->rec_count) {
         uint32_t len = ch->rec_len[ch->rec_head];
         evbuffer_drain(ch->unacked, len);
-        if (ch->rec_ref[ch->rec_head]) { /* (its bytes live on while a DATA frame still holds them) */
-            evbuffer_free(ch->rec_ref[ch->rec_head]);
-            ch->rec_ref[ch->rec_head] = NULL;
-        }
+        rec_free(ch->rec_ref[ch->rec_head]); /* (its bytes live on while a DATA frame holds them) */
+        ch->rec_ref[ch->rec_head] = NULL;
         ch->unacked_base += len;
         if (ch->tx_next) {
             ch->tx_next--;
@@ -157,12 +163,12 @@ static void ack_cb(evutil_socket_t fd, short what, void *arg)
 
 /* ---- the local socket ---- */
 
-static int ring_push(struct link_channel *ch, uint32_t len, struct evbuffer *ref)
+static int ring_push(struct link_channel *ch, uint32_t len, struct link_rec *ref)
 {
     if (ch->rec_count == ch->rec_cap) {
         size_t cap = ch->rec_cap ? ch->rec_cap * 2 : 64;
         uint32_t *n = malloc(cap * sizeof *n);
-        struct evbuffer **r = malloc(cap * sizeof *r);
+        struct link_rec **r = malloc(cap * sizeof *r);
         if (!n || !r) {
             free(n);
             free(r);
@@ -187,33 +193,43 @@ static int ring_push(struct link_channel *ch, uint32_t len, struct evbuffer *ref
 }
 
 /* Appends one record to unacked: its headers (copied) and n bytes of `in` (moved). A large record
- * is first put together in a buffer of its own that unacked then holds by reference
- * (evbuffer_add_buffer_reference), so that DATA frames can hold it by reference too, whatever
- * happens to unacked meanwhile. Returns 0, or -1 (out of memory: the caller aborts the channel). */
+ * is also kept apart (struct link_rec): its headers and first LINK_REC_HEAD_COPY bytes copied, the
+ * rest in a buffer of its own that unacked then holds by reference (evbuffer_add_buffer_reference),
+ * so that DATA frames can hold it by reference too, whatever happens to unacked meanwhile.
+ * Returns 0, or -1 (out of memory: the caller aborts the channel). */
 static int record_append(struct link_channel *ch, struct evbuffer *in, const uint8_t *att, size_t al,
                          const uint8_t *hdr, size_t hl, size_t n)
 {
-    struct evbuffer *rec = al + hl + n >= LINK_REC_REF_MIN ? evbuffer_new() : NULL;
-    if (rec) {
-        if ((al && evbuffer_add(rec, att, al) != 0) || evbuffer_add(rec, hdr, hl) != 0 ||
-            evbuffer_remove_buffer(in, rec, n) != (int)n) {
-            evbuffer_free(rec);
+    struct link_rec *r = NULL;
+    if (al + hl + n >= LINK_REC_REF_MIN) {
+        size_t take = n < LINK_REC_HEAD_COPY ? n : LINK_REC_HEAD_COPY;
+        r = malloc(sizeof *r + al + hl + take);
+        if (!r || !(r->tail = evbuffer_new())) {
+            free(r);
             return -1;
         }
-        if (evbuffer_add_buffer_reference(ch->unacked, rec) != 0) {
+        memcpy(r->head, att, al);
+        memcpy(r->head + al, hdr, hl);
+        r->head_len = al + hl + take;
+        if (evbuffer_remove(in, r->head + al + hl, take) != (int)take ||
+            evbuffer_remove_buffer(in, r->tail, n - take) != (int)(n - take) ||
+            evbuffer_add(ch->unacked, r->head, r->head_len) != 0) {
+            rec_free(r);
+            return -1;
+        }
+        if (evbuffer_add_buffer_reference(ch->unacked, r->tail) != 0) {
             /* a chain that cannot be referenced (already a reference of a reference): move it */
-            evbuffer_add_buffer(ch->unacked, rec);
-            evbuffer_free(rec);
-            rec = NULL;
+            evbuffer_add_buffer(ch->unacked, r->tail);
+            rec_free(r);
+            r = NULL;
         }
     } else {
         if ((al && evbuffer_add(ch->unacked, att, al) != 0) || evbuffer_add(ch->unacked, hdr, hl) != 0)
             return -1;
         evbuffer_remove_buffer(in, ch->unacked, n); /* moves the chains, no copy */
     }
-    if (ring_push(ch, (uint32_t)(al + hl + n), rec) != 0) {
-        if (rec)
-            evbuffer_free(rec);
+    if (ring_push(ch, (uint32_t)(al + hl + n), r) != 0) {
+        rec_free(r);
         return -1;
     }
     ch->tx_count++;
@@ -437,8 +453,7 @@ void tg_link_channel_free(struct link_channel *ch)
     if (ch->open_ev)
         event_free(ch->open_ev);
     for (size_t i = 0; i < ch->rec_count; i++)
-        if (ch->rec_ref[(ch->rec_head + i) % ch->rec_cap])
-            evbuffer_free(ch->rec_ref[(ch->rec_head + i) % ch->rec_cap]);
+        rec_free(ch->rec_ref[(ch->rec_head + i) % ch->rec_cap]);
     free(ch->rec_len);
     free(ch->rec_ref);
     free(ch);
@@ -741,13 +756,22 @@ int tg_link_channel_send_data(struct stream_ctx *x, const uint8_t *framehd, size
         if (g->by_ref) {
             int ok;
             size_t slot = rec_slot(ch, g->rec, &ok);
-            if (!ok || !ch->rec_ref[slot] || evbuffer_get_length(ch->rec_ref[slot]) != g->len)
+            const struct link_rec *r = ok ? ch->rec_ref[slot] : NULL;
+            if (!r || r->head_len + evbuffer_get_length(r->tail) != g->len)
                 return -1;
         }
         sum += g->len;
     }
     if (sum != length)
         return -1;
+    /* the frame header and what follows it as a copy in one piece of `out` (a TLS record each) */
+    size_t lead = 9;
+    int ok;
+    if (x->nc_n && x->nc[0].n_ack)
+        lead += x->nc[0].n_ack;
+    else if (x->nc_n && x->nc[0].by_ref) /* (checked above) */
+        lead += ch->rec_ref[rec_slot(ch, x->nc[0].rec, &ok)]->head_len;
+    evbuffer_expand(out, lead);
     evbuffer_add(out, framehd, 9);
     for (size_t i = 0; i < x->nc_n; i++) {
         const struct link_nc_seg *g = &x->nc[i];
@@ -756,8 +780,8 @@ int tg_link_channel_send_data(struct stream_ctx *x, const uint8_t *framehd, size
             continue;
         }
         if (g->by_ref) {
-            int ok;
-            if (evbuffer_add_buffer_reference(out, ch->rec_ref[rec_slot(ch, g->rec, &ok)]) != 0)
+            const struct link_rec *r = ch->rec_ref[rec_slot(ch, g->rec, &ok)];
+            if (evbuffer_add(out, r->head, r->head_len) != 0 || evbuffer_add_buffer_reference(out, r->tail) != 0)
                 return -1; /* (out of memory: the frame is cut, the connection is lost) */
             continue;
         }

@@ -30,6 +30,7 @@ struct tg_link;
 #define LINK_CLOCK_ROUNDS 8
 #define LINK_CHANNEL_BUFFER (8u << 20)  /* unacknowledged bytes per channel direction */
 #define LINK_REC_REF_MIN (16u << 10)   /* records this big are sent by reference (link_channel.c) */
+#define LINK_REC_HEAD_COPY 2048u        /* of which the first bytes are copied (struct link_rec) */
 /* HTTP/2 per-stream receive window: one channel has this much in flight. 1 MiB held a channel to
  * 300-800 MB/s on this VM (both nodes half idle, waiting for WINDOW_UPDATEs across wake-ups);
  * 4 MiB carries 800-970. A stalled client holds its channel's window at the receiving node, less
@@ -109,6 +110,15 @@ struct tg_link {
     char reach[32][64];        /* nodes the peer reaches directly (its Nodes message) */
     size_t n_reach;
     char last_error[160];
+};
+
+/* A large record kept apart (link_channel.c): its headers and the first bytes of its frame as a
+ * copy (they go out in the same TLS record as the DATA frame's header, not as tiny records of
+ * their own), the rest of the frame in `tail`, which unacked and DATA frames hold by reference. */
+struct link_rec {
+    struct evbuffer *tail;
+    size_t head_len;
+    uint8_t head[];
 };
 
 /* Per HTTP/2 stream: what its headers said and what it carries. */
@@ -195,7 +205,7 @@ struct link_channel {
     size_t tx_next;           /* records of unacked handed out whole on the current stream */
     size_t tx_rec_left;       /* bytes of record tx_next still to hand out (0: at a record boundary) */
     uint32_t *rec_len;        /* ring: encoded length of each unacked IPC record (attachment included) */
-    struct evbuffer **rec_ref; /* ring beside rec_len: a large record's bytes on their own, which
+    struct link_rec **rec_ref; /* ring beside rec_len: a large record's bytes on their own, which
                                 * unacked and DATA frames hold by reference (NULL: small record) */
     size_t rec_head, rec_count, rec_cap;
     uint64_t tx_acked, tx_count;

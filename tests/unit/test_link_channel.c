@@ -954,7 +954,8 @@ static void test_nocopy_ack_of_unsent(void **state)
     h_close(&h);
 }
 
-/* No-copy, large records: a DATA frame holds each whole record of 16 KiB or more by reference, a
+/* No-copy, large records: a DATA frame holds each whole record of 16 KiB or more by reference (its
+ * first bytes copied beside the frame header), a
  * frame ends at a record's end rather than cutting a large record it could not hold whole, and
  * the frames' bytes stay intact after the peer acknowledged the records and the channel is gone
  * (the transport may still be writing them). */
@@ -986,6 +987,11 @@ static void test_nocopy_large_by_reference(void **state)
     assert_int_equal(h.x.nc_n, 1);
     assert_true(h.x.nc[0].by_ref);
     assert_int_equal(tg_link_channel_send_data(&h.x, hd, (size_t)r1, wire), 0);
+    /* the frame header, the record's header and its first bytes share one piece (TLS writes one
+     * record per piece: no records of a few bytes) */
+    struct evbuffer_iovec first;
+    assert_true(evbuffer_peek(wire, -1, NULL, &first, 1) >= 1);
+    assert_true(first.iov_len >= 9 + LINK_REC_HEAD_COPY);
     /* room for the rest: both, each by reference */
     flags = 0;
     ssize_t r2 = tg_link_channel_read_cb(NULL, 1, buf, sizeof buf, &flags, &src, NULL);
