@@ -327,26 +327,47 @@ static int reserve(struct tg_svc_read *rd, size_t more)
     return rd->buf ? 0 : -1;
 }
 
+/* Varints of slice framing, in line (two per slice, a slice per packet and per trusted suffix). */
+static inline size_t varint_size(size_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static inline uint8_t *put_varint(uint8_t *o, size_t v)
+{
+    while (v >= 0x80) {
+        *o++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *o++ = (uint8_t)v;
+    return o;
+}
+
 /* Appends one ReadBuffersResponse.Slice, cutting it when it would not fit. */
 static void append_slice(struct tg_svc_read *rd, const uint8_t *data, size_t len, bool last)
 {
     do {
         size_t piece = len > MAX_SLICE_DATA ? MAX_SLICE_DATA : len;
         bool piece_last = last && piece == len;
-        size_t inner = 1 + tg_pb_varint_size(piece) + piece + 2;
-        size_t enc = 1 + tg_pb_varint_size(inner) + inner;
+        size_t inner = 1 + varint_size(piece) + piece + 2;
+        size_t enc = 1 + varint_size(inner) + inner;
         if (rd->len + enc > TG_SVC_MAX_READ_REPLY && rd->len > 0)
             send_reply(rd, 1);
         if (reserve(rd, enc) != 0)
             return;
         uint8_t *o = rd->buf->data + rd->len;
-        o += tg_pb_put_tag(o, 2, TG_PB_LEN);
-        o += tg_pb_put_varint(o, inner);
-        o += tg_pb_put_tag(o, 1, TG_PB_LEN);
-        o += tg_pb_put_varint(o, piece);
+        *o++ = 2 << 3 | TG_PB_LEN; /* ReadBuffersResponse.slices */
+        o = put_varint(o, inner);
+        *o++ = 1 << 3 | TG_PB_LEN; /* Slice.data */
+        o = put_varint(o, piece);
         memcpy(o, data, piece);
         o += piece;
-        o += tg_pb_put_tag(o, 2, TG_PB_VARINT);
+        *o++ = 2 << 3 | TG_PB_VARINT; /* Slice.last_slice_for_packet */
         *o++ = piece_last ? 1 : 0;
         rd->len = (size_t)(o - rd->buf->data);
         data += piece;

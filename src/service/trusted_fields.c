@@ -7,25 +7,35 @@
 #include "tracegate/pbwire.h"
 
 
+/* A tag and a varint value, in line (five of them per packet read). */
+static inline size_t put_field(uint8_t *buf, uint32_t number, uint64_t v)
+{
+    uint64_t key = (uint64_t)number << 3 | TG_PB_VARINT;
+    size_t n = 0;
+    while (key >= 0x80) {
+        buf[n++] = (uint8_t)(key | 0x80);
+        key >>= 7;
+    }
+    buf[n++] = (uint8_t)key;
+    while (v >= 0x80) {
+        buf[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    buf[n++] = (uint8_t)v;
+    return n;
+}
+
 size_t tg_svc_trusted_slice(uint8_t *buf, const struct tg_tb_seq_info *info, uint32_t seq_id)
 {
     size_t n = 0;
-    n += tg_pb_put_tag(buf + n, 3, TG_PB_VARINT);
-    n += tg_pb_put_varint(buf + n, (uint64_t)(int64_t)info->uid);
-    n += tg_pb_put_tag(buf + n, 10, TG_PB_VARINT);
-    n += tg_pb_put_varint(buf + n, seq_id);
-    if (info->pid > 0) {
-        n += tg_pb_put_tag(buf + n, 79, TG_PB_VARINT);
-        n += tg_pb_put_varint(buf + n, (uint64_t)(int64_t)info->pid);
-    }
-    if (info->machine_id) {
-        n += tg_pb_put_tag(buf + n, 98, TG_PB_VARINT);
-        n += tg_pb_put_varint(buf + n, info->machine_id);
-    }
-    if (info->previous_packet_dropped) {
-        n += tg_pb_put_tag(buf + n, 42, TG_PB_VARINT);
-        n += tg_pb_put_varint(buf + n, 1);
-    }
+    n += put_field(buf + n, 3, (uint64_t)(int64_t)info->uid);
+    n += put_field(buf + n, 10, seq_id);
+    if (info->pid > 0)
+        n += put_field(buf + n, 79, (uint64_t)(int64_t)info->pid);
+    if (info->machine_id)
+        n += put_field(buf + n, 98, info->machine_id);
+    if (info->previous_packet_dropped)
+        n += put_field(buf + n, 42, 1);
     return n;
 }
 
@@ -73,6 +83,24 @@ static inline size_t cur_remaining(const struct cursor *c)
 /* tg_pb_read_varint's rules; false when the bytes end or the varint is too long. */
 static inline bool cur_varint(struct cursor *c, uint64_t *out)
 {
+    if (c->end - c->p >= 10) { /* all ten bytes it may take are in this slice */
+        const uint8_t *p = c->p;
+        uint64_t v = 0;
+        for (unsigned i = 0; i < 9; i++) {
+            uint8_t b = p[i];
+            v |= (uint64_t)(b & 0x7f) << (7 * i);
+            if (!(b & 0x80)) {
+                c->p = p + i + 1;
+                *out = v;
+                return true;
+            }
+        }
+        if (p[9] > 1)
+            return false;
+        c->p = p + 10;
+        *out = v | (uint64_t)p[9] << 63;
+        return true;
+    }
     uint64_t v = 0;
     for (unsigned i = 0; i < 10; i++) {
         if (c->p == c->end && !cur_next_slice(c))
