@@ -758,6 +758,12 @@ static struct read_result measure_read(struct sc *c, clockid_t svc_clock)
     return r;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
 /* ------------------------------------------------------------ 3. memory */
 
 static int raw_producer(struct sc *c, const char *path, int i)
@@ -1011,6 +1017,8 @@ int main(int argc, char **argv)
     struct read_result best;
     memset(&best, 0, sizeof best);
     uint64_t all_bytes = 0, all_frames = 0;
+    double svc_ns_per_byte[64];
+    int nsvc = 0;
     int rounds = getenv("TG_BENCH_READ_ROUNDS") ? atoi(getenv("TG_BENCH_READ_ROUNDS")) : 5; /* more for profiling */
     for (int round = 0; round < rounds; round++) {
         long long w0 = buffer_bytes_written(&cons), written = w0;
@@ -1024,6 +1032,8 @@ int main(int argc, char **argv)
         tg_trace_writer_flush(in.w);
         run_loop_for(in.base, 0.05);
         struct read_result rr = measure_read(&cons, st.cpu_clock);
+        if (nsvc < 64 && rr.bytes)
+            svc_ns_per_byte[nsvc++] = rr.svc_cpu * 1e9 / (double)rr.bytes;
         all_bytes += rr.bytes;
         all_frames += rr.frames;
         int quiet = rr.others < 15, best_quiet = best.mb_per_s > 0 && best.others < 15;
@@ -1037,6 +1047,11 @@ int main(int argc, char **argv)
     printf("   CPU during that read: service thread %.0f%%, reader %.0f%%, others %.0f%% (of one CPU each)%s\n",
            100 * best.svc_cpu / best.seconds, 100 * best.cons_cpu / best.seconds, best.others,
            best.others >= 15 ? " (disturbed by other processes)" : "");
+    qsort(svc_ns_per_byte, (size_t)nsvc, sizeof svc_ns_per_byte[0], cmp_double);
+    if (nsvc)
+        printf("   service thread CPU per MB read: min %.0f us, median %.0f us (%d rounds; a CPU-bound\n"
+               "   service would read 1e6 / that MB/s)\n",
+               svc_ns_per_byte[0] * 1e3, svc_ns_per_byte[nsvc / 2] * 1e3, nsvc);
     printf("   all %d rounds: read_bytes=%llu read_replies=%llu\n", rounds, (unsigned long long)all_bytes,
            (unsigned long long)all_frames); /* for per-MB costs (tests/bench/insn_per_mb.sh) */
     fflush(stdout);
