@@ -6,7 +6,6 @@
 
 #include "tracegate/pbwire.h"
 
-
 /* A tag and a varint value, in line (five of them per packet read). */
 static inline size_t put_field(uint8_t *buf, uint32_t number, uint64_t v)
 {
@@ -58,9 +57,9 @@ static bool reserved_field(uint32_t num)
  * it against that reference walk. */
 struct cursor {
     const struct tg_tb_slice *s;
-    size_t n, i;   /* slices, current slice */
+    size_t n, i;            /* slices, current slice */
     const uint8_t *p, *end; /* position in the current slice */
-    size_t left;   /* bytes after p in the following slices */
+    size_t left;            /* bytes in the slices after the current one */
 };
 
 static inline bool cur_next_slice(struct cursor *c)
