@@ -1,9 +1,10 @@
 /* commit.c: CommitData handling and SMB scraping (perfetto-wire-facts §2.3,
  * §4.1, §5.4, §5.8). Chunks named in shared memory are moved
- * Complete -> BeingRead, copied out to private memory, freed, and only then
+ * Complete -> BeingRead, their header copied out to private memory and
  * validated (writer id, target buffer this producer was given, the writer's
- * registered buffer) and copied into the trace buffer; inline (emulation)
- * chunks are validated the same way. Patches follow the moves, the flush ack
+ * registered buffer), the payload copied once into the trace buffer (which
+ * parses only its own copy), and then freed; inline (emulation) chunks are
+ * validated the same way. Patches follow the moves, the flush ack
  * comes last. Nothing read from the SMB or the request is trusted. */
 #include "service/svc.h"
 
@@ -84,20 +85,25 @@ static void move_from_smb(tg_svc_producer *p, const Perfetto__Protos__CommitData
         svc->chunks_discarded++; /* bad layout, index, or not Complete: skipped */
         return;
     }
-    uint8_t *buf = scratch(p, smb->page_size);
-    struct tg_smb_chunk_header h;
-    long n = buf ? tg_smb_copy_chunk(smb, m->page, layout, m->chunk, buf, smb->page_size, &h) : -1;
+    /* One copy: the header is decoded from a private copy of its 8 bytes, and the payload goes
+     * from shared memory straight into the trace buffer, which copies it with one memcpy and
+     * parses only its own copy later (service/trace_buffer.h, "Trust"). The chunk is freed
+     * after that copy. */
+    size_t csize = 0;
+    const uint8_t *c = tg_smb_chunk_ptr(smb, m->page, layout, m->chunk, &csize);
+    tg_svc_buffer *b = NULL;
+    if (c && csize >= TG_SMB_CHUNK_HEADER_SIZE) {
+        uint8_t hdr[TG_SMB_CHUNK_HEADER_SIZE];
+        memcpy(hdr, c, sizeof hdr);
+        struct tg_smb_chunk_header h;
+        tg_smb_chunk_header_decode(hdr, &h);
+        b = check_target(p, m->target_buffer, h.writer_id);
+        if (b)
+            copy_into(p, b, &h, c + TG_SMB_CHUNK_HEADER_SIZE, csize - TG_SMB_CHUNK_HEADER_SIZE, true);
+    }
     tg_smb_release_chunk_as_free(smb, m->page, m->chunk);
-    if (n < (long)TG_SMB_CHUNK_HEADER_SIZE) {
+    if (!b)
         svc->chunks_discarded++;
-        return;
-    }
-    tg_svc_buffer *b = check_target(p, m->target_buffer, h.writer_id);
-    if (!b) {
-        svc->chunks_discarded++;
-        return;
-    }
-    copy_into(p, b, &h, buf + TG_SMB_CHUNK_HEADER_SIZE, (size_t)n - TG_SMB_CHUNK_HEADER_SIZE, true);
 }
 
 static void apply_patches(tg_svc_producer *p, const Perfetto__Protos__CommitDataRequest__ChunkToPatch *cp)

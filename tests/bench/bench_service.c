@@ -9,9 +9,13 @@
  *     SERVICE reports it copied into the trace buffer (GetTraceStats buffer_stats.bytes_written)
  *     during the window, for 1 KiB and 128-byte packets; the writer's drop count shows whether the
  *     SMB was ever full.
+ * 1b. Paced ingest: a second producer (2 MiB SMB) offers 1 KiB packets at a fixed rate (1 GB/s),
+ *     paced by an elapsed-time budget (no sleeps: each loop turn writes what the schedule allows,
+ *     at least 32 KiB at a time); the writer's drop % at that rate is the issue-11 target (0%).
  *  2. ReadBuffers: the consumer reads the full 64 MiB ring buffer back over UNIX; MB/s of IPC bytes
- *     received. The consumer here is a lean blocking reader (frames walked in place, no pull-up),
- *     so the service's read-out is what is measured.
+ *     received, and the CPU the service thread and the reader used meanwhile. The consumer here is
+ *     a lean blocking reader (frames walked in place, no pull-up), so the service's read-out is
+ *     what is measured (it stays at a third of a CPU while the service thread is at 100%).
  *  3. Memory: RSS of this process (/proc/self/statm) before and after connecting N raw producers
  *     (bound, InitializeConnection, one RegisterDataSource each: idle apps with the SDK), and
  *     before and after N sessions (bound consumers with an enabled session of one 1 MiB buffer and
@@ -19,15 +23,19 @@
  *     Perfetto); as root the bench opens them from 3 uids to reach 15.
  *
  * With 2+ CPUs the service thread is pinned to CPU 1 and the clients to CPU 0. Each ingest cell is
- * the best of 3 runs, preferring runs that other processes did not disturb (`others`: CPU used by
- * other processes meanwhile). At the end the program re-runs 1-2 in a child with glibc's heap
+ * the best of 3 runs, preferring runs that other processes did not disturb (`others`: CPU the
+ * machine spent on anything but this process meanwhile, steal included). At the end the program re-runs 1-2 in a child with glibc's heap
  * trimming off (the what-if of docs/benchmarks.md).
  *
  * Usage: bench_service [seconds-per-run]   (default 1)
  * Environment: TG_BENCH_NO_WHATIF=1, TG_BENCH_NO_PIN=1, TG_BENCH_SMB_KB=N (SMB size hint),
- * TG_BENCH_READ_ROUNDS=N (fill/read rounds, default 5; more to profile the read-out). */
-#include <dirent.h>
+ * TG_BENCH_READ_ROUNDS=N (fill/read rounds, default 5; more to profile the read-out),
+ * TG_BENCH_PACE_MBS=N (paced rate, default 1000), TG_BENCH_PACED_SMB_KB=N (default 2048),
+ * TG_BENCH_PACED_RUNS=N (default 3), TG_BENCH_PACED_TURN_KB=N (most a paced turn writes, default a
+ * quarter of the SMB), TG_BENCH_PERF_CTL=FIFO [TG_BENCH_PERF_ACK=FIFO] with
+ * TG_BENCH_PERF_SECTION=read|paced (perf record -D -1 --control samples only that section). */
 #include <errno.h>
+#include <fcntl.h>
 #include <event2/event.h>
 #include <pthread.h>
 #include <signal.h>
@@ -79,55 +87,44 @@ static long rss_kb(void)
     return res * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
-/* CPU time (clock ticks) of every other process alive at both ends of a window: other work on the
- * machine, which slows these runs down (reported so a disturbed number can be recognised). */
-#define MAXP 8192
+/* CPU time (clock ticks) the machine spent on anything but this process during a window: other
+ * work (short-lived compilers and tests included) and time the hypervisor took (steal), which slow
+ * these runs down (reported so a disturbed number can be recognised). */
 struct others {
-    int n;
-    pid_t pid[MAXP];
-    long long ticks[MAXP];
+    long long busy, self;
 };
 
 static void others_take(struct others *o)
 {
-    o->n = 0;
-    DIR *d = opendir("/proc");
-    if (!d)
-        return;
-    struct dirent *de;
-    pid_t self = getpid();
-    while ((de = readdir(d)) && o->n < MAXP) {
-        if (de->d_name[0] < '0' || de->d_name[0] > '9' || atoi(de->d_name) == self)
-            continue;
-        char path[300], buf[1024];
-        snprintf(path, sizeof path, "/proc/%s/stat", de->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f)
-            continue;
-        size_t got = fread(buf, 1, sizeof buf - 1, f);
+    o->busy = o->self = 0;
+    char buf[1024];
+    FILE *f = fopen("/proc/stat", "r");
+    if (f) {
+        unsigned long long v[8] = {0};
+        if (fgets(buf, sizeof buf, f) &&
+            sscanf(buf, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+                   &v[6], &v[7]) >= 4)
+            o->busy = (long long)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]); /* all but idle and iowait */
         fclose(f);
+    }
+    f = fopen("/proc/self/stat", "r");
+    if (f) {
+        size_t got = fread(buf, 1, sizeof buf - 1, f);
         buf[got] = 0;
         char *rp = strrchr(buf, ')');
         unsigned long long ut, st;
-        if (!rp || sscanf(rp + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
-            continue;
-        o->pid[o->n] = (pid_t)atoi(de->d_name);
-        o->ticks[o->n] = (long long)(ut + st);
-        o->n++;
+        if (rp && sscanf(rp + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) == 2)
+            o->self = (long long)(ut + st);
+        fclose(f);
     }
-    closedir(d);
 }
 
-/* % of one CPU used by other processes between a and b */
+/* % of one CPU used by everything else between a and b */
 static double others_pct(const struct others *a, const struct others *b, double seconds)
 {
-    long long sum = 0;
-    for (int i = 0; i < b->n; i++)
-        for (int j = 0; j < a->n; j++)
-            if (a->pid[j] == b->pid[i]) {
-                sum += b->ticks[i] - a->ticks[j];
-                break;
-            }
+    long long sum = (b->busy - a->busy) - (b->self - a->self);
+    if (sum < 0)
+        sum = 0;
     return (double)sum / (double)sysconf(_SC_CLK_TCK) / seconds * 100;
 }
 
@@ -135,6 +132,7 @@ static double others_pct(const struct others *a, const struct others *b, double 
 
 struct svc_thread {
     char dir[64], psock[128], csock[128];
+    clockid_t cpu_clock; /* the service thread's CPU time */
     struct event_base *base;
     tg_service *svc;
     int stop_pipe[2];
@@ -211,6 +209,8 @@ static void svc_start(struct svc_thread *st)
     while (!st->ready)
         pthread_cond_wait(&st->cv, &st->mu);
     pthread_mutex_unlock(&st->mu);
+    if (pthread_getcpuclockid(st->th, &st->cpu_clock) != 0)
+        die("pthread_getcpuclockid failed");
 }
 
 static void svc_stop(struct svc_thread *st)
@@ -462,6 +462,11 @@ struct ingest {
     size_t pkt_len;
     size_t per_turn;
     uint64_t seq;
+    /* paced mode (pace_rate > 0): bytes offered so far may not run ahead of pace_rate * elapsed */
+    double pace_rate, pace_t0;
+    uint64_t pace_offered; /* bytes of packets attempted (written or dropped) */
+    uint64_t pace_sched;   /* bytes the schedule counts as offered since pace_t0 (debt forgiven) */
+    uint64_t pace_behind;  /* turns that found more than 2 turns' worth of budget: the writer lagged */
 };
 
 static void ds_start(tg_producer *p, uint64_t id, const struct tg_data_source_config *cfg, void *arg)
@@ -515,6 +520,26 @@ static size_t make_packet(uint8_t *buf, size_t total, uint64_t seq)
     return n + payload;
 }
 
+#define PACE_MIN_BURST (32u << 10) /* a paced turn writes once this much budget has built up */
+
+/* Paced: how many bytes this turn may offer (0 = not enough budget yet; the loop turns again). The
+ * budget is the target rate times the time since the start minus what was offered: no sleeps, so
+ * a late turn catches up and the average rate is the target. */
+static size_t pace_budget(struct ingest *in)
+{
+    double allowed = in->pace_rate * (now_s() - in->pace_t0) - (double)in->pace_sched;
+    if (allowed < (double)PACE_MIN_BURST)
+        return 0;
+    if (allowed > 2.0 * (double)in->per_turn) {
+        /* more than two turns late: the writer's own loop could not keep up. Forgive the debt
+         * rather than catch up in a burst above the rate. */
+        in->pace_behind++;
+        in->pace_sched = (uint64_t)(in->pace_rate * (now_s() - in->pace_t0)) - in->per_turn;
+        return in->per_turn;
+    }
+    return allowed > (double)in->per_turn ? in->per_turn : (size_t)allowed;
+}
+
 static void pump_cb(evutil_socket_t fd, short what, void *arg)
 {
     struct ingest *in = arg;
@@ -522,9 +547,16 @@ static void pump_cb(evutil_socket_t fd, short what, void *arg)
     (void)what;
     if (!in->w)
         return;
+    size_t budget = in->pace_rate > 0 ? pace_budget(in) : in->per_turn;
     size_t wrote = 0;
-    while (wrote < in->per_turn) {
+    while (wrote + in->pkt_len <= budget) {
         int rc = tg_trace_writer_write(in->w, in->pkt, in->pkt_len);
+        if (in->pace_rate > 0) {
+            in->pace_offered += in->pkt_len; /* a dropped packet was offered too */
+            in->pace_sched += in->pkt_len;
+            wrote += in->pkt_len;
+            continue; /* paced: keep the rate; drops are what is measured */
+        }
         if (rc != TG_TRACE_WRITER_OK)
             break; /* SMB full (dropped) or inactive: give the loop a turn */
         wrote += in->pkt_len;
@@ -533,11 +565,25 @@ static void pump_cb(evutil_socket_t fd, short what, void *arg)
     event_add(in->pump, &zero); /* again after this loop turn's I/O (the commit) */
 }
 
+static void on_run_deadline(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    event_base_loopbreak(arg);
+}
+
+/* Runs the loop for `seconds`, or until a callback breaks it. The deadline is an event of its own,
+ * removed on return: an event_base_loopexit() left behind by a loop broken early would end a later
+ * run (a measuring window) early. */
 static void run_loop_for(struct event_base *base, double seconds)
 {
     struct timeval tv = {(time_t)seconds, (suseconds_t)((seconds - (double)(time_t)seconds) * 1e6)};
-    event_base_loopexit(base, &tv);
+    struct event *deadline = evtimer_new(base, on_run_deadline, base);
+    if (!deadline)
+        die("out of memory");
+    evtimer_add(deadline, &tv);
     event_base_dispatch(base);
+    event_free(deadline);
 }
 
 struct ingest_result {
@@ -576,16 +622,101 @@ static struct ingest_result measure_ingest(struct ingest *in, struct sc *cons, s
     return r;
 }
 
+static double cpu_s(clockid_t clk)
+{
+    struct timespec ts;
+    clock_gettime(clk, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* TG_BENCH_PERF_CTL=FIFO (and optionally TG_BENCH_PERF_ACK=FIFO): `perf record -D -1 --control
+ * fifo:FIFO[,ACK]` then samples only while the read-out runs (or, with TG_BENCH_PERF_SECTION=paced,
+ * the paced ingest windows). */
+static void perf_ctl(const char *section, const char *cmd)
+{
+    static int ctl = -2, ack = -2;
+    const char *want = getenv("TG_BENCH_PERF_SECTION");
+    if (strcmp(section, want ? want : "read") != 0)
+        return;
+    if (ctl == -2) {
+        const char *p = getenv("TG_BENCH_PERF_CTL"), *a = getenv("TG_BENCH_PERF_ACK");
+        ctl = p ? open(p, O_WRONLY) : -1;
+        ack = ctl >= 0 && a ? open(a, O_RDONLY) : -1;
+    }
+    if (ctl < 0)
+        return;
+    if (write(ctl, cmd, strlen(cmd)) < 0)
+        die("perf control write failed");
+    char buf[16];
+    if (ack >= 0 && read(ack, buf, sizeof buf) <= 0)
+        die("perf control ack failed");
+}
+
+/* Paced ingest: the writer offers pkt_size packets at `rate` bytes/s for the window; the result's
+ * mb_per_s is what the service stored, dropped/written the writer's counts. */
+static struct ingest_result measure_paced(struct ingest *in, struct sc *cons, size_t pkt_size, double rate,
+                                          double *offered_mb_s, uint64_t *behind, clockid_t svc_clock,
+                                          double *svc_pct)
+{
+    in->pkt_len = make_packet(in->pkt, pkt_size, 1);
+    in->pace_rate = rate;
+    in->pace_offered = 0;
+    in->pace_sched = 0;
+    in->pace_behind = 0;
+    in->pace_t0 = now_s();
+    struct tg_trace_writer_stats w0, w1;
+    event_add(in->pump, &(struct timeval){0, 0});
+    run_loop_for(in->base, 0.3); /* warm-up at the same rate */
+    tg_trace_writer_get_stats(in->w, &w0);
+    long long b0 = buffer_bytes_written(cons);
+    uint64_t off0 = in->pace_offered, behind0 = in->pace_behind;
+    others_take(&g_oth0);
+    perf_ctl("paced", "enable\n");
+    double c0 = cpu_s(svc_clock);
+    double t0 = now_s();
+    run_loop_for(in->base, g_seconds);
+    double t1 = now_s();
+    *svc_pct = 100 * (cpu_s(svc_clock) - c0) / (t1 - t0);
+    perf_ctl("paced", "disable\n");
+    uint64_t off1 = in->pace_offered;
+    *behind = in->pace_behind - behind0;
+    tg_trace_writer_get_stats(in->w, &w1);
+    event_del(in->pump);
+    tg_trace_writer_flush(in->w);
+    run_loop_for(in->base, 0.1); /* the last commits land */
+    long long b1 = buffer_bytes_written(cons);
+    double dt = now_s() - t0;
+    others_take(&g_oth1);
+    in->pace_rate = 0;
+    struct ingest_result r;
+    r.mb_per_s = (double)(b1 - b0) / (t1 - t0) / 1e6; /* stored during the window (+ its tail) */
+    r.pkts_per_s = (double)(b1 - b0) / (double)pkt_size / (t1 - t0);
+    r.others = others_pct(&g_oth0, &g_oth1, dt);
+    r.dropped = w1.packets_dropped - w0.packets_dropped;
+    r.written = w1.packets_written - w0.packets_written;
+    *offered_mb_s = (double)(off1 - off0) / (t1 - t0) / 1e6;
+    if (b0 < 0 || b1 < 0)
+        die("GetTraceStats failed");
+    return r;
+}
+
 /* ------------------------------------------------------------ 2. ReadBuffers */
 
 struct read_result {
     double mb_per_s, seconds;
     uint64_t bytes, frames;
+    double svc_cpu, cons_cpu; /* CPU seconds of the service thread and of the reader */
+    double others;
 };
 
-static struct read_result measure_read(struct sc *c)
+static struct read_result measure_read(struct sc *c, clockid_t svc_clock)
 {
-    struct read_result r = {0, 0, 0, 0};
+    struct read_result r;
+    memset(&r, 0, sizeof r);
+    perf_ctl("read", "enable\n");
+    struct others o0, o1;
+    others_take(&o0);
+    double sc0 = cpu_s(svc_clock), cc0 = cpu_s(CLOCK_THREAD_CPUTIME_ID);
     uint64_t rid = sc_invoke(c, "ReadBuffers", NULL);
     double t0 = now_s();
     int done = 0;
@@ -618,8 +749,19 @@ static struct read_result measure_read(struct sc *c)
         c->len += (size_t)n;
     }
     r.seconds = now_s() - t0;
+    r.svc_cpu = cpu_s(svc_clock) - sc0;
+    r.cons_cpu = cpu_s(CLOCK_THREAD_CPUTIME_ID) - cc0;
+    others_take(&o1);
+    r.others = others_pct(&o0, &o1, r.seconds);
+    perf_ctl("read", "disable\n");
     r.mb_per_s = (double)r.bytes / r.seconds / 1e6;
     return r;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
 }
 
 /* ------------------------------------------------------------ 3. memory */
@@ -716,6 +858,76 @@ static int whatif(int argc, char **argv)
     return 0;
 }
 
+/* ------------------------------------------------------------ 1b. paced ingest */
+
+/* A second producer with its own SMB size (TG_BENCH_PACED_SMB_KB, default 2048) and session (64 MiB
+ * ring buffer) offers 1 KiB packets at TG_BENCH_PACE_MBS MB/s (default 1000, i.e. 1 GB/s): the drop
+ * % at that rate is the issue-11 target (0%). Three runs, each printed. */
+static void paced_ingest(struct svc_thread *st, struct event_base *base)
+{
+    struct ingest pin;
+    memset(&pin, 0, sizeof pin);
+    pin.base = base;
+    pin.pump = event_new(base, -1, 0, pump_cb, &pin);
+    struct tg_producer_opts po;
+    memset(&po, 0, sizeof po);
+    po.socket = st->psock;
+    po.name = "bench_service.paced";
+    po.on_connected = on_connected;
+    po.smb_size_hint_kb = getenv("TG_BENCH_PACED_SMB_KB") ? (uint32_t)atoi(getenv("TG_BENCH_PACED_SMB_KB")) : 2048;
+    po.cb_arg = base;
+    char err[256];
+    pin.p = tg_producer_new(base, &po, err, sizeof err);
+    if (!pin.p)
+        die(err);
+    struct tg_data_source_desc dd;
+    memset(&dd, 0, sizeof dd);
+    dd.name = "bench.paced";
+    dd.cbs.on_start = ds_start;
+    dd.cbs.on_stop = ds_stop;
+    dd.cb_arg = &pin;
+    tg_producer_register_data_source(pin.p, &dd);
+    run_loop_for(base, 5.0); /* until on_connected */
+    if (!tg_producer_connected(pin.p))
+        die("the paced producer did not connect");
+    pin.per_turn = ((size_t)po.smb_size_hint_kb << 10) / 4;
+    if (getenv("TG_BENCH_PACED_TURN_KB")) /* most a paced turn writes (default a quarter of the SMB) */
+        pin.per_turn = (size_t)atoi(getenv("TG_BENCH_PACED_TURN_KB")) << 10;
+    struct sc cons;
+    if (sc_connect(&cons, st->csock, "ConsumerPort", 4u << 20) != 0)
+        die("consumer bind failed");
+    enable_session(&cons, 64u << 10, "bench.paced");
+    run_loop_for(base, 5.0); /* until on_start */
+    if (!pin.started || !pin.w)
+        die("the paced data source did not start");
+    double mbs = getenv("TG_BENCH_PACE_MBS") ? atof(getenv("TG_BENCH_PACE_MBS")) : 1000.0;
+    printf("\n1b. Paced SMB ingest: 1 KiB packets offered at %.0f MB/s, %u KiB SMB hint (target: 0%% drops):\n", mbs,
+           po.smb_size_hint_kb);
+    printf("   %-5s %10s %12s %14s %10s %12s %9s %8s\n", "run", "offered", "stored MB/s", "writer drops", "drop %",
+           "late turns", "svc CPU", "others");
+    int runs = getenv("TG_BENCH_PACED_RUNS") ? atoi(getenv("TG_BENCH_PACED_RUNS")) : 3;
+    for (int rep = 0; rep < runs; rep++) {
+        double offered = 0, svc_pct = 0;
+        uint64_t behind = 0;
+        struct ingest_result r =
+            measure_paced(&pin, &cons, 1024, mbs * 1e6, &offered, &behind, st->cpu_clock, &svc_pct);
+        printf("   %-5d %10.1f %12.1f %14llu %9.2f%% %12llu %8.0f%% %7.0f%%%s\n", rep + 1, offered, r.mb_per_s,
+               (unsigned long long)r.dropped,
+               r.written + r.dropped ? 100.0 * (double)r.dropped / (double)(r.written + r.dropped) : 0.0,
+               (unsigned long long)behind, svc_pct, r.others, r.others >= 15 ? " (disturbed by other processes)" : "");
+        fflush(stdout);
+    }
+    printf("   (offered = the writer's attempted MB/s; late turns = loop turns that found the writer more than\n"
+           "    two turns behind its schedule, i.e. the writer itself could not keep the rate)\n");
+    sc_close(&cons);
+    if (pin.w)
+        tg_trace_writer_destroy(pin.w);
+    pin.w = NULL;
+    event_free(pin.pump);
+    tg_producer_free(pin.p);
+    run_loop_for(base, 0.1);
+}
+
 /* ------------------------------------------------------------ main */
 
 int main(int argc, char **argv)
@@ -799,9 +1011,14 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
 
+    paced_ingest(&st, in.base);
+
     /* ReadBuffers: fill the ring buffer (64 MiB), read it all back; best of 3 rounds */
-    struct read_result best = {0, 0, 0, 0};
+    struct read_result best;
+    memset(&best, 0, sizeof best);
     uint64_t all_bytes = 0, all_frames = 0;
+    double svc_ns_per_byte[64];
+    int nsvc = 0;
     int rounds = getenv("TG_BENCH_READ_ROUNDS") ? atoi(getenv("TG_BENCH_READ_ROUNDS")) : 5; /* more for profiling */
     for (int round = 0; round < rounds; round++) {
         long long w0 = buffer_bytes_written(&cons), written = w0;
@@ -814,16 +1031,27 @@ int main(int argc, char **argv)
         event_del(in.pump);
         tg_trace_writer_flush(in.w);
         run_loop_for(in.base, 0.05);
-        struct read_result rr = measure_read(&cons);
+        struct read_result rr = measure_read(&cons, st.cpu_clock);
+        if (nsvc < 64 && rr.bytes)
+            svc_ns_per_byte[nsvc++] = rr.svc_cpu * 1e9 / (double)rr.bytes;
         all_bytes += rr.bytes;
         all_frames += rr.frames;
-        if (rr.mb_per_s > best.mb_per_s)
-            best = rr;
+        int quiet = rr.others < 15, best_quiet = best.mb_per_s > 0 && best.others < 15;
+        if (best.mb_per_s == 0 || quiet > best_quiet || (quiet == best_quiet && rr.mb_per_s > best.mb_per_s))
+            best = rr; /* an undisturbed run wins, then the faster */
     }
     printf("\n2. ReadBuffers of a full 64 MiB ring buffer over UNIX (lean consumer; best of %d):\n", rounds);
     printf("   %.1f MB of IPC frames in %.3f s = %.1f MB/s (%llu replies, %.1f KiB each)\n", (double)best.bytes / 1e6,
            best.seconds, best.mb_per_s, (unsigned long long)best.frames,
            best.frames ? (double)best.bytes / (double)best.frames / 1024 : 0.0);
+    printf("   CPU during that read: service thread %.0f%%, reader %.0f%%, others %.0f%% (of one CPU each)%s\n",
+           100 * best.svc_cpu / best.seconds, 100 * best.cons_cpu / best.seconds, best.others,
+           best.others >= 15 ? " (disturbed by other processes)" : "");
+    qsort(svc_ns_per_byte, (size_t)nsvc, sizeof svc_ns_per_byte[0], cmp_double);
+    if (nsvc)
+        printf("   service thread CPU per MB read: min %.0f us, median %.0f us (%d rounds; a CPU-bound\n"
+               "   service would read 1e6 / that MB/s)\n",
+               svc_ns_per_byte[0] * 1e3, svc_ns_per_byte[nsvc / 2] * 1e3, nsvc);
     printf("   all %d rounds: read_bytes=%llu read_replies=%llu\n", rounds, (unsigned long long)all_bytes,
            (unsigned long long)all_frames); /* for per-MB costs (tests/bench/insn_per_mb.sh) */
     fflush(stdout);
