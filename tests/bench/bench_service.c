@@ -858,6 +858,35 @@ static int whatif(int argc, char **argv)
     return 0;
 }
 
+/* Connects in->p as producer `name` (SMB size hint smb_kb, 0 = the service's default) with the
+ * data source `ds`, on in->base; dies if it does not connect. */
+static void ingest_producer_open(struct ingest *in, const char *psock, const char *name, uint32_t smb_kb,
+                                 const char *ds)
+{
+    in->pump = event_new(in->base, -1, 0, pump_cb, in);
+    struct tg_producer_opts po;
+    memset(&po, 0, sizeof po);
+    po.socket = psock;
+    po.name = name;
+    po.on_connected = on_connected;
+    po.smb_size_hint_kb = smb_kb;
+    po.cb_arg = in->base;
+    char err[256];
+    in->p = tg_producer_new(in->base, &po, err, sizeof err);
+    if (!in->p)
+        die(err);
+    struct tg_data_source_desc dd;
+    memset(&dd, 0, sizeof dd);
+    dd.name = ds;
+    dd.cbs.on_start = ds_start;
+    dd.cbs.on_stop = ds_stop;
+    dd.cb_arg = in;
+    tg_producer_register_data_source(in->p, &dd);
+    run_loop_for(in->base, 5.0); /* until on_connected */
+    if (!tg_producer_connected(in->p))
+        die("the producer did not connect");
+}
+
 /* ------------------------------------------------------------ 1b. paced ingest */
 
 /* A second producer with its own SMB size (TG_BENCH_PACED_SMB_KB, default 2048) and session (64 MiB
@@ -868,29 +897,9 @@ static void paced_ingest(struct svc_thread *st, struct event_base *base)
     struct ingest pin;
     memset(&pin, 0, sizeof pin);
     pin.base = base;
-    pin.pump = event_new(base, -1, 0, pump_cb, &pin);
-    struct tg_producer_opts po;
-    memset(&po, 0, sizeof po);
-    po.socket = st->psock;
-    po.name = "bench_service.paced";
-    po.on_connected = on_connected;
-    po.smb_size_hint_kb = getenv("TG_BENCH_PACED_SMB_KB") ? (uint32_t)atoi(getenv("TG_BENCH_PACED_SMB_KB")) : 2048;
-    po.cb_arg = base;
-    char err[256];
-    pin.p = tg_producer_new(base, &po, err, sizeof err);
-    if (!pin.p)
-        die(err);
-    struct tg_data_source_desc dd;
-    memset(&dd, 0, sizeof dd);
-    dd.name = "bench.paced";
-    dd.cbs.on_start = ds_start;
-    dd.cbs.on_stop = ds_stop;
-    dd.cb_arg = &pin;
-    tg_producer_register_data_source(pin.p, &dd);
-    run_loop_for(base, 5.0); /* until on_connected */
-    if (!tg_producer_connected(pin.p))
-        die("the paced producer did not connect");
-    pin.per_turn = ((size_t)po.smb_size_hint_kb << 10) / 4;
+    uint32_t smb_kb = getenv("TG_BENCH_PACED_SMB_KB") ? (uint32_t)atoi(getenv("TG_BENCH_PACED_SMB_KB")) : 2048;
+    ingest_producer_open(&pin, st->psock, "bench_service.paced", smb_kb, "bench.paced");
+    pin.per_turn = ((size_t)smb_kb << 10) / 4;
     if (getenv("TG_BENCH_PACED_TURN_KB")) /* most a paced turn writes (default a quarter of the SMB) */
         pin.per_turn = (size_t)atoi(getenv("TG_BENCH_PACED_TURN_KB")) << 10;
     struct sc cons;
@@ -902,7 +911,7 @@ static void paced_ingest(struct svc_thread *st, struct event_base *base)
         die("the paced data source did not start");
     double mbs = getenv("TG_BENCH_PACE_MBS") ? atof(getenv("TG_BENCH_PACE_MBS")) : 1000.0;
     printf("\n1b. Paced SMB ingest: 1 KiB packets offered at %.0f MB/s, %u KiB SMB hint (target: 0%% drops):\n", mbs,
-           po.smb_size_hint_kb);
+           smb_kb);
     printf("   %-5s %10s %12s %14s %10s %12s %9s %8s\n", "run", "offered", "stored MB/s", "writer drops", "drop %",
            "late turns", "svc CPU", "others");
     int runs = getenv("TG_BENCH_PACED_RUNS") ? atoi(getenv("TG_BENCH_PACED_RUNS")) : 3;
@@ -959,30 +968,9 @@ int main(int argc, char **argv)
     struct ingest in;
     memset(&in, 0, sizeof in);
     in.base = event_base_new();
-    in.pump = event_new(in.base, -1, 0, pump_cb, &in);
-    struct tg_producer_opts po;
-    memset(&po, 0, sizeof po);
-    po.socket = st.psock;
-    po.name = "bench_service";
-    po.on_connected = on_connected;
-    if (getenv("TG_BENCH_SMB_KB")) /* experiments: SMB size hint (KiB) */
-        po.smb_size_hint_kb = (uint32_t)atoi(getenv("TG_BENCH_SMB_KB"));
-    po.cb_arg = in.base;
-    char err[256];
-    in.p = tg_producer_new(in.base, &po, err, sizeof err);
-    if (!in.p)
-        die(err);
-    struct tg_data_source_desc dd;
-    memset(&dd, 0, sizeof dd);
-    dd.name = "bench.ingest";
-    dd.cbs.on_start = ds_start;
-    dd.cbs.on_stop = ds_stop;
-    dd.cb_arg = &in;
-    tg_producer_register_data_source(in.p, &dd);
-    run_loop_for(in.base, 5.0); /* until on_connected */
-    if (!tg_producer_connected(in.p))
-        die("the producer did not connect");
-    size_t smb = po.smb_size_hint_kb ? (size_t)po.smb_size_hint_kb << 10 : 256u << 10; /* default: as the SDK */
+    uint32_t smb_kb = getenv("TG_BENCH_SMB_KB") ? (uint32_t)atoi(getenv("TG_BENCH_SMB_KB")) : 0; /* experiments */
+    ingest_producer_open(&in, st.psock, "bench_service", smb_kb, "bench.ingest");
+    size_t smb = smb_kb ? (size_t)smb_kb << 10 : 256u << 10; /* default: as the SDK */
     in.per_turn = smb / 4;
 
     struct sc cons;
