@@ -19,6 +19,7 @@
 #include "net/tls.h"
 #include "tracegate/addr.h"
 #include "tracegate/frame.h"
+#include "tg_test_util.h"
 
 static char g_pki[256];
 
@@ -232,21 +233,13 @@ static void test_reload(void **state)
 static int setup_pki(void **state)
 {
     (void)state;
-    snprintf(g_pki, sizeof g_pki, "/tmp/tg-tls-test-XXXXXX");
-    if (!mkdtemp(g_pki))
-        return -1;
-    const char *src = getenv("TG_SRCDIR");
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "bash '%s/certs/make-dev-pki.sh' '%s' >/dev/null", src ? src : TG_SOURCE_DIR, g_pki);
-    return system(cmd) == 0 ? 0 : -1;
+    return tg_test_make_pki(g_pki, sizeof g_pki, "tg-tls-test");
 }
 
 static int teardown_pki(void **state)
 {
     (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_pki);
-    return system(cmd) == 0 ? 0 : -1;
+    return tg_test_remove_pki(g_pki);
 }
 
 int main(void)

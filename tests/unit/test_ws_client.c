@@ -560,21 +560,13 @@ static void test_optional_client_cert(void **state)
 static int make_pki(void **state)
 {
     (void)state;
-    snprintf(g_pki, sizeof g_pki, "/tmp/tg-ws-pki-XXXXXX");
-    if (!mkdtemp(g_pki))
-        return -1;
-    const char *src = getenv("TG_SRCDIR");
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "bash '%s/certs/make-dev-pki.sh' '%s' >/dev/null", src ? src : TG_SOURCE_DIR, g_pki);
-    return system(cmd) == 0 ? 0 : -1;
+    return tg_test_make_pki(g_pki, sizeof g_pki, "tg-ws-pki");
 }
 
 static int remove_pki(void **state)
 {
     (void)state;
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_pki);
-    return system(cmd) == 0 ? 0 : -1;
+    return tg_test_remove_pki(g_pki);
 }
 
 int main(void)

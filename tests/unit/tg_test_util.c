@@ -1,5 +1,7 @@
 /* tg_test_util.c: shared test helpers: ../shared lookup, recordings, PRNG, ports, scaled safety-net
  * deadlines, loop runner (see tg_test_util.h). */
+#include "config.h"
+
 #include "tg_test_util.h"
 
 #include <dirent.h>
@@ -32,6 +34,24 @@ const char *tg_test_shared_dir(void)
     if (is_dir(TG_SHARED_DIR))
         return TG_SHARED_DIR;
     return NULL;
+}
+
+int tg_test_make_pki(char *dir, size_t cap, const char *tag)
+{
+    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    if ((size_t)snprintf(dir, cap, "%s/%s-XXXXXX", tmp, tag) >= cap || !mkdtemp(dir))
+        return -1;
+    const char *src = getenv("TG_SRCDIR");
+    char cmd[PATH_MAX * 2 + 64];
+    snprintf(cmd, sizeof cmd, "bash '%s/certs/make-dev-pki.sh' '%s' >/dev/null", src ? src : TG_SOURCE_DIR, dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int tg_test_remove_pki(const char *dir)
+{
+    char cmd[PATH_MAX + 16];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
 }
 
 const char *tg_test_recordings_dir(void)

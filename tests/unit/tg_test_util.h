@@ -24,6 +24,12 @@ const char *tg_test_shared_dir(void);
 /* $shared/interop/recordings, or NULL when absent. */
 const char *tg_test_recordings_dir(void);
 
+/* A fresh directory ($TMPDIR or /tmp, named after tag) holding the dev PKI that
+ * certs/make-dev-pki.sh makes; its path is written to dir (cap bytes). 0, or -1 if it could not
+ * be made. tg_test_remove_pki deletes the directory. */
+int tg_test_make_pki(char *dir, size_t cap, const char *tag);
+int tg_test_remove_pki(const char *dir);
+
 /* Reads a whole file into a malloc'ed buffer (NUL-terminated, len excludes it).
  * Returns 0 or -1. */
 int tg_test_read_file(const char *path, uint8_t **data, size_t *len);
