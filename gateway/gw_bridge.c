@@ -1558,26 +1558,19 @@ void tg_gw_session_sweep(struct tg_gw_session *s, uint64_t now_us, uint64_t *to_
     *to_clients += q;
     const struct tg_gw_limits *l = &s->gw->limits;
     enum tg_gw_slow_verdict v = tg_gw_slow_check(&s->slow, l, q, now_us);
+    if (v == TG_GW_SLOW_OK && tg_conn_is_congested(s->down)) /* paused for not reading: is it reading? */
+        v = tg_gw_slow_stalled(l, tg_conn_output_stalled_ms(s->down, now_us / 1000u));
     if (v != TG_GW_SLOW_OK) {
         char why[160];
         if (v == TG_GW_SLOW_CUT_HARD)
             snprintf(why, sizeof why, "slow client: %zu bytes queued, over the hard limit", q);
+        else if (v == TG_GW_SLOW_CUT_STALLED)
+            snprintf(why, sizeof why, "slow client: read nothing of %zu queued bytes for more than %u ms", q,
+                     l->soft_grace_ms);
         else
             snprintf(why, sizeof why, "slow client: over the soft limit (%zu bytes) for more than %u ms", l->out_soft,
                      l->soft_grace_ms);
         cut_down(s, v == TG_GW_SLOW_CUT_HARD ? "slow_client_hard" : "slow_client_soft", why);
-        return;
-    }
-    /* Stalled: it stopped reading while over out-high (so it is paused) and not one byte of its
-     * queue has been written since for the soft grace. Its queue may be under the soft limit:
-     * the kernel's socket buffer took part of it (a non-reading peer's window is still open for
-     * a while, and loopback buffers grow to megabytes). A slow reader makes progress: kept. */
-    if (l->out_soft && tg_conn_is_congested(s->down) &&
-        tg_conn_output_stalled_ms(s->down, now_us / 1000u) >= l->soft_grace_ms) {
-        char why[160];
-        snprintf(why, sizeof why, "slow client: read nothing of %zu queued bytes for more than %u ms", q,
-                 l->soft_grace_ms);
-        cut_down(s, "slow_client_soft", why);
         return;
     }
     if (l->idle_timeout_ms && s->n_calls == 0 && now_us - s->last_activity_us > (uint64_t)l->idle_timeout_ms * 1000u)

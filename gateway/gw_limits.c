@@ -185,6 +185,11 @@ enum tg_gw_slow_verdict tg_gw_slow_check(struct tg_gw_slow *s, const struct tg_g
     return TG_GW_SLOW_OK;
 }
 
+enum tg_gw_slow_verdict tg_gw_slow_stalled(const struct tg_gw_limits *l, uint64_t stalled_ms)
+{
+    return l->out_soft && stalled_ms >= l->soft_grace_ms ? TG_GW_SLOW_CUT_STALLED : TG_GW_SLOW_OK;
+}
+
 /* ------------------------------------------------ per-source counts */
 
 /* Chained hash table of the sources with at least one connection. It doubles when it holds more

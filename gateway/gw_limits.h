@@ -51,7 +51,7 @@ int tg_gw_bucket_consume(struct tg_gw_bucket *b, uint64_t now_us);
 uint64_t tg_gw_bucket_wait_us(struct tg_gw_bucket *b, uint64_t now_us);
 
 /* ---- slow-client policy ---- */
-enum tg_gw_slow_verdict { TG_GW_SLOW_OK = 0, TG_GW_SLOW_CUT_SOFT, TG_GW_SLOW_CUT_HARD };
+enum tg_gw_slow_verdict { TG_GW_SLOW_OK = 0, TG_GW_SLOW_CUT_SOFT, TG_GW_SLOW_CUT_HARD, TG_GW_SLOW_CUT_STALLED };
 struct tg_gw_slow {
     uint64_t over_soft_since_us; /* 0 = under the soft limit */
 };
@@ -59,6 +59,11 @@ struct tg_gw_slow {
  * changed, and periodically. */
 enum tg_gw_slow_verdict tg_gw_slow_check(struct tg_gw_slow *s, const struct tg_gw_limits *l, size_t queued,
                                          uint64_t now_us);
+/* For a client paused for not reading (its queue went over out-high and has not come back under
+ * out-low) whose queue has waited stalled_ms with no sign of it reading: CUT_STALLED once that
+ * reaches the soft grace, whatever its queue (the kernel's socket buffer can hold the rest,
+ * leaving it parked under the soft limit for good). Off when out_soft is 0. */
+enum tg_gw_slow_verdict tg_gw_slow_stalled(const struct tg_gw_limits *l, uint64_t stalled_ms);
 
 /* ---- connections per source ---- */
 struct tg_gw_sources;

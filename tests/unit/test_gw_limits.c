@@ -157,6 +157,11 @@ static void test_slow_client(void **state)
     memset(&s, 0, sizeof s);
     assert_int_equal(tg_gw_slow_check(&s, &l, 10001, t), TG_GW_SLOW_CUT_HARD);
     assert_int_equal(tg_gw_slow_check(&s, &l, 10000, t), TG_GW_SLOW_OK);
+    /* paused and reading nothing: cut once that lasts the soft grace; off with the soft limit */
+    assert_int_equal(tg_gw_slow_stalled(&l, 1999), TG_GW_SLOW_OK);
+    assert_int_equal(tg_gw_slow_stalled(&l, 2000), TG_GW_SLOW_CUT_STALLED);
+    l.out_soft = 0;
+    assert_int_equal(tg_gw_slow_stalled(&l, 60000), TG_GW_SLOW_OK);
 }
 
 static void test_sources(void **state)
