@@ -71,7 +71,6 @@ struct tg_conn {
 
     int closing;         /* teardown started */
     int flushing;        /* close once output drains */
-    int write_soon;      /* write_ev made active by after_enqueue, not run yet */
     size_t kernel_outq;  /* the socket's unsent bytes when tg_conn_output_stalled_ms last looked */
     int read_paused;
     int congested;
@@ -212,7 +211,6 @@ static void sock_write_cb(evutil_socket_t fd, short what, void *arg)
     (void)what;
     if (c->closing)
         return;
-    c->write_soon = 0;
     if (sock_flush(c) != 0) {
         schedule_close(c, c->reason);
         return;
@@ -235,12 +233,11 @@ static int after_enqueue(tg_conn *c)
     }
     if (len > c->opts.out_high)
         c->congested = 1;
-    if (!c->bev && len > 0 && !c->write_soon && !event_pending(c->write_ev, EV_WRITE, NULL)) {
+    if (!c->bev && len > 0 && !event_pending(c->write_ev, EV_WRITE, NULL)) { /* (pending: added or active) */
         /* written as soon as the callback that queued it returns (frames queued by the same read
          * event go out together), without a round through epoll to learn that an idle socket is
          * writable; only a socket that does not take it all waits for EV_WRITE */
         c->last_progress_ms = tg_mono_ms();
-        c->write_soon = 1;
         event_active(c->write_ev, EV_WRITE, 1);
     }
     if (c->opts.send_timeout_ms)
