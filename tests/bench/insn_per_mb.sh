@@ -24,16 +24,8 @@ for t in valgrind callgrind_annotate; do
     command -v $t >/dev/null 2>&1 || { echo "insn_per_mb: $t is needed"; exit 1; }
 done
 LT="$B/libtool --mode=execute"
-T=$(mktemp -d "${TMPDIR:-/tmp}/tg-insn.XXXXXX") || exit 1
-PIDS=""
-cleanup() {
-    for p in $PIDS; do kill "$p" 2>/dev/null; done
-    for p in $PIDS; do wait "$p" 2>/dev/null; done
-    if [ "${KEEP_TMP:-0}" = 1 ]; then echo "kept $T"; else rm -rf "$T"; fi
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-want() { case " $ONLY " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+. "$(dirname "$0")/script_lib.sh"
+bench_init insn
 
 bash "$B/../certs/make-dev-pki.sh" "$T/pki" >/dev/null 2>&1 || bash "$(dirname "$0")/../../certs/make-dev-pki.sh" "$T/pki" >/dev/null 2>&1
 

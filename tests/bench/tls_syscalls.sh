@@ -12,15 +12,9 @@ N=${TLS_FRAMES:-1500}
 PATHS=${TLS_PATHS:-socket batched}
 FRAME=65554
 command -v strace >/dev/null 2>&1 || { echo "tls_syscalls: strace is needed"; exit 1; }
-T=$(mktemp -d "${TMPDIR:-/tmp}/tg-tlssys.XXXXXX") || exit 1
-PIDS=""
-cleanup() {
-    for p in $PIDS; do kill "$p" 2>/dev/null; done
-    for p in $PIDS; do wait "$p" 2>/dev/null; done
-    if [ "${KEEP_TMP:-0}" = 1 ]; then echo "kept $T"; else rm -rf "$T"; fi
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
+ONLY=""
+. "$(dirname "$0")/script_lib.sh"
+bench_init tlssys
 bash "$(dirname "$0")/../../certs/make-dev-pki.sh" "$T/pki" >/dev/null 2>&1 || { echo "tls_syscalls: no PKI"; exit 1; }
 
 for path in $PATHS; do
