@@ -25,7 +25,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tg_test_util.h"
 #include "tracegate/addr.h"
+#include "tracegate/clock.h"
 #include "tracegate/frame.h"
 #include "tracegate/ipc_wire.h"
 
@@ -48,27 +50,6 @@ static void find_method(void *arg, uint32_t id, const char *name, size_t nl)
     struct bind_ctx *b = arg;
     if (strlen(b->want) == nl && memcmp(b->want, name, nl) == 0)
         b->id = id;
-}
-
-/* ms times $TG_TEST_TIMEOUT_SCALE (default 4), as every safety net of the tests */
-static uint64_t scaled_ms(int ms)
-{
-    double k = 4;
-    const char *env = getenv("TG_TEST_TIMEOUT_SCALE");
-    if (env && *env) {
-        char *end;
-        double v = strtod(env, &end);
-        if (*end == '\0' && v > 0 && v <= 1000)
-            k = v;
-    }
-    return (uint64_t)((double)ms * k);
-}
-
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 static int send_all(int fd, const uint8_t *p, size_t n)
@@ -203,7 +184,7 @@ int gw_burst_main(const char *addr, int count, const char *method, int timeout_m
             c->st = ST_CONNECT_FAILED;
         }
     }
-    uint64_t deadline = mono_ms() + scaled_ms(timeout_ms);
+    uint64_t deadline = tg_mono_ms() + (uint64_t)tg_test_ms(timeout_ms);
     int timed_out = 0;
     for (;;) {
         int n = 0;
@@ -218,7 +199,7 @@ int gw_burst_main(const char *addr, int count, const char *method, int timeout_m
         }
         if (n == 0)
             break;
-        uint64_t now = mono_ms();
+        uint64_t now = tg_mono_ms();
         if (now >= deadline) {
             timed_out = n;
             break;

@@ -38,7 +38,9 @@
 #include <unistd.h>
 
 #include "gw_burst.h"
+#include "tg_test_util.h"
 #include "tracegate/addr.h"
+#include "tracegate/clock.h"
 #include "tracegate/frame.h"
 #include "tracegate/ipc_client.h"
 #include "tracegate/ipc_wire.h"
@@ -52,21 +54,6 @@ struct opts {
     const char *addr, *method, *token, *then, *ready_file, *hold_until;
     int count, timeout_ms, keep_session;
 };
-
-/* ms times $TG_TEST_TIMEOUT_SCALE (default 4): deadlines are safety nets */
-static int scaled_ms(int ms)
-{
-    double k = 4;
-    const char *env = getenv("TG_TEST_TIMEOUT_SCALE");
-    if (env && *env) {
-        char *end;
-        double v = strtod(env, &end);
-        if (*end == '\0' && v > 0 && v <= 1000)
-            k = v;
-    }
-    double v = (double)ms * k;
-    return v > 1e9 ? 1000000000 : (int)v;
-}
 
 struct client {
     struct opts *o;
@@ -340,7 +327,7 @@ static int cmd_call(struct opts *o)
             tg_ipc_client_bind(c->cli, "ConsumerPort", on_bound, c);
     }
     struct event *t = evtimer_new(base, timeout_cb, &timed_out);
-    int limit = scaled_ms(o->timeout_ms);
+    int limit = tg_test_ms(o->timeout_ms);
     struct timeval tv = {limit / 1000, (limit % 1000) * 1000};
     evtimer_add(t, &tv);
     while (n_done < o->count && !timed_out)
@@ -376,13 +363,6 @@ static int cmd_call(struct opts *o)
 }
 
 /* ------------------------------------------------------------ slow */
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 struct bind_ids {
     uint32_t qss;
@@ -455,14 +435,14 @@ static int cmd_slow(struct opts *o)
     /* flood, never read */
     int fl = 1;
     (void)fl;
-    uint64_t start = now_ms(), rid = 2, limit = (uint64_t)scaled_ms(o->timeout_ms);
+    uint64_t start = tg_mono_ms(), rid = 2, limit = (uint64_t)tg_test_ms(o->timeout_ms);
     struct pollfd p = {.fd = fd, .events = POLLOUT | POLLRDHUP};
-    while (now_ms() - start < limit) {
+    while (tg_mono_ms() - start < limit) {
         int rc = poll(&p, 1, 100);
         if (rc < 0 && errno == EINTR)
             continue;
         if (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) {
-            printf("cut after %llu ms\n", (unsigned long long)(now_ms() - start));
+            printf("cut after %llu ms\n", (unsigned long long)(tg_mono_ms() - start));
             close(fd);
             return 0;
         }
@@ -476,14 +456,14 @@ static int cmd_slow(struct opts *o)
             }
             ssize_t w = send(fd, batch, off, MSG_DONTWAIT | MSG_NOSIGNAL);
             if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-                printf("cut after %llu ms (write: %s)\n", (unsigned long long)(now_ms() - start), strerror(errno));
+                printf("cut after %llu ms (write: %s)\n", (unsigned long long)(tg_mono_ms() - start), strerror(errno));
                 close(fd);
                 return 0;
             }
             if (w > 0 && (size_t)w < off) {
                 /* finish the partial frame so the stream stays well-formed */
                 if (write_all(fd, batch + w, off - (size_t)w) != 0) {
-                    printf("cut after %llu ms\n", (unsigned long long)(now_ms() - start));
+                    printf("cut after %llu ms\n", (unsigned long long)(tg_mono_ms() - start));
                     close(fd);
                     return 0;
                 }
@@ -505,7 +485,7 @@ static int cmd_http_get(const char *hostport, const char *path)
         fprintf(stderr, "gw_testclient: %s\n", err);
         return 2;
     }
-    int fd = tg_addr_connect_wait(&a, scaled_ms(3000));
+    int fd = tg_addr_connect_wait(&a, tg_test_ms(3000));
     if (fd < 0) {
         fprintf(stderr, "gw_testclient: cannot connect to %s\n", hostport);
         return 1;
@@ -513,7 +493,7 @@ static int cmd_http_get(const char *hostport, const char *path)
     int fl = 0;
     (void)fl;
     struct pollfd p = {.fd = fd, .events = POLLOUT};
-    poll(&p, 1, scaled_ms(3000));
+    poll(&p, 1, tg_test_ms(3000));
     char req[512];
     int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", path, hostport);
     if (write_all(fd, (const uint8_t *)req, (size_t)n) != 0)
@@ -522,7 +502,7 @@ static int cmd_http_get(const char *hostport, const char *path)
     size_t len = 0, cap = 0;
     for (;;) {
         struct pollfd q = {.fd = fd, .events = POLLIN};
-        if (poll(&q, 1, scaled_ms(5000)) <= 0)
+        if (poll(&q, 1, tg_test_ms(5000)) <= 0)
             break;
         if (cap - len < 4096) {
             cap = cap ? cap * 2 : 65536;
