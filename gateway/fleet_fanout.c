@@ -706,6 +706,8 @@ static void reattach_cb(evutil_socket_t fd, short what, void *arg)
         evtimer_add(n->reattach_ev, &tv);
         return;
     }
+    if (!tg_fleet_route_up(fed->fo->fleet, n->name))
+        return; /* not reachable yet (a node behind another: that node's Nodes message will say) */
     if (n->cli)
         tg_ipc_client_free(n->cli);
     n->cli = NULL;
@@ -722,14 +724,17 @@ static void reattach_cb(evutil_socket_t fd, short what, void *arg)
             fed->who.principal, n->name, (unsigned long long)n->cid);
 }
 
-void tg_fanout_channel_lost(struct tg_fanout *fo, const char *peer, uint64_t channel_id, uint64_t down_since_us)
+int tg_fanout_channel_lost(struct tg_fanout *fo, const char *peer, uint64_t channel_id, const char *key,
+                           uint64_t down_since_us)
 {
+    int found = 0;
     for (struct fed *fed = fo->feds; fed; fed = fed->next_fed)
         for (size_t i = 0; i < fed->n; i++) {
             struct fed_node *n = &fed->nodes[i];
             if (!n->remote || n->cid != channel_id || strcmp(n->via, peer) != 0 || n->state != NODE_READY)
                 continue;
-            if (strcmp(n->via, n->name) != 0 || fed->stopping) {
+            found++;
+            if (fed->stopping) {
                 node_fail(n, "its link stayed down past the resume window");
                 continue;
             }
@@ -737,23 +742,25 @@ void tg_fanout_channel_lost(struct tg_fanout *fo, const char *peer, uint64_t cha
                 node_fail(n, "its link stayed down past the resume window (out of memory)");
                 continue;
             }
-            tg_fleet_detach_key(tg_fleet_node_name(fo->fleet), channel_id, n->key, sizeof n->key);
+            snprintf(n->key, sizeof n->key, "%s", key);
             n->state = NODE_LOST;
             n->old_gone = 0;
             n->down_since_us = down_since_us;
             snprintf(n->error, sizeof n->error, "its link is down");
-            tg_warn(LOG, "federated session of %s: node %s: its link stayed down past the resume window; it keeps "
+            tg_warn(LOG, "federated session of %s: node %s: %s%s stayed down past the resume window; it keeps "
                          "the session under key \"%s\", re-attached when the link is back",
-                    fed->who.principal, n->name, n->key);
+                    fed->who.principal, n->name, strcmp(n->via, n->name) ? "a link on its way through " : "its link",
+                    strcmp(n->via, n->name) ? n->via : "", n->key);
         }
+    return found;
 }
 
-void tg_fanout_link_up(struct tg_fanout *fo, const char *peer)
+void tg_fanout_routes_changed(struct tg_fanout *fo)
 {
     for (struct fed *fed = fo->feds; fed; fed = fed->next_fed)
         for (size_t i = 0; i < fed->n; i++) {
             struct fed_node *n = &fed->nodes[i];
-            if (n->state == NODE_LOST && !strcmp(n->via, peer)) {
+            if (n->state == NODE_LOST) {
                 struct timeval now = {0, 0}; /* not from inside the link's own state change */
                 evtimer_add(n->reattach_ev, &now);
             }

@@ -34,12 +34,16 @@ size_t tg_fanout_resolve(struct tg_fleet *f, const char *spec, char (*names)[64]
 int tg_fanout_connect(struct tg_fanout *fo, const char *spec, int producer, const struct tg_gw_client_info *who,
                       char *err, size_t errlen);
 
-/* Consumer channel `channel_id` on the link to `peer` closed past the resume window: a federated
- * session reading a node through it marks that node lost (the far node keeps its session under
- * tg_fleet_detach_key(this node, channel_id)), down since `down_since_us` (tg_mono_us). */
-void tg_fanout_channel_lost(struct tg_fanout *fo, const char *peer, uint64_t channel_id, uint64_t down_since_us);
-/* The link to `peer` is up: lost nodes behind it are re-attached (a new channel, Attach with the
- * key) unless their client has already stopped (DisableTracing/FreeBuffers) or gone. */
-void tg_fanout_link_up(struct tg_fanout *fo, const char *peer);
+/* The far end of consumer channel `channel_id` on the link to `peer` is gone past a resume window
+ * (this link's, or one further on: a LOST record): a federated session reading a node through it
+ * marks that node lost (the node keeps its session under `key`), down since `down_since_us`
+ * (tg_mono_us). Returns how many federated sessions read a node through that channel. */
+int tg_fanout_channel_lost(struct tg_fanout *fo, const char *peer, uint64_t channel_id, const char *key,
+                           uint64_t down_since_us);
+/* A link came up or a peer said which nodes it reaches: every lost node that can be reached over
+ * an up link again (directly, or through the node at the other end of one) is re-attached (a new
+ * channel, Attach with the key) unless its client has already stopped (DisableTracing/FreeBuffers)
+ * or gone. Lost nodes still unreachable keep waiting. */
+void tg_fanout_routes_changed(struct tg_fanout *fo);
 
 #endif

@@ -240,7 +240,7 @@ static void send_hello(struct link_conn *c)
     snprintf(d.name, sizeof d.name, "%s", tg_fleet_node_name(c->fleet));
     d.machine_id = tg_fleet_machine_id(c->fleet, "");
     snprintf(d.version, sizeof d.version, "%s", PACKAGE_VERSION);
-    static const char *const caps[] = {"resume", "reverse-open", "clock-sync", "nodes"};
+    static const char *const caps[] = {"resume", "reverse-open", "clock-sync", "nodes", TG_LINK_CAP_LOST};
     char err[128];
     for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++)
         tg_node_desc_add_cap(&d, caps[i], err, sizeof err);
@@ -386,6 +386,7 @@ static int on_control_message(struct link_conn *c, const uint8_t *msg, size_t le
                 strcmp(nm, tg_fleet_node_name(l->fleet)) != 0)
                 snprintf(l->reach[l->n_reach++], sizeof l->reach[0], "%s", nm);
         }
+        tg_fleet_reach_changed(l->fleet, l);
         break;
     case TRACEGATE__LINK__CONTROL__MSG_GOODBYE:
         tg_info(LOG, "link %s: the peer closed the link: %s", l->peer_name,
@@ -508,16 +509,10 @@ static void expire_channels(struct tg_link *l, const char *why)
 {
     while (l->channels) {
         struct link_channel *ch = l->channels;
-        if (ch->inbound) {
+        if (ch->inbound)
             tg_fleet_detach_channel(l->fleet, l, ch); /* a tracing session it owned here keeps running */
-        } else if (!ch->producer) {
-            char key[128];
-            tg_fleet_detach_key(tg_fleet_node_name(l->fleet), ch->id, key, sizeof key);
-            tg_warn(LOG, "link %s: channel %llx: if it owned a tracing session on %s, that node keeps it under key "
-                         "\"%s\" (tracectl --node %s attach URL %s)",
-                    l->peer_name, (unsigned long long)ch->id, ch->node, key, ch->node, key);
+        else if (ch->producer == LINK_KIND_CONSUMER)
             tg_fleet_channel_lost(l->fleet, l, ch);
-        }
         tg_link_channel_abort(ch, why);
     }
 }

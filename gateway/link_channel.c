@@ -236,6 +236,43 @@ static int record_append(struct link_channel *ch, struct evbuffer *in, const uin
     return 0;
 }
 
+/* A Detach key as LOST records carry it: node-name characters and dashes only (it goes into logs
+ * and into DetachRequest/AttachRequest as is). */
+static int lost_key_ok(const char *key, size_t n)
+{
+    if (!n || n > TG_LINK_LOST_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = key[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+              c == '.'))
+            return 0;
+    }
+    return 1;
+}
+
+int tg_link_channel_send_lost(struct link_channel *ch, const char *key)
+{
+    struct tg_link *l = ch->link;
+    size_t n = strlen(key);
+    if (!lost_key_ok(key, n) || ch->eof_sent || ch->producer != LINK_KIND_CONSUMER || !l->have_desc ||
+        !tg_node_desc_has_cap(&l->peer_desc, TG_LINK_CAP_LOST))
+        return -1;
+    struct evbuffer *b = evbuffer_new();
+    if (!b || evbuffer_add(b, key, n) != 0) {
+        if (b)
+            evbuffer_free(b);
+        return -1;
+    }
+    uint8_t hdr[TG_LINK_REC_HDR_MAX];
+    size_t hl = tg_link_rec_header(hdr, TG_LINK_REC_LOST, n);
+    int r = record_append(ch, b, NULL, 0, hdr, hl, n); /* numbered: resent after a resume like IPC */
+    evbuffer_free(b);
+    if (r == 0)
+        kick(ch);
+    return r;
+}
+
 /* Moves whole frames from the local socket into records. Returns 0, or -1 when it closed (freed)
  * the channel. */
 static int local_read(struct link_channel *ch)
@@ -580,6 +617,18 @@ int tg_link_channel_on_data(struct link_channel *ch, const uint8_t *data, size_t
                 return -1;
             apply_ack(ch, v);
             immediate += (size_t)hl + plen;
+        } else if (type == TG_LINK_REC_LOST) {
+            /* numbered like IPC records; acted on here, never delivered to the local peer */
+            char key[TG_LINK_LOST_MAX + 1];
+            evbuffer_remove(ch->rx, key, plen); /* plen <= TG_LINK_LOST_MAX (tg_link_rec_header_parse) */
+            key[plen] = 0;
+            if (ch->producer != LINK_KIND_CONSUMER || !lost_key_ok(key, plen) || ch->lost_seen)
+                return -1;
+            ch->lost_seen = 1;
+            ch->rx_count++;
+            ch->rx_since_ack_recs++;
+            immediate += (size_t)hl + plen;
+            tg_fleet_channel_lost_record(ch->link->fleet, ch->link, ch, key);
         } else { /* ATTACH: the OnePath context of the next IPC record */
             uint8_t a[sizeof ch->op.att + 1];
             size_t take = plen < sizeof a ? plen : sizeof a;

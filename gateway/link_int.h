@@ -43,6 +43,8 @@ struct tg_link;
  * Memory stays bounded by the stream windows. */
 #define LINK_CONN_WINDOW (LINK_MAX_STREAMS * LINK_STREAM_WINDOW)
 #define LINK_MAX_FRAME (256u << 10)     /* SETTINGS_MAX_FRAME_SIZE we take, and the largest DATA we send */
+/* The capability (hello, docs/link-protocol.md §3.2) of nodes that take LOST records (§6). */
+#define TG_LINK_CAP_LOST "lost-records"
 #define LINK_ACK_RECORDS 32
 #define LINK_ACK_BYTES (1024u * 1024u)
 
@@ -219,6 +221,7 @@ struct link_channel {
     uint64_t rx_count, rx_acked_sent;
     size_t rx_since_ack_bytes, rx_since_ack_recs, unconsumed;
     int peer_eof;
+    int lost_seen;            /* a LOST record arrived (a second one is a protocol error) */
     int local_gone;           /* the local socket failed (its peer closed): the peer's data is dropped */
     struct event *ack_ev, *open_ev;
     struct stream_ctx *ctx;   /* of the bound stream (its ch points back), NULL when unbound */
@@ -256,6 +259,12 @@ ssize_t tg_link_channel_read_cb(nghttp2_session *s, int32_t sid, uint8_t *buf, s
 int tg_link_channel_send_data(struct stream_ctx *x, const uint8_t *framehd, size_t length, struct evbuffer *out);
 /* The stream closed (error_code 0 = cleanly). */
 void tg_link_channel_on_close(struct link_channel *ch, uint32_t error_code);
+/* Sends a LOST record (docs/link-protocol.md §6): what stood behind this end of consumer channel
+ * ch is gone past a resume window, and `key` is the Detach key its tracing session is (or is to
+ * be) kept under. It is numbered and kept like an IPC record (resent after a resume), in order
+ * with them, before the channel's end. Returns 0, or -1 when the peer does not take LOST records
+ * (an older node), the channel already ended, or out of memory. */
+int tg_link_channel_send_lost(struct link_channel *ch, const char *key);
 
 /* ---- fleet.c ---- */
 struct tg_gw *tg_fleet_gw(struct tg_fleet *f);
@@ -272,6 +281,8 @@ int tg_fleet_accept_channel(struct tg_fleet *f, struct tg_link *l, struct link_c
                             struct bufferevent *bev);
 /* Whether a channel to node `name` can be served by this node (itself or a reachable node). */
 int tg_fleet_can_route(struct tg_fleet *f, const char *name);
+/* Whether node `name` is reached over a link that is up now (directly, or through its peer). */
+int tg_fleet_route_up(struct tg_fleet *f, const char *name);
 /* Authenticates a control request (acceptor). Returns roles (0: refused, *status set). */
 unsigned tg_fleet_auth_link(struct tg_fleet *f, struct link_conn *c, const char *authorization, const char *node,
                             char *principal, size_t plen, int *status, const char **why);
@@ -279,6 +290,9 @@ const struct tg_fleet_config *tg_fleet_config_of(const struct tg_fleet *f);
 /* The host a --peer/--hub URL names (without user and port). */
 const char *tg_fleet_peer_host(const struct tg_fleet_peer *p);
 void tg_fleet_link_state_changed(struct tg_fleet *f, struct tg_link *l);
+/* The peer of l said which nodes it reaches (l->reach): status, and federated sessions waiting
+ * for a node behind it. */
+void tg_fleet_reach_changed(struct tg_fleet *f, struct tg_link *l);
 /* Rebuilds the node list /api/status shows (a new RTT or clock reading). */
 void tg_fleet_refresh_status(struct tg_fleet *f);
 /* A connection is being freed: gives back its gateway slot; the end of --link-stdio ends us. */
@@ -291,6 +305,12 @@ void tg_fleet_detach_channel(struct tg_fleet *f, struct tg_link *l, struct link_
  * keeps its tracing session under tg_fleet_detach_key(this node, ch->id). Tells the federated
  * fan-out (it may Attach again when the link is back). */
 void tg_fleet_channel_lost(struct tg_fleet *f, struct tg_link *l, struct link_channel *ch);
+/* A LOST record with `key` arrived on consumer channel ch: for one this node accepted, the
+ * tracing session behind it is Detached under key (or the record is passed on to the next node
+ * when the session is itself routed over a link); for one it opened, the federated fan-out marks
+ * the node lost with that key, or the record is passed back toward the client over the link it
+ * came from, or the key is logged for the local client. */
+void tg_fleet_channel_lost_record(struct tg_fleet *f, struct tg_link *l, struct link_channel *ch, const char *key);
 /* As tg_fleet_route (a link channel's bufferevent pair end in out->bev, else a socket in
  * out->fd), also giving the id of the channel it opened (0: not a link channel) and the node at
  * the other end of the link it took ("" for this node or a raw node). 0 or -1. */

@@ -32,13 +32,13 @@ long tg_link_rec_parse(const uint8_t *buf, size_t len, uint8_t *type, const uint
     if (len < 1)
         return 0;
     uint8_t t = buf[0];
-    if (t != TG_LINK_REC_IPC && t != TG_LINK_REC_ACK && t != TG_LINK_REC_ATTACH)
+    if (t != TG_LINK_REC_IPC && t != TG_LINK_REC_ACK && t != TG_LINK_REC_ATTACH && t != TG_LINK_REC_LOST)
         return -1;
     uint64_t n;
     int vl = varint5(buf + 1, len - 1, &n);
     if (vl <= 0)
         return vl;
-    if (n > TG_LINK_REC_MAX)
+    if (n > TG_LINK_REC_MAX || (t == TG_LINK_REC_LOST && (n == 0 || n > TG_LINK_LOST_MAX)))
         return -1;
     size_t total = 1 + (size_t)vl + (size_t)n;
     if (len < total)
@@ -59,13 +59,13 @@ long tg_link_rec_header_parse(const uint8_t *buf, size_t len, uint8_t *type, siz
     if (len < 1)
         return 0;
     uint8_t t = buf[0];
-    if (t != TG_LINK_REC_IPC && t != TG_LINK_REC_ACK && t != TG_LINK_REC_ATTACH)
+    if (t != TG_LINK_REC_IPC && t != TG_LINK_REC_ACK && t != TG_LINK_REC_ATTACH && t != TG_LINK_REC_LOST)
         return -1;
     uint64_t n;
     int vl = varint5(buf + 1, len - 1, &n);
     if (vl <= 0)
         return vl;
-    if (n > TG_LINK_REC_MAX)
+    if (n > TG_LINK_REC_MAX || (t == TG_LINK_REC_LOST && (n == 0 || n > TG_LINK_LOST_MAX)))
         return -1;
     *type = t;
     *plen = (size_t)n;

@@ -8,7 +8,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum tg_link_rec_type { TG_LINK_REC_IPC = 0x01, TG_LINK_REC_ACK = 0x02, TG_LINK_REC_ATTACH = 0x03 };
+enum tg_link_rec_type {
+    TG_LINK_REC_IPC = 0x01,
+    TG_LINK_REC_ACK = 0x02,
+    TG_LINK_REC_ATTACH = 0x03,
+    TG_LINK_REC_LOST = 0x04, /* the far end was lost past a resume window: a Detach key (link-protocol.md §6) */
+};
+#define TG_LINK_LOST_MAX 128u /* longest key a LOST record carries */
 
 #define TG_LINK_REC_MAX (132u * 1024u)   /* an IPC frame is at most 128 KiB plus its header */
 #define TG_LINK_REC_HDR_MAX 6            /* type + a varint of at most 5 bytes */

@@ -884,6 +884,7 @@ uid_t tg_conn_peer_uid(const tg_conn *c) { return c->uid; }
 pid_t tg_conn_peer_pid(const tg_conn *c) { return c->pid; }
 const char *tg_conn_peer_name(const tg_conn *c) { return c->peer; }
 int tg_conn_fd(const tg_conn *c) { return c->bev ? -1 : c->fd; }
+struct bufferevent *tg_conn_bev(const tg_conn *c) { return c->bev; }
 struct event_base *tg_conn_base(const tg_conn *c) { return c->base; }
 
 void tg_conn_get_stats(const tg_conn *c, struct tg_conn_stats *st)

@@ -138,6 +138,7 @@ uid_t tg_conn_peer_uid(const tg_conn *c);
 pid_t tg_conn_peer_pid(const tg_conn *c);
 const char *tg_conn_peer_name(const tg_conn *c);
 int tg_conn_fd(const tg_conn *c); /* -1 for bufferevent conns */
+struct bufferevent *tg_conn_bev(const tg_conn *c); /* NULL for socket conns; still owned by c */
 
 struct tg_conn_stats {
     uint64_t bytes_in, bytes_out, frames_in, frames_out;

@@ -380,6 +380,18 @@ int main(int argc, char **argv)
     write_records_seed(dir, "channel-bind-live", 2 | (3 << 2) | (1 << 5), &x->data);
     write_records_seed(dir, "channel-bind-resume", 3 | (5 << 2) | (4 << 5), &x->data);
     client_end(&c, dir, "channel-consumer");
+
+    /* 2b: a consumer channel whose peer says the far end was lost past a window (a LOST record
+     * with a key), then says it again (a protocol error) */
+    ctl = start_link(&c);
+    x = request(&c, "perfetto-ipc", "/node/hub/consumer", ch1, 1);
+    ipc_bind(&x->data, 1, "ConsumerPort");
+    static const char lost_key[] = "tracegate-link-hub-1";
+    record(&x->data, TG_LINK_REC_LOST, lost_key, sizeof lost_key - 1);
+    write_records_seed(dir, "channel-lost", 0, &x->data);
+    record(&x->data, TG_LINK_REC_LOST, lost_key, sizeof lost_key - 1);
+    resume(&c);
+    client_end(&c, dir, "channel-lost");
     {
         /* 40 small records (an ACK falls due while a big local frame is half sent) and ACKs */
         struct buf many = {0};

@@ -672,6 +672,74 @@ static void test_protocol_errors(void **state)
     h_close(&h);
 }
 
+/* LOST records (docs/link-protocol.md §6): sent only to a peer that announced them, with a key of
+ * node-name characters, numbered and kept like IPC records until ACKed; received once per channel
+ * (not delivered to the local peer), a second one or a bad key is a protocol error. */
+static void test_lost_record(void **state)
+{
+    (void)state;
+    struct h h;
+    h_open(&h);
+    assert_int_equal(tg_link_channel_send_lost(h.ch, "tracegate-link-a-1"), -1); /* the peer never said it takes them */
+    h.l->have_desc = 1;
+    char err[128];
+    assert_int_equal(tg_node_desc_add_cap(&h.l->peer_desc, TG_LINK_CAP_LOST, err, sizeof err), 0);
+    assert_int_equal(tg_link_channel_send_lost(h.ch, ""), -1);
+    assert_int_equal(tg_link_channel_send_lost(h.ch, "key with\"quote"), -1);
+    char longkey[TG_LINK_LOST_MAX + 2];
+    memset(longkey, 'k', sizeof longkey - 1);
+    longkey[sizeof longkey - 1] = 0;
+    assert_int_equal(tg_link_channel_send_lost(h.ch, longkey), -1);
+    /* an IPC frame, then the LOST record: both numbered, in that order */
+    uint8_t f[64];
+    size_t fl = make_frame(f, 20, 0x11);
+    write_local(&h, f, fl);
+    wait_tx_count(&h, 1);
+    assert_int_equal(tg_link_channel_send_lost(h.ch, "tracegate-link-a-1f"), 0);
+    assert_int_equal(h.ch->tx_count, 2);
+    struct evbuffer *wire = evbuffer_new();
+    pull(&h, wire, NULL);
+    size_t len = evbuffer_get_length(wire);
+    const uint8_t *p = evbuffer_pullup(wire, -1);
+    uint8_t type;
+    const uint8_t *pl;
+    size_t plen;
+    long r = tg_link_rec_parse(p, len, &type, &pl, &plen);
+    assert_true(r > 0);
+    assert_int_equal(type, TG_LINK_REC_IPC);
+    long r2 = tg_link_rec_parse(p + r, len - (size_t)r, &type, &pl, &plen);
+    assert_int_equal((size_t)(r + r2), len);
+    assert_int_equal(type, TG_LINK_REC_LOST);
+    assert_int_equal(plen, strlen("tracegate-link-a-1f"));
+    assert_memory_equal(pl, "tracegate-link-a-1f", plen);
+    evbuffer_free(wire);
+    /* kept until an ACK covers both */
+    assert_int_equal(feed_ack(&h, 1), 0);
+    assert_true(evbuffer_get_length(h.ch->unacked) > 0);
+    assert_int_equal(feed_ack(&h, 2), 0);
+    assert_int_equal(evbuffer_get_length(h.ch->unacked), 0);
+
+    /* from the peer: counted, nothing reaches the local peer */
+    uint8_t rec[TG_LINK_REC_HDR_MAX + TG_LINK_LOST_MAX];
+    const char *key = "tracegate-link-b-2";
+    size_t hl = tg_link_rec_header(rec, TG_LINK_REC_LOST, strlen(key));
+    memcpy(rec + hl, key, strlen(key));
+    assert_int_equal(feed(&h, rec, hl + strlen(key)), 0);
+    assert_int_equal(h.ch->rx_count, 1);
+    event_base_loop(g_base, EVLOOP_NONBLOCK);
+    struct evbuffer *got = evbuffer_new();
+    local_read_some(&h, got);
+    assert_int_equal(evbuffer_get_length(got), 0);
+    evbuffer_free(got);
+    assert_int_equal(feed(&h, rec, hl + strlen(key)), -1); /* a second one */
+    h_close(&h);
+
+    h_open(&h);
+    static const uint8_t bad_key[] = {TG_LINK_REC_LOST, 3, 'a', ' ', 'b'};
+    assert_int_equal(feed(&h, bad_key, sizeof bad_key), -1);
+    h_close(&h);
+}
+
 /* ------------------------------------------------------------ limits */
 
 static int read_stopped(void *arg)
@@ -1036,6 +1104,7 @@ int main(void)
         cmocka_unit_test(test_ack_between_records),
         cmocka_unit_test(test_partial_record_lost_with_stream),
         cmocka_unit_test(test_protocol_errors),
+        cmocka_unit_test(test_lost_record),
         cmocka_unit_test(test_backpressure),
         cmocka_unit_test(test_local_side_bounded),
         cmocka_unit_test(test_local_frame_too_big),

@@ -218,7 +218,7 @@ static void test_record_garbage_rejected(void **state)
     size_t plen;
     const uint8_t *pl;
     /* unknown types, including 0 and the next one up */
-    static const uint8_t bad_types[] = {0x00, 0x04, 0x10, 0x7f, 0x80, 0xff};
+    static const uint8_t bad_types[] = {0x00, 0x05, 0x10, 0x7f, 0x80, 0xff};
     for (size_t i = 0; i < sizeof bad_types; i++) {
         uint8_t r[] = {bad_types[i], 1, 0};
         assert_int_equal(tg_link_rec_parse(r, sizeof r, &type, &pl, &plen), -1);
@@ -226,6 +226,19 @@ static void test_record_garbage_rejected(void **state)
         /* refused from the first byte: no need to wait for a length */
         assert_int_equal(tg_link_rec_header_parse(r, 1, &type, &plen), -1);
     }
+    /* LOST records carry a key of 1..TG_LINK_LOST_MAX bytes: empty and longer ones are refused
+     * from their header on, the longest one passes */
+    static const uint8_t lost_empty[] = {TG_LINK_REC_LOST, 0};
+    assert_int_equal(tg_link_rec_parse(lost_empty, sizeof lost_empty, &type, &pl, &plen), -1);
+    assert_int_equal(tg_link_rec_header_parse(lost_empty, sizeof lost_empty, &type, &plen), -1);
+    uint8_t lost[3 + TG_LINK_LOST_MAX + 1];
+    memset(lost, 'k', sizeof lost);
+    size_t lh = tg_link_rec_header(lost, TG_LINK_REC_LOST, TG_LINK_LOST_MAX + 1);
+    assert_int_equal(tg_link_rec_header_parse(lost, lh, &type, &plen), -1);
+    lh = tg_link_rec_header(lost, TG_LINK_REC_LOST, TG_LINK_LOST_MAX);
+    assert_int_equal(tg_link_rec_parse(lost, lh + TG_LINK_LOST_MAX, &type, &pl, &plen), (long)(lh + TG_LINK_LOST_MAX));
+    assert_int_equal(type, TG_LINK_REC_LOST);
+    assert_int_equal(plen, TG_LINK_LOST_MAX);
     /* an over-long varint (six bytes, all continuation) */
     static const uint8_t longv[] = {TG_LINK_REC_IPC, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00};
     assert_int_equal(tg_link_rec_parse(longv, sizeof longv, &type, &pl, &plen), -1);
