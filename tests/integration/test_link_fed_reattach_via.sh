@@ -13,6 +13,9 @@
 #     leaf Detaches the session under nodeb's key for its channel; nodeb tells the hub so with
 #     the channel's close (a lost-channel trailer), and when leaf is back in nodeb's node list the
 #     hub re-attaches it with that key.
+#  3. not federated: `tracectl --node leaf record` through the hub, the hub's link cut past the
+#     window: the hub logs the key, nodeb passes it on to leaf, and `tracectl --node leaf attach`
+#     collects the whole session once the link is back.
 # Each recording then holds every frame each demo drew, once, and tracectl reports the gap.
 # Environment (from `make check`): TG_BUILDDIR, TG_SRCDIR. Exit 77 = skipped.
 . "$(dirname "$0")/link_lib.sh"
@@ -112,5 +115,27 @@ echo "ok: cut behind nodeb: leaf kept its session under $KEY2, nodeb told the hu
 stop_record r2
 GAP_NODES="leaf" check_record r2 2
 echo "ok: every frame of the three demos in the second trace; leaf's gap reported"
+
+# ---- 3. not federated: tracectl --node leaf through the hub; the hub's link cut past the window ----
+wait_link leaf nodeb 2
+expect_state hub leaf "up nodeb"
+record_bg r3 --node leaf record "$HUB" --ds track_event -o "$T/r3.pftrace"
+wait_drawn "$T/leaf-demo.log" 2
+wait_log "$T/r3.log" "recording:" || fail "r3: no progress: $(cat "$T/r3.log")"
+cut_past_window up hub nodeb 2
+wait_log "$T/hub.log" "link nodeb: channel [0-9a-f]*: if it owned a tracing session on leaf, that node keeps it under key" ||
+    fail "the hub did not log the key of the session left on leaf"
+KEY3=$(sed -n 's/.*if it owned a tracing session on leaf, that node keeps it under key "\([^"]*\)".*/\1/p' "$T/hub.log" | tail -n 1)
+wait_log "$T/leaf.log" "the tracing session was detached with key \"$KEY3\"" ||
+    fail "leaf did not keep the session under the key the hub logged ($KEY3)"
+wait_exit "$RPID" 60
+[ "$(stops "$T/leaf-demo.log")" = 2 ] || fail "leaf's third session stopped with the link"
+relay up allow
+wait_link hub nodeb 3
+expect_state hub leaf "up nodeb"
+tg_timeout 60 "$TRACECTL" --node leaf attach "$HUB" "$KEY3" --stop -o "$T/r3b.pftrace" --no-progress \
+    >"$T/r3b.log" 2>&1 || fail "attach $KEY3 through the hub and nodeb: $(cat "$T/r3b.log")"
+check_trace "$T/r3b.pftrace" "$T/leaf-demo.log" 3
+echo "ok: a client of leaf through the hub: the session outlived the cut under the key the hub logged, collected by hand"
 echo "PASS"
 exit 0
