@@ -16,6 +16,7 @@
 #include "gw_ws_policy.h"
 #include "net/ws_close_note.h"
 #include "net/ws_link.h"
+#include "net/ws_seam.h"
 #include "tracegate/conn.h"
 #include "tracegate/log.h"
 
@@ -31,10 +32,23 @@ static const struct lws_protocols k_protocols[] = {
 
 /* ------------------------------------------------ libevent side of the hand-off */
 
-static void on_handoff(void *arg, int fd, enum tg_ws_handoff_kind kind, const struct tg_gw_client_info *info,
-                       struct tg_ws_close_note *note)
+static void on_handoff(void *arg, int fd, struct tg_ws_seam *seam, enum tg_ws_handoff_kind kind,
+                       const struct tg_gw_client_info *info, struct tg_ws_close_note *note)
 {
     struct tg_gw_ws *ws = arg;
+    if (seam) {
+        struct tg_conn_opts o;
+        tg_gw_client_conn_opts(ws->gw, &o);
+        o.no_fd_passing = 1;
+        struct bufferevent *a = tg_ws_seam_open(seam); /* on failure the WebSocket closes */
+        tg_conn *c = a ? tg_conn_new_bev(ws->base, a, &o, NULL, NULL) : NULL;
+        if (!c) {
+            tg_warn(TG_WS_LOG, "cannot create a connection for %s: out of memory", info->peer);
+            return;
+        }
+        tg_gw_accept(ws->gw, c, info);
+        return;
+    }
     if (kind == TG_WS_HANDOFF_ADB) {
         if (ws->adb) {
             tg_gw_adb_accept(ws->adb, fd, info, note);
@@ -200,7 +214,8 @@ static void ws_free(struct tg_gw_ws *ws)
 {
     tg_gw_adb_free(ws->adb);
     if (ws->handoff)
-        tg_ws_handoff_free(ws->handoff);
+        tg_ws_handoff_free(ws->handoff); /* abandons the seams still in it */
+    tg_ws_seams_free(ws->seams);         /* after the lws thread: every WebSocket is closed */
     tg_ws_pending_free(ws->pending);
     for (size_t i = 0; ws->http_hosts && i < ws->cfg.n_http_hosts; i++)
         free(ws->http_hosts[i]);
@@ -316,6 +331,13 @@ struct tg_gw_ws *tg_gw_ws_start(struct tg_gw *gw, struct event_base *base, const
     ws->ctx = lws_create_context(&ci);
     if (!ws->ctx) {
         snprintf(err, errlen, "cannot create the libwebsockets context");
+        ws_free(ws);
+        return NULL;
+    }
+    ws->seams = tg_ws_seams_new(base, ws->ctx);
+    if (!ws->seams) {
+        snprintf(err, errlen, "cannot create the WebSocket hand-off: %s", strerror(errno));
+        lws_context_destroy(ws->ctx);
         ws_free(ws);
         return NULL;
     }

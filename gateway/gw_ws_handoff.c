@@ -9,12 +9,14 @@
 #include <unistd.h>
 
 #include "net/ws_close_note.h"
+#include "net/ws_seam.h"
 #include "tracegate/log.h"
 
 #define LOG "ws"
 
 struct item {
     int fd;
+    struct tg_ws_seam *seam;
     enum tg_ws_handoff_kind kind;
     struct tg_gw_client_info info;
     struct tg_ws_close_note *note; /* a reference, or NULL */
@@ -42,7 +44,7 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
         size_t cnt = (size_t)n / sizeof batch[0];
         for (size_t i = 0; i < cnt; i++) {
             struct item *it = batch[i];
-            h->fn(h->arg, it->fd, it->kind, &it->info, it->note);
+            h->fn(h->arg, it->fd, it->seam, it->kind, &it->info, it->note);
             tg_ws_close_note_unref(it->note);
             free(it);
         }
@@ -73,15 +75,19 @@ struct tg_ws_handoff *tg_ws_handoff_new(struct event_base *base, tg_ws_handoff_f
     return h;
 }
 
-int tg_ws_handoff_post(struct tg_ws_handoff *h, int fd, enum tg_ws_handoff_kind kind,
-                       const struct tg_gw_client_info *info, struct tg_ws_close_note *note)
+static int post(struct tg_ws_handoff *h, int fd, struct tg_ws_seam *seam, enum tg_ws_handoff_kind kind,
+                const struct tg_gw_client_info *info, struct tg_ws_close_note *note)
 {
     struct item *it = malloc(sizeof *it);
     if (!it) {
-        close(fd);
+        if (seam)
+            tg_ws_seam_abandon(seam);
+        else
+            close(fd);
         return -1;
     }
     it->fd = fd;
+    it->seam = seam;
     it->kind = kind;
     it->info = *info;
     it->note = note;
@@ -95,11 +101,25 @@ int tg_ws_handoff_post(struct tg_ws_handoff *h, int fd, enum tg_ws_handoff_kind 
         /* pipe full (thousands of unconsumed connections) or closed */
         tg_warn(LOG, "cannot hand a WebSocket to the gateway loop: %s", n < 0 ? strerror(errno) : "short write");
         tg_ws_close_note_set(it->note, 1011, "the gateway is overloaded");
-        close(fd);
+        if (seam)
+            tg_ws_seam_abandon(seam);
+        else
+            close(fd);
         tg_ws_close_note_unref(it->note);
         free(it);
         return -1;
     }
+}
+
+int tg_ws_handoff_post(struct tg_ws_handoff *h, int fd, enum tg_ws_handoff_kind kind,
+                       const struct tg_gw_client_info *info, struct tg_ws_close_note *note)
+{
+    return post(h, fd, NULL, kind, info, note);
+}
+
+int tg_ws_handoff_post_seam(struct tg_ws_handoff *h, struct tg_ws_seam *seam, const struct tg_gw_client_info *info)
+{
+    return post(h, -1, seam, TG_WS_HANDOFF_IPC, info, NULL);
 }
 
 void tg_ws_handoff_free(struct tg_ws_handoff *h)
@@ -110,7 +130,10 @@ void tg_ws_handoff_free(struct tg_ws_handoff *h)
         event_free(h->ev);
     struct item *it;
     while (read(h->rfd, &it, sizeof it) == (ssize_t)sizeof it) {
-        close(it->fd);
+        if (it->seam)
+            tg_ws_seam_abandon(it->seam);
+        else
+            close(it->fd);
         tg_ws_close_note_unref(it->note);
         free(it);
     }

@@ -37,6 +37,7 @@ struct tg_gw_ws {
     atomic_int stop;
     int live_wsis; /* lws thread: accepted and adopted wsis not yet freed */
     struct tg_ws_handoff *handoff;
+    struct tg_ws_seams *seams; /* /traced and /producer WebSockets' in-memory hand-off (net/ws_seam.h) */
 
     /* HTTP connections not (yet) WebSockets (gw_ws_guard.c; lws thread) */
     struct tg_ws_pending *pending;

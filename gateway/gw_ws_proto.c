@@ -161,6 +161,18 @@ static int confirm_upgrade(struct tg_gw_ws *ws, struct lws *wsi, const char *upg
     return tg_gw_ws_http_reply_now(wsi, d.status, d.reason) ? -1 : 1;
 }
 
+static void log_established(const struct tg_ws_request *rq, const struct tg_ws_decision *d)
+{
+    char pp[128];
+    tg_info(TG_WS_LOG, "WebSocket %s from %s (%s, roles 0x%x%s%s)", tg_gw_ws_printable(rq->path, pp, sizeof pp),
+            d->info.peer,
+            d->info.auth == TG_GW_AUTH_TOKEN  ? "token"
+            : d->info.auth == TG_GW_AUTH_CERT ? "certificate"
+            : d->info.auth == TG_GW_AUTH_LOCAL ? "loopback"
+                                               : "unauthenticated",
+            d->info.roles, d->info.principal[0] ? ", " : "", d->info.principal);
+}
+
 static int established(struct tg_gw_ws *ws, struct lws *wsi)
 {
     tg_gw_ws_guard_forget(ws, wsi); /* a WebSocket now: the gateway's own limits apply from here */
@@ -177,6 +189,18 @@ static int established(struct tg_gw_ws *ws, struct lws *wsi)
         return -1;
     }
     int adb = d.route == TG_WS_ROUTE_ADB;
+    if (!adb) {
+        /* Perfetto IPC: handed over in memory (net/ws_seam.h) */
+        struct tg_ws_link *link = tg_ws_link_attach_seam(wsi, ws->seams, ws->cfg.max_message);
+        if (!link) {
+            tg_warn(TG_WS_LOG, "cannot hand %s to the gateway: out of memory", d.info.peer);
+            return -1;
+        }
+        log_established(&rq, &d);
+        /* on failure the seam is abandoned: the link sees the end and closes the WebSocket */
+        tg_ws_handoff_post_seam(ws->handoff, tg_ws_link_seam(link), &d.info);
+        return 0;
+    }
     struct tg_ws_close_note *note = NULL;
     if (adb && !(note = tg_ws_close_note_new()))
         return -1;
@@ -198,14 +222,7 @@ static int established(struct tg_gw_ws *ws, struct lws *wsi)
         tg_ws_link_accept_text(link);
         tg_ws_link_set_close_note(link, note);
     }
-    char pp[128];
-    tg_info(TG_WS_LOG, "WebSocket %s from %s (%s, roles 0x%x%s%s)", tg_gw_ws_printable(rq.path, pp, sizeof pp),
-            d.info.peer,
-            d.info.auth == TG_GW_AUTH_TOKEN  ? "token"
-            : d.info.auth == TG_GW_AUTH_CERT ? "certificate"
-            : d.info.auth == TG_GW_AUTH_LOCAL ? "loopback"
-                                              : "unauthenticated",
-            d.info.roles, d.info.principal[0] ? ", " : "", d.info.principal);
+    log_established(&rq, &d);
     /* on failure the fd is closed: the link sees EOF and closes the WebSocket */
     tg_ws_handoff_post(ws->handoff, sv[1], adb ? TG_WS_HANDOFF_ADB : TG_WS_HANDOFF_IPC, &d.info, note);
     tg_ws_close_note_unref(note);
@@ -245,6 +262,7 @@ int tg_gw_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *u
             ws->live_wsis--;
         return 0;
     case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
+        tg_ws_link_service_seams(ws->seams); /* the gateway side of a seam asked */
         tg_gw_ws_do_reload(ws);
         return 0;
     case LWS_CALLBACK_HTTP:

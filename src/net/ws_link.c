@@ -1,4 +1,4 @@
-/* ws_link.c: moves bytes between one WebSocket and a socketpair end adopted as a raw-file wsi (see ws_link.h). */
+/* ws_link.c: moves bytes between one WebSocket and its far side: a seam (ws_seam.h) or a socketpair end adopted as a raw-file wsi (see ws_link.h). */
 #include "net/ws_link.h"
 
 #include <errno.h>
@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "net/ws_close_note.h"
+#include "net/ws_seam.h"
 #include "tracegate/log.h"
 
 #define DEFAULT_MAX_MESSAGE (1u << 20)
@@ -33,6 +34,7 @@ struct out_msg {
 
 struct tg_ws_link {
     struct lws *ws, *raw;
+    struct tg_ws_seam *seam; /* the far side is a seam (ws_seam.h), not a socketpair: raw is NULL */
     int fd; /* our socketpair end (owned by the raw wsi once adopted) */
     size_t max_message;
     size_t msg_bytes; /* bytes of the inbound message in progress */
@@ -84,6 +86,14 @@ void tg_ws_link_stats(struct tg_ws_link_stats *out)
     out->out_pauses = atomic_load(&g_out_pauses);
     out->in_queue_peak = atomic_load(&g_in_peak);
     out->in_pauses = atomic_load(&g_in_pauses);
+    /* links over a seam queue in the seam (net/ws_seam.h) */
+    struct tg_ws_seam_stats ss;
+    tg_ws_seam_stats(&ss);
+    out->out_pauses += ss.out_pauses;
+    if (ss.out_peak > out->out_queue_peak)
+        out->out_queue_peak = ss.out_peak;
+    if (ss.in_peak > out->in_queue_peak)
+        out->in_queue_peak = ss.in_peak;
 }
 
 void tg_ws_link_stats_reset_peaks(void)
@@ -91,6 +101,7 @@ void tg_ws_link_stats_reset_peaks(void)
     atomic_store(&g_out_largest, 0);
     atomic_store(&g_out_peak, 0);
     atomic_store(&g_in_peak, 0);
+    tg_ws_seam_stats_reset_peaks();
 }
 
 int tg_ws_link_socketpair(int sv[2])
@@ -180,6 +191,106 @@ struct tg_ws_link *tg_ws_link_attach(struct lws *ws, struct lws_vhost *vh, int s
     return l;
 }
 
+struct tg_ws_link *tg_ws_link_attach_seam(struct lws *ws, struct tg_ws_seams *seams, size_t max_message)
+{
+    struct tg_ws_link *l = calloc(1, sizeof *l);
+    if (!l)
+        return NULL;
+    l->fd = -1;
+    if (!(l->seam = tg_ws_seam_new(seams, l))) {
+        free(l);
+        return NULL;
+    }
+    atomic_fetch_add(&g_links, 1);
+    l->ws = ws;
+    l->max_message = max_message ? max_message : DEFAULT_MAX_MESSAGE;
+    l->out_cap = TG_WS_LINK_MSG_MAX;
+    lws_set_opaque_user_data(ws, l);
+    return l;
+}
+
+struct tg_ws_seam *tg_ws_link_seam(const struct tg_ws_link *l) { return l->seam; }
+
+/* ------------------------------------------------------- the seam's side */
+
+static int seam_rx(struct tg_ws_link *l, const void *in, size_t len)
+{
+    int r = tg_ws_seam_push(l->seam, in, len, l->max_message + PENDING_SLACK);
+    if (r < 0) {
+        static const char why[] = "gateway input overrun";
+        lws_close_reason(l->ws, LWS_CLOSE_STATUS_POLICY_VIOLATION, (unsigned char *)why, sizeof why - 1);
+        return -1;
+    }
+    if (r > 0 && !l->ws_paused) {
+        l->ws_paused = 1;
+        atomic_fetch_add(&g_in_pauses, 1);
+        lws_rx_flow_control(l->ws, 0); /* until the gateway took it (tg_ws_link_service_seams) */
+    }
+    return 0;
+}
+
+/* Sends what the gateway wrote, as messages of up to out_cap bytes, as many as the socket takes
+ * (up to OUT_HIGH bytes per turn); closes the WebSocket once the gateway side ended and all of
+ * it was sent. */
+static int seam_writeable(struct tg_ws_link *l)
+{
+    struct lws *ws = l->ws;
+    size_t sent = 0;
+    for (;;) {
+        if (sent && (sent >= TG_WS_LINK_OUT_HIGH || lws_send_pipe_choked(ws))) {
+            lws_callback_on_writable(ws);
+            return 0;
+        }
+        if (!l->spare && !(l->spare = malloc(sizeof *l->spare + LWS_PRE + l->out_cap)))
+            return -1;
+        size_t more = 0;
+        int ended = 0;
+        size_t n = tg_ws_seam_pull(l->seam, l->spare->buf + LWS_PRE, l->out_cap, &more, &ended);
+        if (n) {
+            if (lws_write(ws, l->spare->buf + LWS_PRE, n, LWS_WRITE_BINARY) < (int)n)
+                return -1;
+            atomic_fetch_add_explicit(&g_out_messages, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&g_out_bytes, n, memory_order_relaxed);
+            atomic_max(&g_out_largest, n);
+            sent += n;
+        }
+        if (ended) {
+            if (sent) {
+                lws_callback_on_writable(ws); /* close after lws has sent these messages */
+                return 0;
+            }
+            static const char why[] = "connection closed";
+            lws_close_reason(ws, LWS_CLOSE_STATUS_NORMAL, (unsigned char *)why, sizeof why - 1);
+            return -1;
+        }
+        if (!n || !more)
+            break;
+    }
+    free(l->spare); /* an idle link holds no buffer */
+    l->spare = NULL;
+    return 0;
+}
+
+void tg_ws_link_service_seams(struct tg_ws_seams *seams)
+{
+    struct tg_ws_seam_wake w[64];
+    size_t n;
+    do {
+        n = tg_ws_seams_service(seams, w, 64);
+        for (size_t i = 0; i < n; i++) {
+            struct tg_ws_link *l = w[i].ws_user;
+            if (!l || !l->ws)
+                continue;
+            if (w[i].resume_rx && l->ws_paused) {
+                l->ws_paused = 0;
+                lws_rx_flow_control(l->ws, 1);
+            }
+            if (w[i].writable)
+                lws_callback_on_writable(l->ws);
+        }
+    } while (n == 64);
+}
+
 /* ------------------------------------------------------- WebSocket → socket */
 
 static size_t in_pending(const struct tg_ws_link *l) { return l->in_len - l->in_off; }
@@ -253,6 +364,8 @@ int tg_ws_link_on_rx(struct tg_ws_link *l, const void *in, size_t len)
     }
     if (lws_is_final_fragment(ws))
         l->msg_bytes = 0;
+    if (l->seam)
+        return len ? seam_rx(l, in, len) : 0;
     if (!len || l->in_dead || !l->raw)
         return 0; /* the socket side is gone: its EOF path closes the WebSocket */
 
@@ -320,6 +433,8 @@ int tg_ws_link_on_writeable(struct tg_ws_link *l)
     struct lws *ws = l->ws;
     if (!ws)
         return -1;
+    if (l->seam)
+        return seam_writeable(l);
     /* as many messages as the socket takes, up to OUT_HIGH bytes per turn so one busy link does
      * not hold the thread; the first without asking (lws called us because the socket has room) */
     size_t sent = 0;
@@ -371,6 +486,12 @@ void tg_ws_link_on_closed(struct tg_ws_link *l)
         lws_set_opaque_user_data(l->ws, NULL);
     l->ws = NULL;
     out_clear(l);
+    if (l->seam) {
+        tg_ws_seam_ws_closed(l->seam); /* the gateway side gets its end of stream */
+        l->seam = NULL;
+        link_free(l);
+        return;
+    }
     if (!l->raw) {
         link_free(l);
         return;

@@ -1,7 +1,10 @@
-/* ws_link.h: the socketpair seam between one WebSocket and a libevent
- * thread (see docs/gateway.md, "WebSocket hand-off").
+/* ws_link.h: the WebSocket side of the hand-off between one WebSocket and a
+ * libevent thread (see docs/gateway.md, "WebSocket hand-off"): message checks
+ * and flow control, and a far side that is either an in-memory seam
+ * (net/ws_seam.h: the server's /traced and /producer) or, as described below,
+ * a UNIX socketpair (/adb, whose far side must be a descriptor, and the client).
  *
- * A link joins a WebSocket wsi to one end of a UNIX socketpair, which the lws
+ * A socketpair link joins a WebSocket wsi to one end of a UNIX socketpair, which the lws
  * thread adopts as a raw-file wsi so the kernel wakes it when the other end
  * (owned by a tg_conn on a libevent loop) writes or drains:
  *
@@ -41,7 +44,9 @@
  * TG_WS_LINK_RX_BUFFER, tx_packet_size TG_WS_LINK_TX_PACKET (without it lws
  * sends rx_buffer_size bytes per send() and copies the rest of a message).
  *
- * Used by the server (gw_ws_proto.c) and the client (ws_client.c).
+ * Used by the server (gw_ws_proto.c) and the client (ws_client.c). The server's /traced and
+ * /producer WebSockets use a seam instead of the socketpair (tg_ws_link_attach_seam): the same
+ * WebSocket side, the far side in memory (net/ws_seam.h).
  * Threading: everything here runs on the lws service thread of the link's
  * context, except tg_ws_link_socketpair() and tg_ws_link_count/stats (any
  * thread). */
@@ -95,6 +100,17 @@ void tg_ws_link_set_out_message(struct tg_ws_link *l, size_t n);
 /* The note (net/ws_close_note.h) whose code and reason close the WebSocket
  * when the socket side ends; the link takes its own reference. */
 void tg_ws_link_set_close_note(struct tg_ws_link *l, struct tg_ws_close_note *note);
+
+/* A link whose far side is a seam (net/ws_seam.h: in memory, no socketpair, no raw wsi) of the
+ * set `seams`; hand tg_ws_link_seam(l) to the libevent thread, which opens it (tg_ws_seam_open).
+ * Text messages are refused. Returns NULL on failure (then the caller closes ws). */
+struct tg_ws_seams;
+struct tg_ws_seam;
+struct tg_ws_link *tg_ws_link_attach_seam(struct lws *ws, struct tg_ws_seams *seams, size_t max_message);
+struct tg_ws_seam *tg_ws_link_seam(const struct tg_ws_link *l);
+/* LWS_CALLBACK_EVENT_WAIT_CANCELLED of the context the seams belong to: asks for the writeable
+ * callbacks and resumes the reading the libevent side asked for. */
+void tg_ws_link_service_seams(struct tg_ws_seams *seams);
 
 /* The link of a WebSocket wsi (NULL if none). */
 struct tg_ws_link *tg_ws_link_of(struct lws *ws);

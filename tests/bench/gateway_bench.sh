@@ -21,12 +21,13 @@
 #   BENCH_WHATIF_ENV / BENCH_WHATIF_LABEL  another environment (and row label) for the what-if
 #                  tracegated, e.g. 'GLIBC_TUNABLES=...' / 'no trim' (the default is glibc's heap trimming off)
 #   BENCH_GW_ENV   extra environment for tracegated (experiments), e.g. 'GLIBC_TUNABLES=...'
+#   BENCH_TRACEGATED  another tracegated binary (e.g. one installed from main, to compare builds)
 set -u
 
 B=${TG_BUILDDIR:-$(pwd)}
 S=${TG_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 BG=$B/tests/bench/bench_gw
-GWD=$B/gateway/tracegated
+GWD=${BENCH_TRACEGATED:-$B/gateway/tracegated}
 SECS=${BENCH_SECONDS:-1}
 REPS=${BENCH_REPS:-3}
 RR=${BENCH_RR:-3000}

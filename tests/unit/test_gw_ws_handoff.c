@@ -1,4 +1,4 @@
-/* test_gw_ws_handoff.c: the WebSocket ↔ socketpair ↔ tg_conn seam: bytes both ways, split frames, messages that split and join frames both ways, large transfers with backpressure, a slow reader (bounded, others served), close both ways, many connections. */
+/* test_gw_ws_handoff.c: a /traced WebSocket through the lws thread, the in-memory seam and the tg_conn of the gateway double: bytes both ways, split frames, messages that split and join frames both ways, large transfers with backpressure, a slow reader (bounded, others served), close both ways, many connections. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
