@@ -90,8 +90,8 @@ static void *service_thread(void *arg)
         usleep(2000);
     }
     tg_gw_ws_guard_stop(ws);
-    lws_context_destroy(ws->ctx);
-    ws->ctx = NULL;
+    /* the context is destroyed by tg_gw_ws_stop once this thread is joined: destroying it here
+     * raced with the lws_cancel_service() that woke us (its eventfd closed under the caller) */
     return NULL;
 }
 
@@ -407,6 +407,9 @@ void tg_gw_ws_stop(struct tg_gw_ws *ws)
         atomic_store(&ws->stop, 1);
         lws_cancel_service(ws->ctx);
         pthread_join(ws->thread, NULL);
+        /* nobody services it any more: its last callbacks (every WebSocket's CLOSED) run here */
+        lws_context_destroy(ws->ctx);
+        ws->ctx = NULL;
     }
     ws_free(ws);
 }
