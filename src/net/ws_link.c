@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "net/atomic_max.h"
 #include "net/ws_close_note.h"
 #include "net/ws_seam.h"
 #include "tracegate/log.h"
@@ -69,13 +70,6 @@ static atomic_ullong g_out_messages, g_out_bytes, g_out_pauses, g_in_pauses;
 static atomic_size_t g_out_largest, g_out_peak, g_in_peak;
 
 int tg_ws_link_count(void) { return atomic_load(&g_links); }
-
-static void atomic_max(atomic_size_t *a, size_t v)
-{
-    size_t cur = atomic_load_explicit(a, memory_order_relaxed);
-    while (v > cur && !atomic_compare_exchange_weak_explicit(a, &cur, v, memory_order_relaxed, memory_order_relaxed))
-        ;
-}
 
 void tg_ws_link_stats(struct tg_ws_link_stats *out)
 {
@@ -251,7 +245,7 @@ static int seam_writeable(struct tg_ws_link *l)
                 return -1;
             atomic_fetch_add_explicit(&g_out_messages, 1, memory_order_relaxed);
             atomic_fetch_add_explicit(&g_out_bytes, n, memory_order_relaxed);
-            atomic_max(&g_out_largest, n);
+            tg_atomic_size_max(&g_out_largest, n);
             sent += n;
         }
         if (ended) {
@@ -342,7 +336,7 @@ static int queue_in(struct tg_ws_link *l, const unsigned char *p, size_t n)
     }
     memcpy(l->in_buf + l->in_len, p, n);
     l->in_len += n;
-    atomic_max(&g_in_peak, in_pending(l));
+    tg_atomic_size_max(&g_in_peak, in_pending(l));
     return 0;
 }
 
@@ -449,7 +443,7 @@ int tg_ws_link_on_writeable(struct tg_ws_link *l)
             return -1;
         atomic_fetch_add_explicit(&g_out_messages, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&g_out_bytes, m->len, memory_order_relaxed);
-        atomic_max(&g_out_largest, m->len);
+        tg_atomic_size_max(&g_out_largest, m->len);
         sent += m->len;
         l->out_bytes -= m->len;
         l->out_head = m->next;
@@ -591,7 +585,7 @@ static int raw_readable(struct tg_ws_link *l)
             break; /* the socket had less than we asked for: it is empty now */
     }
     if (got) {
-        atomic_max(&g_out_peak, l->out_bytes);
+        tg_atomic_size_max(&g_out_peak, l->out_bytes);
         lws_callback_on_writable(l->ws);
     }
     return 0;

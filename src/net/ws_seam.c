@@ -14,6 +14,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "net/atomic_max.h"
+
 struct tg_ws_seams {
     pthread_mutex_t mu;
     struct event_base *base;
@@ -58,13 +60,6 @@ static atomic_ullong g_out_pauses;
 static atomic_size_t g_out_peak, g_in_peak;
 
 int tg_ws_seam_count(void) { return atomic_load(&g_seams); }
-
-static void atomic_max(atomic_size_t *a, size_t v)
-{
-    size_t cur = atomic_load_explicit(a, memory_order_relaxed);
-    while (v > cur && !atomic_compare_exchange_weak_explicit(a, &cur, v, memory_order_relaxed, memory_order_relaxed))
-        ;
-}
 
 void tg_ws_seam_stats(struct tg_ws_seam_stats *st)
 {
@@ -216,7 +211,7 @@ static void move_out(struct tg_ws_seam *m, struct bufferevent *b, int all)
         room = n;
     evbuffer_remove_buffer(bin, m->out, n < room ? n : room); /* moves whole chains */
     int wake = n && room ? lws_notify_locked(m) : 0, pause = 0;
-    atomic_max(&g_out_peak, evbuffer_get_length(m->out));
+    tg_atomic_size_max(&g_out_peak, evbuffer_get_length(m->out));
     if (!all && n >= room && !m->b_paused) {
         /* the rest waits in B, then in A: the gateway sees its client congested */
         m->b_paused = 1;
@@ -375,7 +370,7 @@ int tg_ws_seam_push(struct tg_ws_seam *m, const void *data, size_t len, size_t l
         return -1;
     }
     int wake = ev_notify_locked(m);
-    atomic_max(&g_in_peak, have + len);
+    tg_atomic_size_max(&g_in_peak, have + len);
     int full = have + len >= TG_WS_SEAM_IN_HIGH;
     if (full) {
         m->ws_paused = 1;

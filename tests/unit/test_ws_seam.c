@@ -245,6 +245,33 @@ static int both_done(void *arg)
 }
 static int a_eof(void *arg) { return ((struct gw_side *)arg)->eof; }
 
+/* A seam for w, its lws side to run on a thread of its own (w and g zeroed, then set up by the
+ * caller before sides_start). */
+static void sides_init(struct lws_side *w, struct gw_side *g)
+{
+    memset(w, 0, sizeof *w);
+    memset(g, 0, sizeof *g);
+    w->set = g_set;
+    w->m = tg_ws_seam_new(g_set, w);
+    assert_non_null(w->m);
+}
+
+static void sides_start(struct lws_side *w, struct gw_side *g, pthread_t *t)
+{
+    gw_open(g, w->m);
+    w->deadline_ms = tg_mono_ms() + (uint64_t)tg_test_ms(WAIT_MS);
+    assert_int_equal(pthread_create(t, NULL, lws_thread, w), 0);
+}
+
+/* A's end, and every chain given by reference let go of, on the loop's thread. */
+static void gw_done(struct gw_side *g)
+{
+    bufferevent_free(g->a);
+    event_base_loop(g_base, EVLOOP_NONBLOCK);
+    assert_int_equal(atomic_load(&g->refs_out), 0);
+    assert_int_equal(atomic_load(&g->refs_wrong_thread), 0);
+}
+
 /* ------------------------------------------------------------ tests */
 
 static void test_both_ways_with_backpressure(void **state)
@@ -253,19 +280,13 @@ static void test_both_ways_with_backpressure(void **state)
     struct tg_ws_seam_stats st0;
     tg_ws_seam_stats(&st0);
     static struct lws_side w;
-    memset(&w, 0, sizeof w);
     static struct gw_side g;
-    memset(&g, 0, sizeof g);
-    w.set = g_set;
-    w.m = tg_ws_seam_new(g_set, &w);
-    assert_non_null(w.m);
+    sides_init(&w, &g);
     w.to_send = BIG;
     w.want = BIG;
     g.to_write = BIG;
-    gw_open(&g, w.m);
     pthread_t t;
-    w.deadline_ms = tg_mono_ms() + (uint64_t)tg_test_ms(WAIT_MS);
-    assert_int_equal(pthread_create(&t, NULL, lws_thread, &w), 0);
+    sides_start(&w, &g, &t);
     /* the gateway side reads A only after a while: the lws side must be told to stop */
     struct both b = {&w, &g, BIG};
     bufferevent_disable(g.a, EV_READ);
@@ -286,10 +307,7 @@ static void test_both_ways_with_backpressure(void **state)
     /* the WebSocket closed (the thread let go): A sees the end; every reference was let go on the
      * loop's thread */
     assert_true(tg_test_run_until(g_base, a_eof, &g, WAIT_MS));
-    bufferevent_free(g.a);
-    event_base_loop(g_base, EVLOOP_NONBLOCK);
-    assert_int_equal(atomic_load(&g.refs_out), 0);
-    assert_int_equal(atomic_load(&g.refs_wrong_thread), 0);
+    gw_done(&g);
 }
 
 /* The gateway side writes 24 MiB and ends; the WebSocket gets every byte, then the end. */
@@ -297,27 +315,19 @@ static void test_gateway_end_after_every_byte(void **state)
 {
     (void)state;
     static struct lws_side w;
-    memset(&w, 0, sizeof w);
     static struct gw_side g;
-    memset(&g, 0, sizeof g);
-    w.set = g_set;
-    w.m = tg_ws_seam_new(g_set, &w);
+    sides_init(&w, &g);
     w.want = SIZE_MAX;
     g.to_write = BIG;
     g.end_when_written = 1;
-    gw_open(&g, w.m);
     pthread_t t;
-    w.deadline_ms = tg_mono_ms() + (uint64_t)tg_test_ms(WAIT_MS);
-    assert_int_equal(pthread_create(&t, NULL, lws_thread, &w), 0);
+    sides_start(&w, &g, &t);
     assert_true(tg_test_run_until(g_base, lws_done, &w, WAIT_MS));
     pthread_join(t, NULL);
     assert_true(w.ended);
     assert_false(w.bad);
     assert_int_equal(w.got, BIG);
-    bufferevent_free(g.a);
-    event_base_loop(g_base, EVLOOP_NONBLOCK);
-    assert_int_equal(atomic_load(&g.refs_out), 0);
-    assert_int_equal(atomic_load(&g.refs_wrong_thread), 0);
+    gw_done(&g);
 }
 
 /* The WebSocket sends 4 MiB and closes at once; A gets every byte, then its end. */
@@ -325,23 +335,17 @@ static void test_websocket_end_after_every_byte(void **state)
 {
     (void)state;
     static struct lws_side w;
-    memset(&w, 0, sizeof w);
     static struct gw_side g;
-    memset(&g, 0, sizeof g);
-    w.set = g_set;
-    w.m = tg_ws_seam_new(g_set, &w);
+    sides_init(&w, &g);
     w.to_send = 4u << 20;
     w.close_when_sent = 1;
-    gw_open(&g, w.m);
     pthread_t t;
-    w.deadline_ms = tg_mono_ms() + (uint64_t)tg_test_ms(WAIT_MS);
-    assert_int_equal(pthread_create(&t, NULL, lws_thread, &w), 0);
+    sides_start(&w, &g, &t);
     assert_true(tg_test_run_until(g_base, a_eof, &g, WAIT_MS));
     pthread_join(t, NULL);
     assert_false(g.bad);
     assert_int_equal(g.got, 4u << 20);
-    bufferevent_free(g.a);
-    event_base_loop(g_base, EVLOOP_NONBLOCK);
+    gw_done(&g);
 }
 
 /* Abandoned before it was opened (shutdown, a full hand-off pipe): the WebSocket ends. Gone
