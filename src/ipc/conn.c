@@ -786,6 +786,8 @@ tg_conn *tg_conn_new_bev(struct event_base *base, struct bufferevent *bev, const
 {
     tg_conn *c = conn_alloc(base, opts, cbs, arg);
     if (!c) {
+        if (bufferevent_pair_get_partner(bev)) /* as conn_free: the partner gets its end of stream */
+            bufferevent_flush(bev, EV_WRITE, BEV_FINISHED);
         bufferevent_free(bev);
         return NULL;
     }

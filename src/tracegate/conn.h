@@ -75,7 +75,8 @@ void tg_conn_opts_default(struct tg_conn_opts *o);
 tg_conn *tg_conn_new_fd(struct event_base *base, int fd, const struct tg_conn_opts *opts,
                         const struct tg_conn_cbs *cbs, void *arg);
 /* Takes ownership of bev (e.g. bufferevent_openssl, or one end of a bufferevent pair: freeing the
- * connection then gives the partner an end-of-stream event first). No fd passing. */
+ * connection, or failing to create it, gives the partner an end-of-stream event first). No fd
+ * passing. */
 tg_conn *tg_conn_new_bev(struct event_base *base, struct bufferevent *bev, const struct tg_conn_opts *opts,
                          const struct tg_conn_cbs *cbs, void *arg);
 
