@@ -14,6 +14,7 @@
 #include "gw_adb_target.h"
 #include "base/json_str.h"
 #include "gw_ws_int.h"
+#include "net/ws_link.h"
 #include "gw_ws_policy.h"
 #include "tracegate/log.h"
 
@@ -359,16 +360,44 @@ static char *status_json(struct tg_gw_ws *ws)
     return buf;
 }
 
-/* The core's metrics plus the /adb pipes'. */
+/* The WebSockets' own flow (net/ws_link.h counters: every WebSocket of this process). */
+static char *ws_metrics_text(void)
+{
+    struct tg_ws_link_stats st;
+    tg_ws_link_stats(&st);
+    char *t = NULL;
+    int n = asprintf(&t,
+                     "# HELP tracegated_ws_links WebSockets joined to the gateway now.\n"
+                     "# TYPE tracegated_ws_links gauge\n"
+                     "tracegated_ws_links %d\n"
+                     "# HELP tracegated_ws_messages_sent_total WebSocket messages sent to clients.\n"
+                     "# TYPE tracegated_ws_messages_sent_total counter\n"
+                     "tracegated_ws_messages_sent_total %llu\n"
+                     "# HELP tracegated_ws_bytes_sent_total Payload bytes of WebSocket messages sent to clients.\n"
+                     "# TYPE tracegated_ws_bytes_sent_total counter\n"
+                     "tracegated_ws_bytes_sent_total %llu\n"
+                     "# HELP tracegated_ws_paused_total Times WebSocket flow control paused one side: to_client "
+                     "(a client did not keep up; the gateway stopped sending it more), from_client (the gateway "
+                     "did not keep up; the client's WebSocket was not read).\n"
+                     "# TYPE tracegated_ws_paused_total counter\n"
+                     "tracegated_ws_paused_total{direction=\"to_client\"} %llu\n"
+                     "tracegated_ws_paused_total{direction=\"from_client\"} %llu\n",
+                     tg_ws_link_count(), st.out_messages, st.out_bytes, st.out_pauses, st.in_pauses);
+    return n < 0 ? NULL : t;
+}
+
+/* The core's metrics, the WebSockets' and the /adb pipes'. */
 static char *metrics_text(struct tg_gw_ws *ws)
 {
     char *core = tg_gw_metrics_text(ws->gw);
-    if (!core || !ws->adb)
-        return core;
-    char *adb = tg_gw_adb_metrics_text(ws->adb);
+    if (!core)
+        return NULL;
+    char *wsm = ws_metrics_text();
+    char *adb = ws->adb ? tg_gw_adb_metrics_text(ws->adb) : NULL;
     char *all = NULL;
-    if (adb && asprintf(&all, "%s%s", core, adb) < 0)
+    if (asprintf(&all, "%s%s%s", core, wsm ? wsm : "", adb ? adb : "") < 0)
         all = NULL;
+    free(wsm);
     free(adb);
     if (!all)
         return core;

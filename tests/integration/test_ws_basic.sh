@@ -127,9 +127,15 @@ if tg_timeout 30 "$TRACECTL" --token wrong-token query "ws://127.0.0.1:$PORT/tra
     fail "tracectl query with a wrong token succeeded"
 fi
 
-# metrics saw the WebSocket clients and the refusals
+# metrics saw the WebSocket clients and the refusals, and the replies they were sent
 curl -s "$U/metrics" >"$T/metrics2"
 grep -q 'ws' "$T/metrics2" || fail "/metrics does not mention WebSocket clients"
+msgs=$(sed -n 's/^tracegated_ws_messages_sent_total \([0-9]*\)$/\1/p' "$T/metrics2")
+bytes=$(sed -n 's/^tracegated_ws_bytes_sent_total \([0-9]*\)$/\1/p' "$T/metrics2")
+[ "${msgs:-0}" -ge 2 ] && [ "${bytes:-0}" -ge "${msgs:-0}" ] ||
+    fail "WebSocket messages/bytes sent: '$msgs'/'$bytes' after two tracectl queries"
+grep -q '^tracegated_ws_paused_total{direction="to_client"} [0-9]' "$T/metrics2" || fail "no WebSocket pause counter"
+grep -q '^tracegated_ws_links [0-9]' "$T/metrics2" || fail "no WebSocket link gauge"
 
 echo "PASS: HTTP routes, Origin/token checks and tracectl over ws:// work"
 exit 0
