@@ -540,6 +540,7 @@ static void node_settled(struct fed_node *n)
 
 static void send_attach(struct fed_node *n);
 static void reattach_failed(struct fed_node *n, const char *why);
+static void rearm_disabled_notification(struct fed_node *n);
 
 static void node_bound(tg_ipc_client *cli, tg_ipc_service_proxy *proxy, void *arg)
 {
@@ -673,9 +674,41 @@ static void attach_reply(tg_ipc_client *cli, int success, int has_more, const ui
     n->gap_sent = 0;
     n->state = NODE_READY;
     n->error[0] = 0;
+    rearm_disabled_notification(n);
     tg_info(LOG, "federated session of %s: node %s re-attached (key \"%s\", channel %llx) after a link gap of %llu ms",
             fed->who.principal, n->name, n->key, (unsigned long long)n->cid, (unsigned long long)(gap / 1000u));
     node_settled(n);
+}
+
+/* A re-attached node's end of trace: its leg of the client's EnableTracing (the call that answers
+ * once tracing is disabled and every data source has stopped) ended with the old channel, so the
+ * fan-out would tell the client "disabled" without waiting for this node, and a ReadBuffers that
+ * follows could miss the last data its producers commit when they stop. As Perfetto's consumers
+ * do after Attach, EnableTracing{attach_notification_only} re-arms that answer; it becomes the
+ * node's leg of the pending EnableTracing again. */
+static void rearm_disabled_notification(struct fed_node *n)
+{
+    struct fed *fed = n->fed;
+    struct fed_op *op = fed->ops;
+    while (op && !(op->m == M_ENABLE && op->started))
+        op = op->next;
+    if (!op || !op->waiting)
+        return; /* tracing was already disabled everywhere else: the client has its answer */
+    static const uint8_t notify_only[] = {0x10, 0x01}; /* EnableTracingRequest.attach_notification_only */
+    struct fed_leg *leg = &op->legs[n->idx];
+    leg->op = op;
+    leg->node = n->idx;
+    leg->done = 0;
+    leg->rid = tg_ipc_client_invoke_bytes(n->cli, n->proxy, "EnableTracing", notify_only, sizeof notify_only, -1,
+                                          leg_reply, leg);
+    if (!leg->rid) {
+        leg->done = 1;
+        tg_warn(LOG, "federated session of %s: node %s: cannot ask for its end-of-trace notification",
+                fed->who.principal, n->name);
+        return;
+    }
+    op->waiting++;
+    op->asked++;
 }
 
 static void send_attach(struct fed_node *n)
