@@ -42,6 +42,7 @@ struct demo_opts {
     const char *name;
     double rate;
     double duration;
+    unsigned stop_delay_ms; /* draw on this long after a stop request (a data source that stops late) */
 };
 
 struct demo;
@@ -54,6 +55,7 @@ struct demo_inst {
     tg_trace_writer *main_w;
     tg_trace_writer *worker_w;
     struct event *frame_ev;
+    struct event *stop_ev; /* --stop-delay: the stop, later */
     bool cat_demo, cat_rendering;
     uint64_t frame;
     bool first_main;
@@ -412,6 +414,10 @@ static void frame_cb(evutil_socket_t fd, short what, void *arg)
 
 static void inst_stop(struct demo *d, struct demo_inst *in)
 {
+    if (in->stop_ev) {
+        event_free(in->stop_ev);
+        in->stop_ev = NULL;
+    }
     if (in->frame_ev) {
         event_free(in->frame_ev);
         in->frame_ev = NULL;
@@ -476,15 +482,34 @@ static void on_start(tg_producer *p, uint64_t id, const struct tg_data_source_co
             in->cat_rendering ? "on" : "off");
 }
 
+/* --stop-delay: the delay is over: stop drawing, commit, and tell the service. */
+static void delayed_stop_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct demo_inst *in = arg;
+    struct demo *d = in->d;
+    uint64_t id = in->id;
+    inst_stop(d, in);
+    tg_producer_stop_done(d->p, id);
+}
+
 static void on_stop(tg_producer *p, uint64_t id, void *arg)
 {
     struct demo *d = arg;
-    (void)p;
     for (struct demo_inst *in = d->insts; in; in = in->next) {
-        if (in->id == id) {
-            inst_stop(d, in);
+        if (in->id != id)
+            continue;
+        if (d->o.stop_delay_ms && !in->stop_ev && (in->stop_ev = evtimer_new(d->base, delayed_stop_cb, in))) {
+            struct timeval tv = {(time_t)(d->o.stop_delay_ms / 1000u), (suseconds_t)(d->o.stop_delay_ms % 1000u) * 1000};
+            tg_producer_stop_later(p, id); /* frames go on until the timer; then stop_done */
+            evtimer_add(in->stop_ev, &tv);
+            tg_info(LOG, "session instance %llu: stopping in %u ms", (unsigned long long)id, d->o.stop_delay_ms);
             return;
         }
+        if (!in->stop_ev)
+            inst_stop(d, in);
+        return;
     }
 }
 
@@ -525,6 +550,8 @@ static void usage(FILE *out)
             "  --name NAME             producer name (default: tracegate-demo)\n"
             "  --rate N                frames per second (default 60)\n"
             "  --duration S            exit after S seconds (default 0 = run until killed)\n"
+            "  --stop-delay MS         go on drawing for MS after the service asks to stop, then\n"
+            "                          stop (a data source that stops late; default 0)\n"
             "  --log-level LEVEL       debug, info, warn or error (default info)\n"
             "  -h, --help              this help\n"
             "  --version               print the version\n");
@@ -552,6 +579,7 @@ int main(int argc, char **argv)
         {"name", required_argument, NULL, 'n'},
         {"rate", required_argument, NULL, 'r'},
         {"duration", required_argument, NULL, 'd'},
+        {"stop-delay", required_argument, NULL, 's'},
         {"log-level", required_argument, NULL, 'l'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
@@ -581,6 +609,15 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
+        case 's': {
+            unsigned long v = strtoul(optarg, &end, 10);
+            if (*end || v > 60000) {
+                fprintf(stderr, "tracegate-demo: --stop-delay must be 0..60000 (ms)\n");
+                return 2;
+            }
+            d.o.stop_delay_ms = (unsigned)v;
+            break;
+        }
         case 'l': {
             int lv = tg_log_level_from_string(optarg);
             if (lv < 0) {

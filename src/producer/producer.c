@@ -395,13 +395,11 @@ static void start_instance(tg_producer *p, uint64_t id, const Perfetto__Protos__
         send_notify(p, "NotifyDataSourceStarted", id);
 }
 
-/* Stop callback, then commit and retire the instance's writers. */
-static void stop_instance(tg_producer *p, struct tg_pr_instance *inst, bool connected)
+/* Commits and retires the instance's writers, forgets it, acknowledges the stop. */
+static void finish_stop(tg_producer *p, struct tg_pr_instance *inst, bool connected)
 {
     uint64_t id = inst->id;
     struct tg_pr_ds *d = inst->ds;
-    if (d->cbs.on_stop)
-        d->cbs.on_stop(p, id, d->cb_arg);
     pthread_mutex_lock(&p->mu);
     tg_pr_retire_writers_locked(p, id, connected);
     pthread_mutex_unlock(&p->mu);
@@ -412,6 +410,36 @@ static void stop_instance(tg_producer *p, struct tg_pr_instance *inst, bool conn
         if (d->will_notify_on_stop)
             send_notify(p, "NotifyDataSourceStopped", id);
     }
+}
+
+/* Stop callback, then finish_stop, unless the data source took the stop over
+ * (tg_producer_stop_later) and may: only the service's StopDataSource may wait;
+ * a dropped connection or an unregistered source finishes at once. */
+static void stop_instance(tg_producer *p, struct tg_pr_instance *inst, bool connected, bool may_wait)
+{
+    struct tg_pr_ds *d = inst->ds;
+    if (!inst->stopping) {
+        inst->stopping = true;
+        if (d->cbs.on_stop)
+            d->cbs.on_stop(p, inst->id, d->cb_arg);
+    }
+    if (inst->stop_later && may_wait && connected)
+        return;
+    finish_stop(p, inst, connected);
+}
+
+void tg_producer_stop_later(tg_producer *p, uint64_t instance_id)
+{
+    struct tg_pr_instance *inst = tg_pr_find_instance(p, instance_id);
+    if (inst && inst->stopping)
+        inst->stop_later = true;
+}
+
+void tg_producer_stop_done(tg_producer *p, uint64_t instance_id)
+{
+    struct tg_pr_instance *inst = tg_pr_find_instance(p, instance_id);
+    if (inst && inst->stop_later) /* (gone already when the connection dropped meanwhile) */
+        finish_stop(p, inst, p->state == TG_PR_READY && p->cli);
 }
 
 static void handle_flush(tg_producer *p, const Perfetto__Protos__GetAsyncCommandResponse__Flush *f)
@@ -491,7 +519,7 @@ static void on_async_cmd(tg_ipc_client *cli, int success, int has_more, const ui
         case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_STOP_DATA_SOURCE: {
             struct tg_pr_instance *inst = tg_pr_find_instance(p, r->stop_data_source->instance_id);
             if (inst)
-                stop_instance(p, inst, true);
+                stop_instance(p, inst, true, true);
             else
                 tg_debug(LOG, "stop of unknown instance %llu", (unsigned long long)r->stop_data_source->instance_id);
             break;
@@ -627,7 +655,7 @@ static void teardown(tg_producer *p, const char *reason, bool notify_app)
     while (p->instances) {
         struct tg_pr_instance *inst = p->instances;
         if (notify_app) {
-            stop_instance(p, inst, false);
+            stop_instance(p, inst, false, false);
         } else {
             pthread_mutex_lock(&p->mu);
             tg_pr_retire_writers_locked(p, inst->id, false);
@@ -820,7 +848,7 @@ int tg_producer_unregister_data_source(tg_producer *p, const char *name)
     for (struct tg_pr_instance *i = p->instances, *next; i; i = next) {
         next = i->next;
         if (i->ds == d)
-            stop_instance(p, i, p->state == TG_PR_READY);
+            stop_instance(p, i, p->state == TG_PR_READY, false);
     }
     if (p->state == TG_PR_READY && p->cli) {
         Perfetto__Protos__UnregisterDataSourceRequest r = PERFETTO__PROTOS__UNREGISTER_DATA_SOURCE_REQUEST__INIT;

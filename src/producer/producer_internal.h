@@ -51,6 +51,8 @@ struct tg_pr_instance {
     struct tg_pr_ds *ds;
     uint32_t target_buffer;
     bool started;
+    bool stopping;   /* on_stop was called */
+    bool stop_later; /* ... and the data source finishes it (tg_producer_stop_later/_done) */
     struct tg_pr_instance *next;
 };
 

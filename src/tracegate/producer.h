@@ -169,8 +169,9 @@ struct tg_data_source_cbs {
     void (*on_start)(tg_producer *p, uint64_t instance_id, const struct tg_data_source_config *cfg, void *arg);
     /* The app may still write final packets here. After it returns the
      * instance's writers are flushed and made inactive, the chunks committed,
-     * then NotifyDataSourceStopped is sent if will_notify_on_stop. Also called
-     * for every running instance when the connection drops. */
+     * then NotifyDataSourceStopped is sent if will_notify_on_stop, unless the
+     * app called tg_producer_stop_later here (see there). Also called for
+     * every running instance when the connection drops. */
     void (*on_stop)(tg_producer *p, uint64_t instance_id, void *arg);
     /* Before the instance's writers are flushed for a service Flush. flags is
      * the FlushFlags bitfield (§2.4). */
@@ -203,6 +204,16 @@ struct tg_data_source_desc {
 /* Registers a data source (now if connected, else on every (re)connection).
  * Returns 0, or -1 on a bad/duplicate name or allocation failure. */
 int tg_producer_register_data_source(tg_producer *p, const struct tg_data_source_desc *desc);
+/* From on_stop of a service's StopDataSource: the data source finishes the stop
+ * itself (it still writes, e.g. what it was in the middle of), then calls
+ * tg_producer_stop_done(p, instance_id) on the producer's thread; only then
+ * are its writers retired and NotifyDataSourceStopped sent (the service waits
+ * up to the session's data_source_stop_timeout_ms). A dropped connection or
+ * an unregistered data source ends the wait at once (stop_done is then a
+ * no-op); writing to the instance's writers afterwards is dropped. */
+void tg_producer_stop_later(tg_producer *p, uint64_t instance_id);
+void tg_producer_stop_done(tg_producer *p, uint64_t instance_id);
+
 /* Stops its running instances (on_stop) and sends UnregisterDataSource. */
 int tg_producer_unregister_data_source(tg_producer *p, const char *name);
 

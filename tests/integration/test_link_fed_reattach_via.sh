@@ -16,7 +16,9 @@
 #  3. not federated: `tracectl --node leaf record` through the hub, the hub's link cut past the
 #     window: the hub logs the key, nodeb passes it on to leaf, and `tracectl --node leaf attach`
 #     collects the whole session once the link is back.
-# Each recording then holds every frame each demo drew, once, and tracectl reports the gap.
+# Each recording then holds every frame each demo drew, once, and tracectl reports the gap; the
+# two re-attached nodes' demos stop late (--stop-delay), so the fan-out must wait for their end of
+# trace (EnableTracing{attach_notification_only} after Attach) before it reads them.
 # Environment (from `make check`): TG_BUILDDIR, TG_SRCDIR. Exit 77 = skipped.
 . "$(dirname "$0")/link_lib.sh"
 
@@ -25,7 +27,9 @@ W="--link-resume-window 1s"
 start_node nodeb --listen-link tcp://127.0.0.1:0 $W
 PB=$(link_port nodeb)
 [ -n "$PB" ] || fail "nodeb logged no link port"
-start_demo nodeb
+# nodeb's and leaf's demos stop late (they draw on for 400 ms after the service asks them to
+# stop): a re-attached node's end of trace must still be waited for before the read-out
+start_demo nodeb --stop-delay 400
 PID_B=$DEMO_PID
 start_relay up "127.0.0.1:$PB"
 RELAY_UP=$RELAY_PORT
@@ -33,7 +37,7 @@ start_relay down "127.0.0.1:$PB"
 RELAY_DOWN=$RELAY_PORT
 # shellcheck disable=SC2086
 start_node leaf --peer "tcp://127.0.0.1:$RELAY_DOWN" $W
-start_demo leaf
+start_demo leaf --stop-delay 400
 PID_L=$DEMO_PID
 # shellcheck disable=SC2086
 start_node hub --peer "tcp://127.0.0.1:$RELAY_UP" $W

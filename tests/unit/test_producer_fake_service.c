@@ -43,6 +43,7 @@ struct ctx {
     uint64_t last_flush_flags;
     char last_cfg_name[64];
     bool create_writer_on_start;
+    bool stop_later; /* on_stop defers the stop (tg_producer_stop_later) */
     tg_trace_writer *writer;
 };
 
@@ -76,9 +77,9 @@ static void ds_start(tg_producer *p, uint64_t id, const struct tg_data_source_co
 }
 static void ds_stop(tg_producer *p, uint64_t id, void *arg)
 {
-    (void)p;
-    (void)id;
     ((struct ctx *)arg)->stops++;
+    if (((struct ctx *)arg)->stop_later)
+        tg_producer_stop_later(p, id);
 }
 static void ds_flush(tg_producer *p, uint64_t id, uint64_t flags, void *arg)
 {
@@ -187,6 +188,7 @@ static int wait_packets(struct ctx *c, size_t n)
 }
 static unsigned g_commits;
 static int have_commits(void *arg) { return ((struct ctx *)arg)->fs->commits >= g_commits; }
+static int have_stops(void *arg) { return ((struct ctx *)arg)->stops > 0; }
 static int has_cleared(void *arg) { return ((struct ctx *)arg)->clears > 0; }
 static unsigned g_acks;
 static int have_acks(void *arg) { return ((struct ctx *)arg)->fs->flush_acks >= g_acks; }
@@ -380,6 +382,41 @@ static void test_smb_session(void **state)
     int uw = fake_find(c->fs, "UnregisterTraceWriter", 0);
     assert_int_equal(c->fs->recs[uw].drop_reply, 1);
     assert_null(tg_producer_create_writer(c->p, 1)); /* instance gone */
+}
+
+/* A data source that stops late (tg_producer_stop_later from on_stop): its writer stays usable,
+ * nothing is acknowledged until tg_producer_stop_done, and what it wrote meanwhile is committed
+ * before NotifyDataSourceStopped. */
+static void test_stop_later(void **state)
+{
+    struct ctx *c = *state;
+    bring_up(c, c->path, false, 256 * 1024);
+    c->stop_later = true;
+    size_t l1, l2;
+    uint8_t *a = make_test_packet(100, TE_INSTANT, "before", 77, 0, 0, &l1);
+    assert_int_equal(tg_trace_writer_write(c->writer, a, l1), TG_TRACE_WRITER_OK);
+    size_t recs_before_stop = c->fs->n_recs;
+    assert_int_equal(fake_stop_ds(c->fs, 1), 0);
+    g_c = c;
+    assert_true(tg_test_run_until(c->base, have_stops, c, 5000));
+    /* the stop was asked for; a round trip later still no acknowledgement, and the writer writes */
+    assert_true(flush_and_wait(c, 1, 7));
+    assert_int_equal(fake_find(c->fs, "NotifyDataSourceStopped", recs_before_stop), -1);
+    uint8_t *b = make_test_packet(101, TE_INSTANT, "after the stop request", 77, 0, 0, &l2);
+    assert_int_equal(tg_trace_writer_write(c->writer, b, l2), TG_TRACE_WRITER_OK);
+    size_t recs_before_done = c->fs->n_recs;
+    tg_producer_stop_done(c->p, 1);
+    assert_true(wait_method(c, "NotifyDataSourceStopped", 1));
+    int commit = fake_find(c->fs, "CommitData", recs_before_done);
+    int notified = fake_find(c->fs, "NotifyDataSourceStopped", recs_before_done);
+    assert_true(commit >= 0 && commit < notified);
+    assert_int_equal(c->fs->n_packets, 2);
+    assert_memory_equal(c->fs->packets[1].data, b, l2);
+    assert_int_equal(tg_trace_writer_write(c->writer, a, l1), TG_TRACE_WRITER_INACTIVE);
+    tg_producer_stop_done(c->p, 1); /* again: the instance is gone, nothing happens */
+    assert_int_equal(c->stops, 1);
+    free(a);
+    free(b);
 }
 
 static void test_large_packets(void **state)
@@ -771,6 +808,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_handshake_like_sdk, setup, teardown),
         cmocka_unit_test_setup_teardown(test_smb_session, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stop_later, setup, teardown),
         cmocka_unit_test_setup_teardown(test_large_packets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flush_ack_without_data, setup, teardown),
         cmocka_unit_test_setup_teardown(test_writer_on_other_thread, setup, teardown),
