@@ -236,26 +236,11 @@ static int record_append(struct link_channel *ch, struct evbuffer *in, const uin
     return 0;
 }
 
-/* A Detach key as LOST records carry it: node-name characters and dashes only (it goes into logs
- * and into DetachRequest/AttachRequest as is). */
-static int lost_key_ok(const char *key, size_t n)
-{
-    if (!n || n > TG_LINK_LOST_MAX)
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = key[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
-              c == '.'))
-            return 0;
-    }
-    return 1;
-}
-
 int tg_link_channel_send_lost(struct link_channel *ch, const char *key)
 {
     struct tg_link *l = ch->link;
     size_t n = strlen(key);
-    if (!lost_key_ok(key, n) || ch->eof_sent || ch->producer != LINK_KIND_CONSUMER || !l->have_desc ||
+    if (!tg_link_lost_key_ok(key, n) || ch->eof_sent || ch->producer != LINK_KIND_CONSUMER || !l->have_desc ||
         !tg_node_desc_has_cap(&l->peer_desc, TG_LINK_CAP_LOST))
         return -1;
     struct evbuffer *b = evbuffer_new();
@@ -622,7 +607,7 @@ int tg_link_channel_on_data(struct link_channel *ch, const uint8_t *data, size_t
             char key[TG_LINK_LOST_MAX + 1];
             evbuffer_remove(ch->rx, key, plen); /* plen <= TG_LINK_LOST_MAX (tg_link_rec_header_parse) */
             key[plen] = 0;
-            if (ch->producer != LINK_KIND_CONSUMER || !lost_key_ok(key, plen) || ch->lost_seen)
+            if (ch->producer != LINK_KIND_CONSUMER || !tg_link_lost_key_ok(key, plen) || ch->lost_seen)
                 return -1;
             ch->lost_seen = 1;
             ch->rx_count++;

@@ -50,6 +50,9 @@ long tg_link_ctl_size(const uint8_t *buf, size_t len);
 /* Node names: [A-Za-z0-9._-]{1,63}, not "." or "..", not starting with '@' (reserved for
  * groups such as "@all"). */
 int tg_link_node_name_ok(const char *name);
+/* A LOST record's key (n bytes, not NUL-terminated): [A-Za-z0-9._-]{1,TG_LINK_LOST_MAX}, the
+ * characters of node names (it goes into logs and into Detach/Attach requests as is). */
+int tg_link_lost_key_ok(const char *key, size_t n);
 
 /* Parses "/node/NAME/consumer", "/node/NAME/producer" or "/node/NAME/adb". Returns 0 with name
  * (>= 64 bytes) and *producer set to the channel kind (0 consumer, 1 producer, 2 adb), -1

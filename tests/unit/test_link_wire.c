@@ -239,6 +239,15 @@ static void test_record_garbage_rejected(void **state)
     assert_int_equal(tg_link_rec_parse(lost, lh + TG_LINK_LOST_MAX, &type, &pl, &plen), (long)(lh + TG_LINK_LOST_MAX));
     assert_int_equal(type, TG_LINK_REC_LOST);
     assert_int_equal(plen, TG_LINK_LOST_MAX);
+    /* its key: node-name characters, 1..TG_LINK_LOST_MAX of them */
+    assert_true(tg_link_lost_key_ok("tracegate-link-hub_2.b-1f", 25));
+    assert_int_equal(pl + TG_LINK_LOST_MAX + 1, lost + sizeof lost); /* one more 'k' after the payload */
+    assert_true(tg_link_lost_key_ok((const char *)pl, TG_LINK_LOST_MAX));
+    assert_false(tg_link_lost_key_ok((const char *)pl, TG_LINK_LOST_MAX + 1));
+    assert_false(tg_link_lost_key_ok("", 0));
+    assert_false(tg_link_lost_key_ok("a b", 3));
+    assert_false(tg_link_lost_key_ok("key\"quote", 9));
+    assert_false(tg_link_lost_key_ok("a/b", 3));
     /* an over-long varint (six bytes, all continuation) */
     static const uint8_t longv[] = {TG_LINK_REC_IPC, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00};
     assert_int_equal(tg_link_rec_parse(longv, sizeof longv, &type, &pl, &plen), -1);
