@@ -149,19 +149,29 @@ void tg_ws_link_set_close_note(struct tg_ws_link *l, struct tg_ws_close_note *no
     l->note = note;
 }
 
-struct tg_ws_link *tg_ws_link_attach(struct lws *ws, struct lws_vhost *vh, int sock, size_t max_message)
+/* A link for ws (its opaque user data from here on), with no far side yet. */
+static struct tg_ws_link *link_new(struct lws *ws, size_t max_message)
 {
     struct tg_ws_link *l = calloc(1, sizeof *l);
+    if (!l)
+        return NULL;
+    atomic_fetch_add(&g_links, 1);
+    l->ws = ws;
+    l->fd = -1;
+    l->max_message = max_message ? max_message : DEFAULT_MAX_MESSAGE;
+    l->out_cap = TG_WS_LINK_MSG_MAX;
+    lws_set_opaque_user_data(ws, l);
+    return l;
+}
+
+struct tg_ws_link *tg_ws_link_attach(struct lws *ws, struct lws_vhost *vh, int sock, size_t max_message)
+{
+    struct tg_ws_link *l = link_new(ws, max_message);
     if (!l) {
         close(sock);
         return NULL;
     }
-    atomic_fetch_add(&g_links, 1);
-    l->ws = ws;
     l->fd = sock;
-    l->max_message = max_message ? max_message : DEFAULT_MAX_MESSAGE;
-    l->out_cap = TG_WS_LINK_MSG_MAX;
-    lws_set_opaque_user_data(ws, l);
 
     lws_adopt_desc_t d;
     memset(&d, 0, sizeof d);
@@ -187,19 +197,12 @@ struct tg_ws_link *tg_ws_link_attach(struct lws *ws, struct lws_vhost *vh, int s
 
 struct tg_ws_link *tg_ws_link_attach_seam(struct lws *ws, struct tg_ws_seams *seams, size_t max_message)
 {
-    struct tg_ws_link *l = calloc(1, sizeof *l);
-    if (!l)
-        return NULL;
-    l->fd = -1;
-    if (!(l->seam = tg_ws_seam_new(seams, l))) {
-        free(l);
+    struct tg_ws_link *l = link_new(ws, max_message);
+    if (l && !(l->seam = tg_ws_seam_new(seams, l))) {
+        lws_set_opaque_user_data(ws, NULL);
+        link_free(l);
         return NULL;
     }
-    atomic_fetch_add(&g_links, 1);
-    l->ws = ws;
-    l->max_message = max_message ? max_message : DEFAULT_MAX_MESSAGE;
-    l->out_cap = TG_WS_LINK_MSG_MAX;
-    lws_set_opaque_user_data(ws, l);
     return l;
 }
 
@@ -221,6 +224,25 @@ static int seam_rx(struct tg_ws_link *l, const void *in, size_t len)
         lws_rx_flow_control(l->ws, 0); /* until the gateway took it (tg_ws_link_service_seams) */
     }
     return 0;
+}
+
+/* The far side ended and everything it gave was handed to lws_write: once lws has sent it too
+ * (`sent`: messages went out in this callback, so ask for another), the WebSocket closes with
+ * the close note's code and reason, or 1000. Returns what the writeable callback returns. */
+static int close_when_sent(struct tg_ws_link *l, size_t sent)
+{
+    if (sent) {
+        lws_callback_on_writable(l->ws);
+        return 0;
+    }
+    char why[TG_WS_CLOSE_REASON_MAX + 1];
+    int code = tg_ws_close_note_get(l->note, why, sizeof why);
+    if (!code) {
+        code = LWS_CLOSE_STATUS_NORMAL;
+        snprintf(why, sizeof why, "connection closed");
+    }
+    lws_close_reason(l->ws, (enum lws_close_status)code, (unsigned char *)why, strlen(why));
+    return -1;
 }
 
 /* Sends what the gateway wrote, as messages of up to out_cap bytes, as many as the socket takes
@@ -248,15 +270,8 @@ static int seam_writeable(struct tg_ws_link *l)
             tg_atomic_size_max(&g_out_largest, n);
             sent += n;
         }
-        if (ended) {
-            if (sent) {
-                lws_callback_on_writable(ws); /* close after lws has sent these messages */
-                return 0;
-            }
-            static const char why[] = "connection closed";
-            lws_close_reason(ws, LWS_CLOSE_STATUS_NORMAL, (unsigned char *)why, sizeof why - 1);
-            return -1;
-        }
+        if (ended)
+            return close_when_sent(l, sent);
         if (!n || !more)
             break;
     }
@@ -456,20 +471,8 @@ int tg_ws_link_on_writeable(struct tg_ws_link *l)
         /* idle: an idle link holds no buffer */
         free(l->spare);
         l->spare = NULL;
-        if (l->eof) {
-            if (sent) {
-                lws_callback_on_writable(ws); /* close after lws has sent these messages */
-                return 0;
-            }
-            char why[TG_WS_CLOSE_REASON_MAX + 1];
-            int code = tg_ws_close_note_get(l->note, why, sizeof why);
-            if (!code) {
-                code = LWS_CLOSE_STATUS_NORMAL;
-                snprintf(why, sizeof why, "connection closed");
-            }
-            lws_close_reason(ws, (enum lws_close_status)code, (unsigned char *)why, strlen(why));
-            return -1;
-        }
+        if (l->eof)
+            return close_when_sent(l, sent);
     }
     return 0;
 }
