@@ -32,24 +32,11 @@ static const struct lws_protocols k_protocols[] = {
 
 /* ------------------------------------------------ libevent side of the hand-off */
 
-static void on_handoff(void *arg, int fd, struct tg_ws_seam *seam, enum tg_ws_handoff_kind kind,
-                       const struct tg_gw_client_info *info, struct tg_ws_close_note *note)
+static void on_handoff(void *arg, int fd, struct tg_ws_seam *seam, const struct tg_gw_client_info *info,
+                       struct tg_ws_close_note *note)
 {
     struct tg_gw_ws *ws = arg;
-    if (seam) {
-        struct tg_conn_opts o;
-        tg_gw_client_conn_opts(ws->gw, &o);
-        o.no_fd_passing = 1;
-        struct bufferevent *a = tg_ws_seam_open(seam); /* on failure the WebSocket closes */
-        tg_conn *c = a ? tg_conn_new_bev(ws->base, a, &o, NULL, NULL) : NULL;
-        if (!c) {
-            tg_warn(TG_WS_LOG, "cannot create a connection for %s: out of memory", info->peer);
-            return;
-        }
-        tg_gw_accept(ws->gw, c, info);
-        return;
-    }
-    if (kind == TG_WS_HANDOFF_ADB) {
+    if (!seam) { /* an /adb pipe */
         if (ws->adb) {
             tg_gw_adb_accept(ws->adb, fd, info, note);
         } else { /* cannot happen: the route is refused when /adb is off */
@@ -61,7 +48,8 @@ static void on_handoff(void *arg, int fd, struct tg_ws_seam *seam, enum tg_ws_ha
     struct tg_conn_opts o;
     tg_gw_client_conn_opts(ws->gw, &o); /* the gateway's configured limits apply to WebSockets too */
     o.no_fd_passing = 1;
-    tg_conn *c = tg_conn_new_fd(ws->base, fd, &o, NULL, NULL);
+    struct bufferevent *a = tg_ws_seam_open(seam); /* on failure the WebSocket closes */
+    tg_conn *c = a ? tg_conn_new_bev(ws->base, a, &o, NULL, NULL) : NULL;
     if (!c) {
         tg_warn(TG_WS_LOG, "cannot create a connection for %s: out of memory", info->peer);
         return;

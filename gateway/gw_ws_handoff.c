@@ -17,7 +17,6 @@
 struct item {
     int fd;
     struct tg_ws_seam *seam;
-    enum tg_ws_handoff_kind kind;
     struct tg_gw_client_info info;
     struct tg_ws_close_note *note; /* a reference, or NULL */
 };
@@ -44,7 +43,7 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
         size_t cnt = (size_t)n / sizeof batch[0];
         for (size_t i = 0; i < cnt; i++) {
             struct item *it = batch[i];
-            h->fn(h->arg, it->fd, it->seam, it->kind, &it->info, it->note);
+            h->fn(h->arg, it->fd, it->seam, &it->info, it->note);
             tg_ws_close_note_unref(it->note);
             free(it);
         }
@@ -75,8 +74,8 @@ struct tg_ws_handoff *tg_ws_handoff_new(struct event_base *base, tg_ws_handoff_f
     return h;
 }
 
-static int post(struct tg_ws_handoff *h, int fd, struct tg_ws_seam *seam, enum tg_ws_handoff_kind kind,
-                const struct tg_gw_client_info *info, struct tg_ws_close_note *note)
+static int post(struct tg_ws_handoff *h, int fd, struct tg_ws_seam *seam, const struct tg_gw_client_info *info,
+                struct tg_ws_close_note *note)
 {
     struct item *it = malloc(sizeof *it);
     if (!it) {
@@ -88,7 +87,6 @@ static int post(struct tg_ws_handoff *h, int fd, struct tg_ws_seam *seam, enum t
     }
     it->fd = fd;
     it->seam = seam;
-    it->kind = kind;
     it->info = *info;
     it->note = note;
     tg_ws_close_note_ref(note);
@@ -111,15 +109,15 @@ static int post(struct tg_ws_handoff *h, int fd, struct tg_ws_seam *seam, enum t
     }
 }
 
-int tg_ws_handoff_post(struct tg_ws_handoff *h, int fd, enum tg_ws_handoff_kind kind,
-                       const struct tg_gw_client_info *info, struct tg_ws_close_note *note)
+int tg_ws_handoff_post_adb(struct tg_ws_handoff *h, int fd, const struct tg_gw_client_info *info,
+                           struct tg_ws_close_note *note)
 {
-    return post(h, fd, NULL, kind, info, note);
+    return post(h, fd, NULL, info, note);
 }
 
 int tg_ws_handoff_post_seam(struct tg_ws_handoff *h, struct tg_ws_seam *seam, const struct tg_gw_client_info *info)
 {
-    return post(h, -1, seam, TG_WS_HANDOFF_IPC, info, NULL);
+    return post(h, -1, seam, info, NULL);
 }
 
 void tg_ws_handoff_free(struct tg_ws_handoff *h)

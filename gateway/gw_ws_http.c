@@ -14,8 +14,8 @@
 #include "gw_adb_target.h"
 #include "base/json_str.h"
 #include "gw_ws_int.h"
-#include "net/ws_link.h"
 #include "gw_ws_policy.h"
+#include "net/ws_link.h"
 #include "tracegate/log.h"
 
 #define CHUNK 16384

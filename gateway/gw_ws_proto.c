@@ -188,8 +188,7 @@ static int established(struct tg_gw_ws *ws, struct lws *wsi)
         lws_close_reason(wsi, LWS_CLOSE_STATUS_POLICY_VIOLATION, (unsigned char *)"refused", 7);
         return -1;
     }
-    int adb = d.route == TG_WS_ROUTE_ADB;
-    if (!adb) {
+    if (d.route != TG_WS_ROUTE_ADB) {
         /* Perfetto IPC: handed over in memory (net/ws_seam.h) */
         struct tg_ws_link *link = tg_ws_link_attach_seam(wsi, ws->seams, ws->cfg.max_message);
         if (!link) {
@@ -201,8 +200,9 @@ static int established(struct tg_gw_ws *ws, struct lws *wsi)
         tg_ws_handoff_post_seam(ws->handoff, tg_ws_link_seam(link), &d.info);
         return 0;
     }
-    struct tg_ws_close_note *note = NULL;
-    if (adb && !(note = tg_ws_close_note_new()))
+    /* /adb: a byte pipe to a socket (the ADB server's, spliced), so a socketpair */
+    struct tg_ws_close_note *note = tg_ws_close_note_new();
+    if (!note)
         return -1;
     int sv[2];
     if (tg_ws_link_socketpair(sv) != 0) {
@@ -217,14 +217,11 @@ static int established(struct tg_gw_ws *ws, struct lws *wsi)
         tg_ws_close_note_unref(note);
         return -1;
     }
-    if (adb) {
-        /* a byte pipe: the UI sends ADB requests as text messages */
-        tg_ws_link_accept_text(link);
-        tg_ws_link_set_close_note(link, note);
-    }
+    tg_ws_link_accept_text(link); /* the UI sends ADB requests as text messages */
+    tg_ws_link_set_close_note(link, note);
     log_established(&rq, &d);
     /* on failure the fd is closed: the link sees EOF and closes the WebSocket */
-    tg_ws_handoff_post(ws->handoff, sv[1], adb ? TG_WS_HANDOFF_ADB : TG_WS_HANDOFF_IPC, &d.info, note);
+    tg_ws_handoff_post_adb(ws->handoff, sv[1], &d.info, note);
     tg_ws_close_note_unref(note);
     return 0;
 }
