@@ -49,10 +49,9 @@ struct tg_ws_seam {
     int b_paused;         /* the libevent side stopped reading B (`out` over OUT_HIGH) */
     int want_resume_b;    /* ... and `out` was taken under OUT_LOW since */
     /* libevent thread only */
-    struct bufferevent *b;
+    struct bufferevent *b; /* from tg_ws_seam_open until this side lets go */
     struct tg_ws_seam *next_work; /* on_eventfd's own list (next_ev may change under it) */
     struct evbuffer *stage; /* `in`'s chains on their way to B (moved out under the lock, written without it) */
-    int opened, eof_sent;
 };
 
 static atomic_int g_seams;
@@ -248,7 +247,7 @@ static void b_event_cb(struct bufferevent *b, short what, void *arg)
 static void ev_service(struct tg_ws_seam *m)
 {
     struct tg_ws_seams *s = m->set;
-    if (!m->opened || !m->b || m->eof_sent)
+    if (!m->b) /* not opened yet (tg_ws_seam_open looks again) */
         return;
     struct evbuffer *bout = bufferevent_get_output(m->b);
     pthread_mutex_lock(&s->mu);
@@ -270,13 +269,12 @@ static void ev_service(struct tg_ws_seam *m)
         signal_lws(s);
     if (evbuffer_get_length(m->stage))
         bufferevent_write_buffer(m->b, m->stage); /* moves the chains; A's callbacks are deferred */
-    if (resume_b && m->b) {
+    if (resume_b) {
         bufferevent_enable(m->b, EV_READ);
         if (evbuffer_get_length(bufferevent_get_input(m->b)))
             move_out(m, m->b, 0); /* what stayed behind at the pause: enabling moves only new bytes */
     }
-    if (end && m->b && !m->eof_sent) {
-        m->eof_sent = 1;
+    if (end) {
         bufferevent_flush(m->b, EV_WRITE, BEV_FINISHED); /* A: the bytes, then end of stream */
         ev_release(m);
     }
@@ -319,7 +317,6 @@ struct bufferevent *tg_ws_seam_open(struct tg_ws_seam *m)
     bufferevent_setcb(m->b, b_read_cb, b_write_cb, b_event_cb, m);
     bufferevent_setwatermark(m->b, EV_WRITE, TG_WS_SEAM_IN_LOW, 0);
     bufferevent_enable(m->b, EV_READ | EV_WRITE);
-    m->opened = 1;
     /* what the WebSocket sent meanwhile, or its end: from the loop, once the caller holds A */
     pthread_mutex_lock(&m->set->mu);
     int wake = ev_notify_locked(m);
