@@ -23,7 +23,6 @@
 #define LOG "gateway"
 #define SWEEP_MS 250
 
-int tg_gw_bridge_init(struct tg_gw *gw); /* gw_bridge.c */
 
 /* ------------------------------------------------------------ bookkeeping */
 

@@ -1,110 +1,21 @@
 /* gw_bridge.c: bridge sessions: one client connection and one upstream connection, frames relayed
- * byte for byte with per-method access control, gateway-local services (TracegateAuth), frame
- * filters, backpressure, rate limits and the slow-client policy (see gw_bridge.h). */
-#include "gw_bridge.h"
+ * byte for byte with per-method access control, frame filters, backpressure, rate limits and the
+ * slow-client policy (see gw_bridge.h; the method tables, the gateway's own calls and the
+ * gateway-local services are in the gw_bridge_*.c files named in gw_bridge_int.h). */
+#include "gw_bridge_int.h"
 
 #include <event2/event.h>
-#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "gw_auth.h"
-#include "gw_core.h"
-#include "gw_identity.h"
 #include "gw_listener.h"
 #include "gw_metrics.h"
 #include "gw_upstream.h"
-#include "tracegate/ipc_wire.h"
 #include "tracegate/log.h"
 #include "tracegate/pbwire.h"
-#include "tracegate_gateway.pb-c.h"
-
-#define LOG "gw-bridge"
-#define NAME_LEN 64
-#define MAX_SERVICES 16
-#define MAX_METHODS 256
-#define MAX_PENDING_BINDS 16
-#define MAX_PENDING_CALLS 1024 /* beyond this, calls are relayed but not tracked */
-#define DENY_LOG_BURST 10
-
-/* Why a side's reading is paused (bits; reading resumes when none is left). */
-enum {
-    P_PEER = 1u, /* the other side's output is congested */
-    P_SELF = 2u, /* this side's own output is congested: it is not reading its replies */
-    P_RATE = 4u, /* message bucket empty */
-    P_HOLD = 8u, /* a filter holds it */
-};
-
-struct method_ent {
-    uint32_t id;
-    char name[NAME_LEN];
-    int metric;
-};
-
-struct bound_svc {
-    uint32_t id;
-    char name[NAME_LEN];
-    const struct tg_gw_local_service *local;
-    struct method_ent *methods;
-    size_t n_methods;
-};
-
-struct pending_bind {
-    uint64_t rid;
-    char name[NAME_LEN];
-    int private_;
-    tg_gw_bind_fn cb;
-    void *arg;
-};
-
-/* A relayed call waiting for its final reply. The names are the metrics'
- * interned strings (stable), so an entry stays small. */
-struct pending_call {
-    uint64_t rid;
-    uint64_t start_us;
-    int metric;
-    int private_;
-    tg_gw_reply_fn cb;
-    void *arg;
-};
-
-struct filter_inst {
-    const struct tg_gw_filter *f;
-    void *ctx, *state;
-};
-
-struct tg_gw_session {
-    struct tg_gw *gw;
-    struct tg_gw_session *prev, *next;
-    struct tg_gw_session *wprev, *wnext; /* gw->watched: output may be queued (see watch()) */
-    int watched;
-    struct tg_gw_session *kprev, *knext; /* gw->kept: while detached (see set_kept()) */
-    uint64_t id;
-    struct tg_gw_client_info info;
-    struct tg_gw_listener *listener;
-    tg_conn *down, *up;
-    int up_opened, up_seen_data;
-    unsigned down_pause, up_pause;
-    struct tg_gw_bucket bucket;
-    struct tg_gw_slow slow;
-    struct event *hs_ev, *rate_ev, *free_ev;
-    uint64_t started_us, last_activity_us;
-    struct bound_svc svcs[MAX_SERVICES];
-    size_t n_svcs;
-    struct pending_bind binds[MAX_PENDING_BINDS];
-    size_t n_binds;
-    struct pending_call *calls;
-    size_t n_calls, cap_calls;
-    uint64_t next_private_id;
-    struct filter_inst filt[TG_GW_MAX_FILTERS];
-    size_t n_filt;
-    int closing, detached, free_scheduled, client_counted;
-    int conn_metric_closed; /* detached: the connection gauge already dropped it; the slot is still held */
-    unsigned denials;
-};
 
 static const struct tg_conn_cbs k_down_cbs;
 static const struct tg_conn_cbs k_up_cbs;
@@ -113,12 +24,12 @@ static const struct tg_conn_cbs k_up_cbs;
 
 static const char *port_name(enum tg_gw_port p) { return p == TG_GW_PORT_PRODUCER ? "producer" : "consumer"; }
 
-static const char *who(const struct tg_gw_session *s)
+const char *tg_gwb_who(const struct tg_gw_session *s)
 {
     return s->info.principal[0] ? s->info.principal : "-";
 }
 
-static void apply_pause(struct tg_gw_session *s)
+void tg_gwb_apply_pause(struct tg_gw_session *s)
 {
     if (s->down && !tg_conn_is_closing(s->down)) {
         if (s->down_pause)
@@ -199,81 +110,7 @@ static void schedule_free(struct tg_gw_session *s)
     event_active(s->free_ev, EV_TIMEOUT, 0);
 }
 
-static struct bound_svc *find_svc(struct tg_gw_session *s, uint32_t id)
-{
-    for (size_t i = 0; i < s->n_svcs; i++)
-        if (s->svcs[i].id == id)
-            return &s->svcs[i];
-    return NULL;
-}
 
-static const struct bound_svc *find_svc_c(const struct tg_gw_session *s, uint32_t id)
-{
-    for (size_t i = 0; i < s->n_svcs; i++)
-        if (s->svcs[i].id == id)
-            return &s->svcs[i];
-    return NULL;
-}
-
-static struct method_ent *find_method(struct bound_svc *b, uint32_t id)
-{
-    for (size_t i = 0; i < b->n_methods; i++)
-        if (b->methods[i].id == id)
-            return &b->methods[i];
-    return NULL;
-}
-
-static void free_svc(struct bound_svc *b)
-{
-    free(b->methods);
-    b->methods = NULL;
-    b->n_methods = 0;
-}
-
-static ssize_t find_call(struct tg_gw_session *s, uint64_t rid)
-{
-    for (size_t i = 0; i < s->n_calls; i++)
-        if (s->calls[i].rid == rid)
-            return (ssize_t)i;
-    return -1;
-}
-
-static void remove_call(struct tg_gw_session *s, size_t i)
-{
-    memmove(&s->calls[i], &s->calls[i + 1], (s->n_calls - i - 1) * sizeof s->calls[0]);
-    s->n_calls--;
-}
-
-static struct pending_call *push_call(struct tg_gw_session *s)
-{
-    if (s->n_calls == s->cap_calls) {
-        if (s->cap_calls >= MAX_PENDING_CALLS)
-            return NULL;
-        size_t nc = s->cap_calls ? s->cap_calls * 2 : 8;
-        struct pending_call *n = realloc(s->calls, nc * sizeof *n);
-        if (!n)
-            return NULL;
-        s->calls = n;
-        s->cap_calls = nc;
-    }
-    struct pending_call *c = &s->calls[s->n_calls++];
-    memset(c, 0, sizeof *c);
-    return c;
-}
-
-static ssize_t find_bind(struct tg_gw_session *s, uint64_t rid)
-{
-    for (size_t i = 0; i < s->n_binds; i++)
-        if (s->binds[i].rid == rid)
-            return (ssize_t)i;
-    return -1;
-}
-
-static void remove_bind(struct tg_gw_session *s, size_t i)
-{
-    memmove(&s->binds[i], &s->binds[i + 1], (s->n_binds - i - 1) * sizeof s->binds[0]);
-    s->n_binds--;
-}
 
 /* ------------------------------------------------------------ closing */
 
@@ -299,10 +136,10 @@ void tg_gw_session_close(struct tg_gw_session *s, const char *reason, int flush)
 }
 
 /* Protocol violation: count, log, close at once. */
-static void violation(struct tg_gw_session *s, const char *label, const char *why)
+void tg_gwb_violation(struct tg_gw_session *s, const char *label, const char *why)
 {
     tg_gw_metrics_frame_rejected(s->gw->metrics, label);
-    tg_warn(LOG, "session %llu: closing client %s (%s): %s", (unsigned long long)s->id, s->info.peer, who(s), why);
+    tg_warn(LOG, "session %llu: closing client %s (%s): %s", (unsigned long long)s->id, s->info.peer, tg_gwb_who(s), why);
     tg_gw_session_close(s, why, 0);
 }
 
@@ -315,7 +152,7 @@ static void cut_down(struct tg_gw_session *s, const char *label, const char *why
     if (!s->down || tg_conn_is_closing(s->down))
         return;
     tg_gw_metrics_conn_rejected(s->gw->metrics, label);
-    tg_warn(LOG, "session %llu: cutting client %s (%s): %s", (unsigned long long)s->id, s->info.peer, who(s), why);
+    tg_warn(LOG, "session %llu: cutting client %s (%s): %s", (unsigned long long)s->id, s->info.peer, tg_gwb_who(s), why);
     int fd = tg_conn_fd(s->down);
     if (fd >= 0 && !tg_conn_is_unix(s->down) && tg_conn_output_len(s->down) > 0) {
         struct linger lg = {1, 0};
@@ -343,7 +180,7 @@ static void after_send_down(struct tg_gw_session *s)
     if (tg_conn_is_congested(s->down)) {
         s->up_pause |= P_PEER;
         s->down_pause |= P_SELF;
-        apply_pause(s);
+        tg_gwb_apply_pause(s);
     }
 }
 
@@ -364,7 +201,7 @@ static void after_send_up(struct tg_gw_session *s, tg_conn *up)
         watch(s);
     if (tg_conn_is_congested(up)) {
         s->down_pause |= P_PEER;
-        apply_pause(s);
+        tg_gwb_apply_pause(s);
     }
 }
 
@@ -420,7 +257,7 @@ int tg_gw_session_reply(struct tg_gw_session *s, uint64_t request_id, int succes
     return rc;
 }
 
-static void send_request_error(struct tg_gw_session *s, uint64_t rid, const char *msg)
+void tg_gwb_send_request_error(struct tg_gw_session *s, uint64_t rid, const char *msg)
 {
     uint8_t buf[256];
     size_t n = tg_ipc_encode_request_error(buf, sizeof buf, rid, msg);
@@ -428,7 +265,7 @@ static void send_request_error(struct tg_gw_session *s, uint64_t rid, const char
         tg_gw_session_send_down(s, buf, n, -1);
 }
 
-static void send_bind_reply(struct tg_gw_session *s, uint64_t rid, int success, uint32_t service_id,
+void tg_gwb_send_bind_reply(struct tg_gw_session *s, uint64_t rid, int success, uint32_t service_id,
                             const struct tg_ipc_method_info *m, size_t n_m)
 {
     size_t need = tg_ipc_encode_bind_reply(NULL, 0, rid, success, service_id, m, n_m);
@@ -473,7 +310,7 @@ static tg_conn *open_routed_up(struct tg_gw_session *s, const char *node)
         return NULL;
     }
     tg_info(LOG, "session %llu: routed to node %s", (unsigned long long)s->id, node);
-    apply_pause(s);
+    tg_gwb_apply_pause(s);
     return s->up;
 }
 
@@ -519,7 +356,7 @@ tg_conn *tg_gw_session_ensure_up(struct tg_gw_session *s)
         return NULL;
     }
     after_send_up(s, s->up);
-    apply_pause(s);
+    tg_gwb_apply_pause(s);
     return s->up;
 }
 
@@ -577,7 +414,7 @@ static int forward_up(struct tg_gw_session *s, const uint8_t *body, size_t len, 
     if (v == TG_GW_CLOSE) {
         if (fd >= 0)
             close(fd);
-        violation(s, "filter", f.close_reason ? f.close_reason : "closed by filter");
+        tg_gwb_violation(s, "filter", f.close_reason ? f.close_reason : "closed by filter");
         return 0;
     }
     int sent = 0;
@@ -586,164 +423,6 @@ static int forward_up(struct tg_gw_session *s, const uint8_t *body, size_t len, 
     if (fd >= 0)
         close(fd);
     return sent;
-}
-
-/* ------------------------------------------------------------ local services */
-
-static void auth_required(struct tg_gw_session *s, uint64_t rid)
-{
-    tg_gw_metrics_frame_rejected(s->gw->metrics, "auth_required");
-    tg_gw_metrics_auth_failure(s->gw->metrics, s->info.transport, "auth_required");
-    tg_warn(LOG, "session %llu: client %s sent a request before authenticating; closing", (unsigned long long)s->id,
-            s->info.peer);
-    send_request_error(s, rid, "authentication required");
-    tg_gw_session_close(s, "authentication required", 1);
-}
-
-static const struct tg_gw_local_service *find_local(struct tg_gw *gw, const char *name)
-{
-    for (size_t i = 0; i < gw->n_local; i++)
-        if (strcmp(gw->local[i]->name, name) == 0)
-            return gw->local[i];
-    return NULL;
-}
-
-static struct bound_svc *add_svc(struct tg_gw_session *s, uint32_t id, const char *name)
-{
-    struct bound_svc *b = find_svc(s, id);
-    if (b) {
-        free_svc(b);
-    } else {
-        if (s->n_svcs >= MAX_SERVICES)
-            return NULL;
-        b = &s->svcs[s->n_svcs++];
-    }
-    memset(b, 0, sizeof *b);
-    b->id = id;
-    snprintf(b->name, sizeof b->name, "%s", name);
-    return b;
-}
-
-static void bind_local(struct tg_gw_session *s, uint64_t rid, const char *name)
-{
-    const struct tg_gw_local_service *ls = find_local(s->gw, name);
-    if (!ls || !tg_gw_acl_may_bind(s->info.roles, name)) {
-        if (ls) {
-            tg_gw_metrics_frame_rejected(s->gw->metrics, "acl");
-            tg_warn(LOG, "session %llu: denied binding %s to %s (%s)", (unsigned long long)s->id, name, s->info.peer,
-                    who(s));
-        }
-        send_bind_reply(s, rid, 0, 0, NULL, 0);
-        return;
-    }
-    size_t idx = 0;
-    while (s->gw->local[idx] != ls)
-        idx++;
-    uint32_t sid = TG_GW_LOCAL_SERVICE_ID_BASE + (uint32_t)idx;
-    struct bound_svc *b = add_svc(s, sid, name);
-    struct tg_ipc_method_info mi[32];
-    size_t n = ls->n_methods < 32 ? ls->n_methods : 32;
-    if (!b) {
-        send_bind_reply(s, rid, 0, 0, NULL, 0);
-        return;
-    }
-    b->local = ls;
-    for (size_t i = 0; i < n; i++) {
-        mi[i].id = (uint32_t)i + 1;
-        mi[i].name = ls->methods[i].name;
-    }
-    send_bind_reply(s, rid, 1, sid, mi, n);
-}
-
-static void invoke_local(struct tg_gw_session *s, struct bound_svc *b, const struct tg_frame_info *fi)
-{
-    const struct tg_gw_local_service *ls = b->local;
-    if (fi->method_id == 0 || fi->method_id > ls->n_methods) {
-        tg_gw_session_reply(s, fi->request_id, 0, 0, NULL, 0);
-        return;
-    }
-    const struct tg_gw_local_method *m = &ls->methods[fi->method_id - 1];
-    if (!tg_gw_acl_allows(s->info.roles, ls->name, m->name)) {
-        tg_gw_metrics_frame_rejected(s->gw->metrics, "acl");
-        tg_warn(LOG, "session %llu: denied %s.%s to %s (%s)", (unsigned long long)s->id, ls->name, m->name,
-                s->info.peer, who(s));
-        tg_gw_session_reply(s, fi->request_id, 0, 0, NULL, 0);
-        return;
-    }
-    m->fn(s, fi->request_id, fi->payload, fi->payload_len, fi->drop_reply, ls->ctx);
-}
-
-/* TracegateAuth.Authenticate */
-static void auth_authenticate(struct tg_gw_session *s, uint64_t rid, const uint8_t *args, size_t len, int drop_reply,
-                              void *ctx)
-{
-    (void)drop_reply;
-    (void)ctx;
-    struct tg_gw *gw = s->gw;
-    Tracegate__AuthenticateRequest *req = tracegate__authenticate_request__unpack(NULL, len, args);
-    char principal[TG_GW_PRINCIPAL_MAX];
-    unsigned roles = 0;
-    if (req && req->token) {
-        size_t tl = strlen(req->token);
-        roles = tg_gw_auth_lookup(gw->auth, req->token, tl, principal, sizeof principal);
-        OPENSSL_cleanse(req->token, tl);
-    }
-    if (req)
-        tracegate__authenticate_request__free_unpacked(req, NULL);
-    if (roles && s->up_opened) {
-        /* the upstream already carries the identity the client had: it cannot change now */
-        tg_warn(LOG, "session %llu: %s tried to authenticate after using the service as %s", (unsigned long long)s->id,
-                s->info.peer, who(s));
-        tg_gw_session_reply(s, rid, 0, 0, NULL, 0);
-        tg_gw_session_close(s, "authenticate before anything else", 1);
-        return;
-    }
-    if (!roles) {
-        tg_gw_metrics_auth_failure(gw->metrics, s->info.transport, req ? "bad_token" : "bad_request");
-        tg_warn(LOG, "session %llu: authentication failed for %s (%s)", (unsigned long long)s->id, s->info.peer,
-                tg_gw_transport_name(s->info.transport));
-        tg_gw_session_reply(s, rid, 0, 0, NULL, 0);
-        tg_gw_session_close(s, "authentication failed", 1);
-        return;
-    }
-    tg_gw_identity_token(&s->info, principal, roles);
-    if (s->hs_ev)
-        event_del(s->hs_ev);
-    tg_gw_metrics_auth_success(gw->metrics, "token");
-    char rl[64];
-    tg_gw_roles_format(roles, rl, sizeof rl);
-    tg_info(LOG, "session %llu: %s authenticated as %s (roles %s)", (unsigned long long)s->id, s->info.peer,
-            s->info.principal, rl);
-
-    Tracegate__AuthenticateResponse resp = TRACEGATE__AUTHENTICATE_RESPONSE__INIT;
-    char *names[8];
-    size_t n = 0;
-    for (unsigned bit = 1; bit <= TG_GW_ROLE_LINK && n < 8; bit <<= 1)
-        if (roles & bit)
-            names[n++] = (char *)tg_gw_role_name(bit);
-    resp.roles = names;
-    resp.n_roles = n;
-    resp.principal = s->info.principal;
-    uint8_t out[512];
-    size_t ol = tracegate__authenticate_response__get_packed_size(&resp);
-    if (ol > sizeof out) {
-        tg_gw_session_reply(s, rid, 0, 0, NULL, 0);
-        return;
-    }
-    tracegate__authenticate_response__pack(&resp, out);
-    tg_gw_session_reply(s, rid, 1, 0, out, ol);
-}
-
-static const struct tg_gw_local_method k_auth_methods[] = {{"Authenticate", auth_authenticate}};
-static const struct tg_gw_local_service k_auth_service = {TG_GW_SVC_AUTH, k_auth_methods, 1, NULL};
-
-int tg_gw_register_local_service(struct tg_gw *gw, const struct tg_gw_local_service *svc)
-{
-    if (!svc || !svc->name || strncmp(svc->name, "Tracegate", 9) != 0 || gw->n_local >= TG_GW_MAX_LOCAL_SERVICES ||
-        find_local(gw, svc->name))
-        return -1;
-    gw->local[gw->n_local++] = svc;
-    return 0;
 }
 
 int tg_gw_add_filter(struct tg_gw *gw, const struct tg_gw_filter *f, void *ctx)
@@ -756,9 +435,6 @@ int tg_gw_add_filter(struct tg_gw *gw, const struct tg_gw_filter *f, void *ctx)
     return 0;
 }
 
-/* Registers the built-in local services (called by tg_gw_new). */
-int tg_gw_bridge_init(struct tg_gw *gw);
-int tg_gw_bridge_init(struct tg_gw *gw) { return tg_gw_register_local_service(gw, &k_auth_service); }
 
 /* ------------------------------------------------------------ client frames */
 
@@ -789,16 +465,16 @@ static void handle_bind(struct tg_gw_session *s, const uint8_t *body, size_t len
         if (fd >= 0)
             close(fd);
         if (!s->info.roles && strcmp(name, TG_GW_SVC_AUTH) != 0) {
-            auth_required(s, fi->request_id);
+            tg_gwb_auth_required(s, fi->request_id);
             return;
         }
-        bind_local(s, fi->request_id, name);
+        tg_gwb_bind_local(s, fi->request_id, name);
         return;
     }
     if (!s->info.roles) {
         if (fd >= 0)
             close(fd);
-        auth_required(s, fi->request_id);
+        tg_gwb_auth_required(s, fi->request_id);
         return;
     }
     if (!name_ok || !tg_gw_acl_may_bind(s->info.roles, name)) {
@@ -808,14 +484,14 @@ static void handle_bind(struct tg_gw_session *s, const uint8_t *body, size_t len
         char rl[64];
         tg_gw_roles_format(s->info.roles, rl, sizeof rl);
         tg_warn(LOG, "session %llu: denied binding %s to %s (%s, roles %s)", (unsigned long long)s->id, name,
-                s->info.peer, who(s), rl);
-        send_bind_reply(s, fi->request_id, 0, 0, NULL, 0);
+                s->info.peer, tg_gwb_who(s), rl);
+        tg_gwb_send_bind_reply(s, fi->request_id, 0, 0, NULL, 0);
         return;
     }
     if (s->n_binds >= MAX_PENDING_BINDS) {
         if (fd >= 0)
             close(fd);
-        violation(s, "too_many_binds", "too many BindService requests in flight");
+        tg_gwb_violation(s, "too_many_binds", "too many BindService requests in flight");
         return;
     }
     struct pending_bind *pb = &s->binds[s->n_binds++];
@@ -823,9 +499,9 @@ static void handle_bind(struct tg_gw_session *s, const uint8_t *body, size_t len
     pb->rid = fi->request_id;
     snprintf(pb->name, sizeof pb->name, "%s", name);
     if (!forward_up(s, body, len, fi, name, NULL, fd, NULL)) {
-        ssize_t i = find_bind(s, fi->request_id);
+        ssize_t i = tg_gwb_find_bind(s, fi->request_id);
         if (i >= 0)
-            remove_bind(s, (size_t)i);
+            tg_gwb_remove_bind(s, (size_t)i);
     }
 }
 
@@ -839,7 +515,7 @@ static void deny_call(struct tg_gw_session *s, const struct tg_frame_info *fi, s
         char rl[64];
         tg_gw_roles_format(s->info.roles, rl, sizeof rl);
         tg_warn(LOG, "session %llu: denied %s.%s to %s (%s, roles %s)%s", (unsigned long long)s->id, b->name, m->name,
-                s->info.peer, who(s), rl, s->denials == DENY_LOG_BURST ? "; further denials logged every 1000" : "");
+                s->info.peer, tg_gwb_who(s), rl, s->denials == DENY_LOG_BURST ? "; further denials logged every 1000" : "");
     }
     tg_gw_session_reply(s, fi->request_id, 0, 0, NULL, 0);
 }
@@ -847,20 +523,20 @@ static void deny_call(struct tg_gw_session *s, const struct tg_frame_info *fi, s
 static void handle_invoke(struct tg_gw_session *s, const uint8_t *body, size_t len, const struct tg_frame_info *fi,
                           int fd, tg_conn *from)
 {
-    struct bound_svc *b = find_svc(s, fi->service_id);
+    struct bound_svc *b = tg_gwb_find_svc(s, fi->service_id);
     if (b && b->local) {
         if (fd >= 0)
             close(fd);
-        invoke_local(s, b, fi);
+        tg_gwb_invoke_local(s, b, fi);
         return;
     }
     if (!s->info.roles) {
         if (fd >= 0)
             close(fd);
-        auth_required(s, fi->request_id);
+        tg_gwb_auth_required(s, fi->request_id);
         return;
     }
-    struct method_ent *m = b ? find_method(b, fi->method_id) : NULL;
+    struct method_ent *m = b ? tg_gwb_find_method(b, fi->method_id) : NULL;
     if (!m) {
         /* What the host would answer for unknown ids; answered here, fail closed. */
         if (fd >= 0)
@@ -881,7 +557,7 @@ static void handle_invoke(struct tg_gw_session *s, const uint8_t *body, size_t l
     snprintf(method, sizeof method, "%s", m->name);
     int metric = m->metric;
     if (forward_up(s, body, len, fi, svc, method, fd, from) && !fi->drop_reply) {
-        struct pending_call *pc = push_call(s);
+        struct pending_call *pc = tg_gwb_push_call(s);
         if (pc) {
             pc->rid = fi->request_id;
             pc->start_us = tg_gw_now_us();
@@ -902,7 +578,7 @@ static void rate_cb(evutil_socket_t fd, short what, void *arg)
         return;
     }
     s->down_pause &= ~P_RATE;
-    apply_pause(s);
+    tg_gwb_apply_pause(s);
 }
 
 /* A client frame arrived: activity and the message bucket. */
@@ -916,7 +592,7 @@ static void down_arrived(struct tg_gw_session *s)
         uint64_t wait = tg_gw_bucket_wait_us(&s->bucket, now);
         struct timeval tv = {.tv_sec = (time_t)(wait / 1000000u), .tv_usec = (suseconds_t)(wait % 1000000u)};
         event_add(s->rate_ev, &tv);
-        apply_pause(s);
+        tg_gwb_apply_pause(s);
     }
 }
 
@@ -952,7 +628,7 @@ static void on_down_frame(tg_conn *c, const uint8_t *body, size_t len, void *arg
     if (bad) {
         if (fd >= 0)
             close(fd);
-        violation(s, label, bad);
+        tg_gwb_violation(s, label, bad);
         return;
     }
     switch (fi.msg) {
@@ -974,11 +650,11 @@ static void on_down_frame(tg_conn *c, const uint8_t *body, size_t len, void *arg
         if (fd >= 0)
             close(fd);
         if (!s->info.roles) {
-            auth_required(s, fi.request_id);
+            tg_gwb_auth_required(s, fi.request_id);
             return;
         }
         tg_gw_metrics_frame_rejected(s->gw->metrics, "unknown_request");
-        send_request_error(s, fi.request_id, "unknown request");
+        tg_gwb_send_request_error(s, fi.request_id, "unknown request");
         return;
     }
 }
@@ -1010,8 +686,8 @@ static int down_movable(struct tg_gw_session *s, const struct tg_frame_info *fi)
 {
     if (fi->msg != TG_MSG_INVOKE_METHOD || (fi->request_id & TG_GW_PRIVATE_REQUEST_ID) || !s->info.roles)
         return 0;
-    struct bound_svc *b = find_svc(s, fi->service_id);
-    struct method_ent *m = b && !b->local ? find_method(b, fi->method_id) : NULL;
+    struct bound_svc *b = tg_gwb_find_svc(s, fi->service_id);
+    struct method_ent *m = b && !b->local ? tg_gwb_find_method(b, fi->method_id) : NULL;
     return m && tg_gw_acl_allows(s->info.roles, b->name, m->name) && !filters_need_body(s, fi, 0);
 }
 
@@ -1028,154 +704,7 @@ static int on_down_head(tg_conn *c, size_t len, void *arg)
 
 /* ------------------------------------------------------------ upstream frames */
 
-/* Every method entry a Perfetto client would register (non-zero id, non-empty name). */
-struct raw_method {
-    uint32_t id;
-    const char *name; /* points into the frame */
-    size_t len;
-};
 
-struct bind_parse {
-    struct method_ent *m; /* the usable entries */
-    size_t n;
-    struct raw_method *raw;
-    size_t n_raw, cap_raw;
-    int oom;
-};
-
-static void bind_method_cb(void *arg, uint32_t id, const char *name, size_t name_len)
-{
-    struct bind_parse *bp = arg;
-    if (bp->oom || id == 0 || name_len == 0)
-        return; /* clients ignore these entries too */
-    if (bp->n_raw == bp->cap_raw) {
-        size_t cap = bp->cap_raw ? bp->cap_raw * 2 : 32;
-        struct raw_method *nr = realloc(bp->raw, cap * sizeof *nr);
-        if (!nr) {
-            bp->oom = 1;
-            return;
-        }
-        bp->raw = nr;
-        bp->cap_raw = cap;
-    }
-    bp->raw[bp->n_raw++] = (struct raw_method){id, name, name_len};
-    if (name_len >= NAME_LEN || memchr(name, '\0', name_len) || bp->n >= MAX_METHODS)
-        return; /* unusable entries are left out: calls to them are refused */
-    struct method_ent *nm = realloc(bp->m, (bp->n + 1) * sizeof *nm);
-    if (!nm) {
-        bp->oom = 1;
-        return;
-    }
-    bp->m = nm;
-    memset(&nm[bp->n], 0, sizeof nm[0]);
-    nm[bp->n].id = id;
-    memcpy(nm[bp->n].name, name, name_len);
-    bp->n++;
-}
-
-static int raw_by_id(const void *a, const void *b)
-{
-    const struct raw_method *x = a, *y = b;
-    return x->id < y->id ? -1 : x->id > y->id;
-}
-
-static int raw_by_name(const void *a, const void *b)
-{
-    const struct raw_method *x = a, *y = b;
-    if (x->len != y->len)
-        return x->len < y->len ? -1 : 1;
-    return memcmp(x->name, y->name, x->len);
-}
-
-/* The ACL maps a call's method id to a name; the client maps names to ids (the last entry
- * wins). A table listing an id or a name twice could make the gateway allow a call by one
- * name that the service runs as another: refused. Returns 0, or -1 with why filled. */
-static int methods_unique(struct raw_method *raw, size_t n, char *why, size_t whylen)
-{
-    if (n < 2)
-        return 0;
-    qsort(raw, n, sizeof *raw, raw_by_id);
-    for (size_t i = 1; i < n; i++)
-        if (raw[i].id == raw[i - 1].id) {
-            snprintf(why, whylen, "the service's method table lists method id %u twice", raw[i].id);
-            return -1;
-        }
-    qsort(raw, n, sizeof *raw, raw_by_name);
-    for (size_t i = 1; i < n; i++)
-        if (raw_by_name(&raw[i], &raw[i - 1]) == 0) {
-            snprintf(why, whylen, "the service's method table lists method '%.*s' twice",
-                     (int)(raw[i].len < 64 ? raw[i].len : 64), raw[i].name);
-            return -1;
-        }
-    return 0;
-}
-
-/* BindServiceReply: learn the service's method table. Returns 0, or -1 if
- * the session had to be closed. */
-static int learn_bind(struct tg_gw_session *s, const struct tg_frame_info *fi)
-{
-    ssize_t bi = find_bind(s, fi->request_id);
-    if (bi < 0)
-        return 0;
-    struct pending_bind pb = s->binds[bi];
-    remove_bind(s, (size_t)bi);
-    int success = 0;
-    uint32_t sid = 0;
-    struct bind_parse bp = {NULL, 0, NULL, 0, 0, 0};
-    if (tg_ipc_parse_bind_reply(fi->msg_data, fi->msg_len, &success, &sid, bind_method_cb, &bp) != 0)
-        success = 0;
-    const char *label = NULL;
-    char why[160];
-    if (success && sid >= TG_GW_LOCAL_SERVICE_ID_BASE) {
-        label = "upstream_service_id";
-        snprintf(why, sizeof why, "upstream service id collides with the gateway's");
-    } else if (success && !bp.oom && methods_unique(bp.raw, bp.n_raw, why, sizeof why) != 0) {
-        label = "upstream_methods";
-    }
-    free(bp.raw);
-    if (label) {
-        free(bp.m);
-        if (pb.private_ && pb.cb)
-            pb.cb(s, 0, 0, pb.arg);
-        violation(s, label, why);
-        return -1;
-    }
-    if (success && sid && !bp.oom) {
-        struct bound_svc *b = add_svc(s, sid, pb.name);
-        if (b) {
-            b->methods = bp.m;
-            b->n_methods = bp.n;
-            bp.m = NULL;
-            for (size_t i = 0; i < b->n_methods; i++)
-                b->methods[i].metric = tg_gw_metrics_method(s->gw->metrics, b->name, b->methods[i].name);
-        } else {
-            tg_warn(LOG, "session %llu: too many bound services; calls to %s will be refused",
-                    (unsigned long long)s->id, pb.name);
-        }
-    }
-    free(bp.m);
-    if (pb.private_ && pb.cb)
-        pb.cb(s, success && sid, sid, pb.arg);
-    return 0;
-}
-
-static void route_private(struct tg_gw_session *s, const struct tg_frame_info *fi)
-{
-    if (fi->msg == TG_MSG_BIND_SERVICE_REPLY) {
-        learn_bind(s, fi);
-        return;
-    }
-    ssize_t ci = find_call(s, fi->request_id);
-    if (ci < 0)
-        return;
-    struct pending_call pc = s->calls[ci];
-    int final = fi->msg != TG_MSG_INVOKE_METHOD_REPLY || !fi->has_more;
-    if (final)
-        remove_call(s, (size_t)ci);
-    int ok = fi->msg == TG_MSG_INVOKE_METHOD_REPLY && fi->success;
-    if (pc.cb)
-        pc.cb(s, ok, final ? 0 : 1, ok ? fi->payload : NULL, ok ? fi->payload_len : 0, pc.arg);
-}
 
 /* The session's upstream is another node (a link channel or a raw node), not this node's own
  * upstream: its failures say nothing about our upstream's health. */
@@ -1231,24 +760,24 @@ static void up_dispatch(struct tg_gw_session *s, const uint8_t *body, size_t len
     if (fi->request_id & TG_GW_PRIVATE_REQUEST_ID) {
         if (fd >= 0)
             close(fd);
-        route_private(s, fi);
+        tg_gwb_route_private(s, fi);
         return;
     }
     if (fi->msg == TG_MSG_BIND_SERVICE_REPLY) {
-        if (learn_bind(s, fi) != 0) {
+        if (tg_gwb_learn_bind(s, fi) != 0) {
             if (fd >= 0)
                 close(fd);
             return;
         }
     } else if (fi->msg == TG_MSG_INVOKE_METHOD_REPLY || fi->msg == TG_MSG_REQUEST_ERROR) {
-        ssize_t ci = find_call(s, fi->request_id);
+        ssize_t ci = tg_gwb_find_call(s, fi->request_id);
         if (ci >= 0) {
             struct pending_call *pc = &s->calls[ci];
             tg_gw_metrics_method_names(s->gw->metrics, pc->metric, &svc, &method);
             if (fi->msg == TG_MSG_REQUEST_ERROR || !fi->has_more) {
                 int ok = fi->msg == TG_MSG_INVOKE_METHOD_REPLY && fi->success;
                 tg_gw_metrics_rpc_done(s->gw->metrics, pc->metric, tg_gw_now_us() - pc->start_us, ok);
-                remove_call(s, (size_t)ci);
+                tg_gwb_remove_call(s, (size_t)ci);
             }
         }
     }
@@ -1260,7 +789,7 @@ static void up_dispatch(struct tg_gw_session *s, const uint8_t *body, size_t len
             if (fd >= 0)
                 close(fd);
             if (v == TG_GW_CLOSE)
-                violation(s, "filter", f.close_reason ? f.close_reason : "closed by filter");
+                tg_gwb_violation(s, "filter", f.close_reason ? f.close_reason : "closed by filter");
             return;
         }
     }
@@ -1298,7 +827,7 @@ static void on_down_drain(tg_conn *c, void *arg)
     s->up_pause &= ~P_PEER;
     s->down_pause &= ~P_SELF;
     tg_gw_slow_check(&s->slow, &s->gw->limits, s->down ? tg_conn_output_len(s->down) : 0, tg_gw_now_us());
-    apply_pause(s);
+    tg_gwb_apply_pause(s);
 }
 
 static void on_up_drain(tg_conn *c, void *arg)
@@ -1306,7 +835,7 @@ static void on_up_drain(tg_conn *c, void *arg)
     struct tg_gw_session *s = arg;
     (void)c;
     s->down_pause &= ~P_PEER;
-    apply_pause(s);
+    tg_gwb_apply_pause(s);
 }
 
 /* Gives back the client's connection slot (global, per source, per listener). A detached (kept)
@@ -1340,9 +869,9 @@ static void on_down_close(tg_conn *c, const char *reason, void *arg)
     if (reason && strcmp(reason, "IPC frame too large") == 0) {
         tg_gw_metrics_frame_rejected(s->gw->metrics, "oversize");
         tg_warn(LOG, "session %llu: client %s (%s) sent a frame over %zu bytes; closed", (unsigned long long)s->id,
-                s->info.peer, who(s), s->gw->limits.max_frame);
+                s->info.peer, tg_gwb_who(s), s->gw->limits.max_frame);
     } else {
-        tg_info(LOG, "session %llu: client %s (%s) disconnected: %s", (unsigned long long)s->id, s->info.peer, who(s),
+        tg_info(LOG, "session %llu: client %s (%s) disconnected: %s", (unsigned long long)s->id, s->info.peer, tg_gwb_who(s),
                 reason ? reason : "closed");
     }
     if (s->hs_ev)
@@ -1360,7 +889,7 @@ static void on_down_close(tg_conn *c, const char *reason, void *arg)
             tg_gw_metrics_conn_close(s->gw->metrics, s->info.transport);
             s->conn_metric_closed = 1;
             tg_info(LOG, "session %llu: detached; upstream kept open", (unsigned long long)s->id);
-            apply_pause(s);
+            tg_gwb_apply_pause(s);
             return;
         }
     }
@@ -1383,7 +912,7 @@ static void on_up_close(tg_conn *c, const char *reason, void *arg)
     for (size_t i = 0; i < s->n_binds;) {
         if (s->binds[i].private_) {
             struct pending_bind pb = s->binds[i];
-            remove_bind(s, i);
+            tg_gwb_remove_bind(s, i);
             if (pb.cb)
                 pb.cb(s, 0, 0, pb.arg);
         } else {
@@ -1393,7 +922,7 @@ static void on_up_close(tg_conn *c, const char *reason, void *arg)
     for (size_t i = 0; i < s->n_calls;) {
         if (s->calls[i].private_) {
             struct pending_call pc = s->calls[i];
-            remove_call(s, i);
+            tg_gwb_remove_call(s, i);
             if (pc.cb)
                 pc.cb(s, 0, 0, NULL, 0, pc.arg);
         } else {
@@ -1417,7 +946,7 @@ static void on_up_close(tg_conn *c, const char *reason, void *arg)
         tg_warn(LOG, "session %llu: upstream connection closed: %s", (unsigned long long)s->id,
                 reason ? reason : "closed");
         if (s->down) {
-            apply_pause(s);
+            tg_gwb_apply_pause(s);
             tg_conn_close_after_flush(s->down, "upstream closed the connection");
         }
     }
@@ -1442,7 +971,7 @@ static void hs_cb(evutil_socket_t fd, short what, void *arg)
     tg_gw_metrics_auth_failure(s->gw->metrics, s->info.transport, "timeout");
     tg_warn(LOG, "session %llu: client %s did not authenticate within %u ms; closing", (unsigned long long)s->id,
             s->info.peer, s->gw->limits.handshake_timeout_ms);
-    send_request_error(s, 0, "authentication timeout");
+    tg_gwb_send_request_error(s, 0, "authentication timeout");
     tg_gw_session_close(s, "authentication timeout", 1);
 }
 
@@ -1509,7 +1038,7 @@ struct tg_gw_session *tg_gw_session_new(struct tg_gw *gw, tg_conn *down, const s
     char rl[64];
     tg_gw_roles_format(s->info.roles, rl, sizeof rl);
     tg_info(LOG, "session %llu: %s client %s on the %s port (%s, roles %s)", (unsigned long long)s->id,
-            tg_gw_transport_name(s->info.transport), s->info.peer, port_name(s->info.port), who(s),
+            tg_gw_transport_name(s->info.transport), s->info.peer, port_name(s->info.port), tg_gwb_who(s),
             s->info.roles ? rl : "none until Authenticate");
     return s;
 }
@@ -1533,7 +1062,7 @@ void tg_gw_session_destroy(struct tg_gw_session *s)
     event_free(s->rate_ev);
     event_free(s->free_ev);
     for (size_t i = 0; i < s->n_svcs; i++)
-        free_svc(&s->svcs[i]);
+        tg_gwb_free_svc(&s->svcs[i]);
     free(s->calls);
     unwatch(s);
     set_kept(s, 0);
@@ -1611,108 +1140,9 @@ tg_conn *tg_gw_session_up(const struct tg_gw_session *s) { return s->up; }
 int tg_gw_session_detached(const struct tg_gw_session *s) { return s->detached; }
 size_t tg_gw_session_pending_calls(const struct tg_gw_session *s) { return s->n_calls; }
 
-const char *tg_gw_session_service_name(const struct tg_gw_session *s, uint32_t service_id)
-{
-    const struct bound_svc *b = find_svc_c(s, service_id);
-    return b ? b->name : NULL;
-}
-
-const char *tg_gw_session_method_name(const struct tg_gw_session *s, uint32_t service_id, uint32_t method_id)
-{
-    const struct bound_svc *b = find_svc_c(s, service_id);
-    if (!b)
-        return NULL;
-    if (b->local)
-        return method_id >= 1 && method_id <= b->local->n_methods ? b->local->methods[method_id - 1].name : NULL;
-    for (size_t i = 0; i < b->n_methods; i++)
-        if (b->methods[i].id == method_id)
-            return b->methods[i].name;
-    return NULL;
-}
-
-uint32_t tg_gw_session_service_id(const struct tg_gw_session *s, const char *service)
-{
-    for (size_t i = 0; i < s->n_svcs; i++)
-        if (!s->svcs[i].local && strcmp(s->svcs[i].name, service) == 0)
-            return s->svcs[i].id;
-    return 0;
-}
-
-uint32_t tg_gw_session_method_id(const struct tg_gw_session *s, const char *service, const char *method)
-{
-    for (size_t i = 0; i < s->n_svcs; i++) {
-        if (s->svcs[i].local || strcmp(s->svcs[i].name, service) != 0)
-            continue;
-        for (size_t j = 0; j < s->svcs[i].n_methods; j++)
-            if (strcmp(s->svcs[i].methods[j].name, method) == 0)
-                return s->svcs[i].methods[j].id;
-    }
-    return 0;
-}
 
 /* ------------------------------------------------------------ filter actions */
 
-int tg_gw_session_bind_up(struct tg_gw_session *s, const char *service, tg_gw_bind_fn cb, void *arg)
-{
-    if (!service || strlen(service) >= NAME_LEN || s->n_binds >= MAX_PENDING_BINDS)
-        return -1;
-    uint64_t rid = s->next_private_id++;
-    uint8_t buf[128];
-    size_t n = tg_ipc_encode_bind(buf, sizeof buf, rid, service);
-    if (!n)
-        return -1;
-    struct pending_bind *pb = &s->binds[s->n_binds++];
-    memset(pb, 0, sizeof *pb);
-    pb->rid = rid;
-    pb->private_ = 1;
-    pb->cb = cb;
-    pb->arg = arg;
-    snprintf(pb->name, sizeof pb->name, "%s", service);
-    if (tg_gw_session_send_up(s, buf, n, -1) != 0) {
-        ssize_t i = find_bind(s, rid);
-        if (i >= 0)
-            remove_bind(s, (size_t)i);
-        return -1;
-    }
-    return 0;
-}
-
-int tg_gw_session_call_up(struct tg_gw_session *s, uint32_t service_id, uint32_t method_id, const uint8_t *args,
-                          size_t len, int fd, tg_gw_reply_fn cb, void *arg)
-{
-    uint64_t rid = s->next_private_id++;
-    size_t need = tg_ipc_encode_invoke(NULL, 0, rid, service_id, method_id, args, len, cb == NULL);
-    uint8_t *buf = malloc(need ? need : 1);
-    if (!buf)
-        return -1;
-    size_t n = tg_ipc_encode_invoke(buf, need, rid, service_id, method_id, args, len, cb == NULL);
-    int rc = -1;
-    if (n) {
-        struct pending_call *pc = NULL;
-        if (cb) {
-            pc = push_call(s);
-            if (pc) {
-                pc->rid = rid;
-                pc->private_ = 1;
-                pc->cb = cb;
-                pc->arg = arg;
-                pc->start_us = tg_gw_now_us();
-                const char *sn = tg_gw_session_service_name(s, service_id);
-                const char *mn = tg_gw_session_method_name(s, service_id, method_id);
-                pc->metric = tg_gw_metrics_method(s->gw->metrics, sn ? sn : "?", mn ? mn : "?");
-            }
-        }
-        if ((!cb || pc) && tg_gw_session_send_up(s, buf, n, fd) == 0) {
-            rc = 0;
-        } else if (pc) {
-            ssize_t i = find_call(s, rid);
-            if (i >= 0)
-                remove_call(s, (size_t)i);
-        }
-    }
-    free(buf);
-    return rc;
-}
 
 void tg_gw_session_hold_down(struct tg_gw_session *s, int hold)
 {
@@ -1720,7 +1150,7 @@ void tg_gw_session_hold_down(struct tg_gw_session *s, int hold)
         s->down_pause |= P_HOLD;
     else
         s->down_pause &= ~P_HOLD;
-    apply_pause(s);
+    tg_gwb_apply_pause(s);
 }
 
 void tg_gw_session_hold_up(struct tg_gw_session *s, int hold)
@@ -1729,7 +1159,7 @@ void tg_gw_session_hold_up(struct tg_gw_session *s, int hold)
         s->up_pause |= P_HOLD;
     else
         s->up_pause &= ~P_HOLD;
-    apply_pause(s);
+    tg_gwb_apply_pause(s);
 }
 
 int tg_gw_session_transfer_down(struct tg_gw_session *from, struct tg_gw_session *to)
@@ -1764,6 +1194,6 @@ int tg_gw_session_transfer_down(struct tg_gw_session *from, struct tg_gw_session
         tg_conn_close(from->up, "client resumed another session");
     else
         schedule_free(from);
-    apply_pause(to);
+    tg_gwb_apply_pause(to);
     return 0;
 }

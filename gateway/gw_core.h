@@ -130,4 +130,7 @@ void tg_gw_session_unlinked(struct tg_gw *gw);
 void tg_gw_client_gone(struct tg_gw *gw, const struct tg_gw_client_info *info, struct tg_gw_listener *l,
                        int conn_metric);
 
+/* Registers the bridge's built-in local services (gw_bridge_local.c; called by tg_gw_new). */
+int tg_gw_bridge_init(struct tg_gw *gw);
+
 #endif
