@@ -1,5 +1,5 @@
 /* link.c: one gateway link: the HTTP/2 connection (nghttp2 on the event loop), the control
- * stream (hello, reverse opens, clock sync, node lists), channel streams' requests and responses,
+ * stream (hello, reverse opens, node lists; clock sync in link_clock.c), channel streams' requests and responses,
  * PING keepalive, and resumption (docs/link-protocol.md). */
 #include "link_int.h"
 
@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "link_wire.h"
 #include "net/tls.h"
@@ -28,7 +27,6 @@ static void conn_lost(struct link_conn *c, const char *why);
 static void ctx_free(struct link_conn *c, struct stream_ctx *x);
 static void link_down(struct tg_link *l, const char *why);
 static void send_hello(struct link_conn *c);
-static void send_clock(struct tg_link *l);
 
 static uint64_t now_us(void) { return tg_mono_us(); }
 
@@ -91,7 +89,7 @@ void tg_link_conn_flush(struct link_conn *c)
 
 /* ------------------------------------------------------------ control messages */
 
-static int send_control(struct link_conn *c, const Tracegate__Link__Control *m)
+int tg_link_send_control(struct link_conn *c, const Tracegate__Link__Control *m)
 {
     if (!c || c->ctl_sid < 0 || !c->ctl_tx)
         return -1;
@@ -125,114 +123,6 @@ static ssize_t ctl_read_cb(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t
     return (ssize_t)n;
 }
 
-static void read_my_clocks(const struct tg_fleet_config *cfg, uint64_t v[4])
-{
-    static const clockid_t ids[4] = {CLOCK_BOOTTIME, CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_MONOTONIC_RAW};
-    for (int i = 0; i < 4; i++) {
-        struct timespec ts;
-        clock_gettime(ids[i], &ts);
-        v[i] = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + (uint64_t)(cfg ? cfg->test_clock_offset_ns : 0);
-    }
-}
-
-static const uint32_t k_clock_ids[4] = {TG_NODE_CLOCK_BOOTTIME, TG_NODE_CLOCK_REALTIME, TG_NODE_CLOCK_MONOTONIC,
-                                        TG_NODE_CLOCK_MONOTONIC_RAW};
-
-static void send_clock_phase(struct tg_link *l, int phase)
-{
-    if (!l->conn || l->state != LINK_UP)
-        return;
-    uint64_t v[4];
-    read_my_clocks(tg_fleet_config_of(l->fleet), v);
-    Tracegate__Link__Clock clk[4], *pc[4];
-    for (int i = 0; i < 4; i++) {
-        tracegate__link__clock__init(&clk[i]);
-        clk[i].has_clock_id = clk[i].has_ns = 1;
-        clk[i].clock_id = k_clock_ids[i];
-        clk[i].ns = v[i];
-        pc[i] = &clk[i];
-    }
-    Tracegate__Link__ClockSync cs = TRACEGATE__LINK__CLOCK_SYNC__INIT;
-    cs.has_phase = 1;
-    cs.phase = (Tracegate__Link__ClockSync__Phase)phase;
-    cs.n_clocks = phase == TRACEGATE__LINK__CLOCK_SYNC__PHASE__REPLY ? 0 : 4;
-    cs.clocks = pc;
-    Tracegate__Link__Control m = TRACEGATE__LINK__CONTROL__INIT;
-    m.msg_case = TRACEGATE__LINK__CONTROL__MSG_CLOCK_SYNC;
-    m.clock_sync = &cs;
-    send_control(l->conn, &m);
-    tg_link_conn_flush(l->conn);
-}
-
-static void send_clock(struct tg_link *l)
-{
-    l->clock_phase = 1; /* waiting for the REPLY to send UPDATE */
-    send_clock_phase(l, TRACEGATE__LINK__CLOCK_SYNC__PHASE__PING);
-}
-
-static void on_clock_sync(struct tg_link *l, const Tracegate__Link__ClockSync *cs)
-{
-    if (cs->has_phase && cs->phase == TRACEGATE__LINK__CLOCK_SYNC__PHASE__REPLY) {
-        if (l->clock_phase) {
-            l->clock_phase = 0;
-            send_clock_phase(l, TRACEGATE__LINK__CLOCK_SYNC__PHASE__UPDATE);
-        }
-        return;
-    }
-    if (!cs->has_phase || cs->phase == TRACEGATE__LINK__CLOCK_SYNC__PHASE__PING)
-        send_clock_phase(l, TRACEGATE__LINK__CLOCK_SYNC__PHASE__REPLY);
-    uint64_t mine[4];
-    read_my_clocks(NULL, mine); /* our own clocks as they are: the offset knob shifts only what we send */
-    struct clock_round *r = &l->rounds[l->next_round];
-    memset(r, 0, sizeof *r);
-    memcpy(r->mine, mine, sizeof mine);
-    for (size_t i = 0; i < cs->n_clocks; i++)
-        for (int k = 0; k < 4; k++)
-            if (cs->clocks[i]->clock_id == k_clock_ids[k])
-                r->peer[k] = cs->clocks[i]->ns;
-    r->phase = cs->has_phase ? (uint32_t)cs->phase : 0;
-    l->next_round = (l->next_round + 1) % LINK_CLOCK_ROUNDS;
-    if (l->n_rounds < LINK_CLOCK_ROUNDS)
-        l->n_rounds++;
-    tg_fleet_refresh_status(l->fleet);
-}
-
-int tg_link_clock_offset(const struct tg_link *l, int64_t *offset_ns)
-{
-    /* trace processor's estimate: consecutive (PING, UPDATE) records form a round; per round
-     * two offsets (t1c+t2c)/2 - t1h and t2c - (t1h+t2h)/2, averaged over the rounds */
-    double sum = 0;
-    int n = 0;
-    for (size_t i = 0; i + 1 < l->n_rounds; i++) {
-        size_t a = (l->next_round + LINK_CLOCK_ROUNDS - l->n_rounds + i) % LINK_CLOCK_ROUNDS;
-        size_t b = (a + 1) % LINK_CLOCK_ROUNDS;
-        const struct clock_round *p = &l->rounds[a], *u = &l->rounds[b];
-        if (p->phase != 0 || u->phase != 1 || !p->peer[0] || !u->peer[0])
-            continue;
-        double t1c = (double)p->peer[0], t2c = (double)u->peer[0], t1h = (double)p->mine[0], t2h = (double)u->mine[0];
-        sum += (t1c + t2c) / 2 - t1h;
-        sum += t2c - (t1h + t2h) / 2;
-        n += 2;
-    }
-    if (!n)
-        return 0;
-    *offset_ns = (int64_t)(sum / n);
-    return 1;
-}
-
-static void clock_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    struct tg_link *l = arg;
-    send_clock(l);
-    const struct tg_fleet_config *cfg = tg_fleet_config_of(l->fleet);
-    /* the first rounds come quickly (a trace may start now), then one per interval */
-    uint32_t ms = l->n_rounds < 4 ? 1000 : (cfg->clock_interval_ms ? cfg->clock_interval_ms : 30000);
-    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-    evtimer_add(l->clock_ev, &tv);
-}
-
 static void send_hello(struct link_conn *c)
 {
     struct tg_node_desc d;
@@ -258,7 +148,7 @@ static void send_hello(struct link_conn *c)
     Tracegate__Link__Control m = TRACEGATE__LINK__CONTROL__INIT;
     m.msg_case = TRACEGATE__LINK__CONTROL__MSG_HELLO;
     m.hello = &h;
-    send_control(c, &m);
+    tg_link_send_control(c, &m);
     free(buf);
 }
 
@@ -289,7 +179,7 @@ void tg_link_send_nodes(struct tg_link *l)
     Tracegate__Link__Control m = TRACEGATE__LINK__CONTROL__INIT;
     m.msg_case = TRACEGATE__LINK__CONTROL__MSG_NODES;
     m.nodes = &ns;
-    send_control(l->conn, &m);
+    tg_link_send_control(l->conn, &m);
     tg_link_conn_flush(l->conn);
 }
 
@@ -338,7 +228,7 @@ static void on_open(struct tg_link *l, const Tracegate__Link__Open *o)
         Tracegate__Link__Control m = TRACEGATE__LINK__CONTROL__INIT;
         m.msg_case = TRACEGATE__LINK__CONTROL__MSG_OPEN_FAILED;
         m.open_failed = &of;
-        send_control(l->conn, &m);
+        tg_link_send_control(l->conn, &m);
     }
 }
 
@@ -377,7 +267,7 @@ static int on_control_message(struct link_conn *c, const uint8_t *msg, size_t le
             tg_link_channel_abort(ch, m->open_failed->reason ? m->open_failed->reason : "refused by the peer");
         break;
     }
-    case TRACEGATE__LINK__CONTROL__MSG_CLOCK_SYNC: on_clock_sync(l, m->clock_sync); break;
+    case TRACEGATE__LINK__CONTROL__MSG_CLOCK_SYNC: tg_link_on_clock_sync(l, m->clock_sync); break;
     case TRACEGATE__LINK__CONTROL__MSG_NODES:
         l->n_reach = 0;
         for (size_t i = 0; i < m->nodes->n_nodes && l->n_reach < 32; i++) {
@@ -813,7 +703,7 @@ static void accept_control(struct link_conn *c, int32_t sid, struct stream_ctx *
         snprintf(l->principal, sizeof l->principal, "%s", principal);
         l->ping_ev = evtimer_new(tg_fleet_base(f), ping_cb, l);
         l->window_ev = evtimer_new(tg_fleet_base(f), window_cb, l);
-        l->clock_ev = evtimer_new(tg_fleet_base(f), clock_cb, l);
+        l->clock_ev = evtimer_new(tg_fleet_base(f), tg_link_clock_cb, l);
         l->machine_id = tg_fleet_machine_id(f, x->node);
         if (!l->ping_ev || !l->window_ev || !l->clock_ev) {
             tg_link_free(l);
@@ -1354,7 +1244,7 @@ int tg_link_send_open(struct tg_link *l, struct link_channel *ch)
     Tracegate__Link__Control m = TRACEGATE__LINK__CONTROL__INIT;
     m.msg_case = TRACEGATE__LINK__CONTROL__MSG_OPEN;
     m.open = &o;
-    int r = send_control(l->conn, &m);
+    int r = tg_link_send_control(l->conn, &m);
     tg_link_conn_flush(l->conn);
     return r;
 }
@@ -1375,7 +1265,7 @@ struct tg_link *tg_link_new_dialer(struct tg_fleet *f, struct tg_fleet_peer *pee
     l->ping_ev = evtimer_new(b, ping_cb, l);
     l->window_ev = evtimer_new(b, window_cb, l);
     l->redial_ev = evtimer_new(b, redial_cb, l);
-    l->clock_ev = evtimer_new(b, clock_cb, l);
+    l->clock_ev = evtimer_new(b, tg_link_clock_cb, l);
     if (!l->ping_ev || !l->window_ev || !l->redial_ev || !l->clock_ev) {
         tg_link_free(l);
         return NULL;
@@ -1412,7 +1302,7 @@ void tg_link_close(struct tg_link *l, const char *why)
         Tracegate__Link__Control m = TRACEGATE__LINK__CONTROL__INIT;
         m.msg_case = TRACEGATE__LINK__CONTROL__MSG_GOODBYE;
         m.goodbye = &g;
-        send_control(l->conn, &m);
+        tg_link_send_control(l->conn, &m);
         nghttp2_submit_goaway(l->conn->h2, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(l->conn->h2),
                               NGHTTP2_NO_ERROR, NULL, 0);
         tg_link_conn_flush(l->conn);

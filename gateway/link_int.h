@@ -11,6 +11,7 @@
 #ifndef TRACEGATE_GATEWAY_LINK_INT_H
 #define TRACEGATE_GATEWAY_LINK_INT_H
 
+#include <event2/util.h>
 #include <nghttp2/nghttp2.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -26,6 +27,8 @@ struct evbuffer;
 struct bufferevent;
 struct link_channel;
 struct tg_link;
+struct Tracegate__Link__Control;   /* tracegate_link.pb-c.h */
+struct Tracegate__Link__ClockSync;
 
 #define LINK_CLOCK_ROUNDS 8
 #define LINK_CHANNEL_BUFFER (8u << 20)  /* unacknowledged bytes per channel direction */
@@ -174,10 +177,17 @@ void tg_link_free(struct tg_link *l);
 void tg_link_close(struct tg_link *l, const char *why);
 /* Sends an Open request (acceptor) for channel ch. */
 int tg_link_send_open(struct tg_link *l, struct link_channel *ch);
+/* Queues a control message on the connection's control stream; 0, or -1 without one. */
+int tg_link_send_control(struct link_conn *c, const struct Tracegate__Link__Control *m);
 /* Submits the channel's HTTP/2 request (dialer). */
 int tg_link_submit_channel(struct tg_link *l, struct link_channel *ch);
+/* ---- link_clock.c ---- */
 /* Clock offset estimate (peer minus us, BOOTTIME, ns) from the recorded rounds; 0 if none. */
 int tg_link_clock_offset(const struct tg_link *l, int64_t *offset_ns);
+/* A ClockSync the peer sent: answered (PING -> REPLY, REPLY -> UPDATE) and recorded. */
+void tg_link_on_clock_sync(struct tg_link *l, const struct Tracegate__Link__ClockSync *cs);
+/* The link's clock timer (l->clock_ev): a round now, the next one scheduled. */
+void tg_link_clock_cb(evutil_socket_t fd, short what, void *arg);
 
 /* ---- link_channel.c ---- */
 /* Channel kinds (struct link_channel.producer): an IPC connection to the consumer or producer
@@ -270,6 +280,10 @@ int tg_link_channel_send_lost(struct link_channel *ch, const char *key);
 struct tg_gw *tg_fleet_gw(struct tg_fleet *f);
 struct event_base *tg_fleet_base(struct tg_fleet *f);
 const char *tg_fleet_node_name(const struct tg_fleet *f);
+/* The fleet's links (a list through tg_link.next) and its federated fan-out (or NULL). */
+struct tg_fanout;
+struct tg_link *tg_fleet_links(struct tg_fleet *f);
+struct tg_fanout *tg_fleet_fanout(struct tg_fleet *f);
 /* The link to node `name` (UP or DOWN within its window), or NULL. */
 struct tg_link *tg_fleet_link_by_name(struct tg_fleet *f, const char *name, const struct tg_link *except);
 struct tg_link *tg_fleet_link_by_id(struct tg_fleet *f, const uint8_t id[16]);
@@ -297,6 +311,9 @@ void tg_fleet_reach_changed(struct tg_fleet *f, struct tg_link *l);
 void tg_fleet_refresh_status(struct tg_fleet *f);
 /* A connection is being freed: gives back its gateway slot; the end of --link-stdio ends us. */
 void tg_fleet_conn_gone(struct tg_fleet *f, struct link_conn *c);
+/* ---- fleet_lost.c ---- */
+/* "tracegate-link-<opener node>-<channel id hex>". */
+void tg_fleet_detach_key(const char *opener, uint64_t channel_id, char *key, size_t len);
 /* Past the resume window: a consumer channel this node accepted (its local end is a gateway
  * client here) gets its tracing session Detached upstream with the key tg_fleet_detach_key()
  * makes (logged), so it keeps running and can be collected when the link is back. */
@@ -317,7 +334,5 @@ void tg_fleet_channel_lost_record(struct tg_fleet *f, struct tg_link *l, struct 
 int tg_fleet_connect_channel(struct tg_fleet *f, const char *node, int producer, const struct tg_gw_client_info *who,
                              struct tg_gw_route *out, uint64_t *channel_id, char *link_peer, size_t lplen, char *err,
                              size_t errlen);
-/* "tracegate-link-<opener node>-<channel id hex>". */
-void tg_fleet_detach_key(const char *opener, uint64_t channel_id, char *key, size_t len);
 
 #endif
