@@ -10,8 +10,10 @@
 #include <fcntl.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <netinet/in.h>
+#include <openssl/err.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -550,9 +552,16 @@ static void bev_event_cb(struct bufferevent *bev, short what, void *arg)
         else
             schedule_close(c, "peer closed the connection");
     } else if (what & BEV_EVENT_ERROR) {
-        char why[128];
+        char why[160];
         int e = EVUTIL_SOCKET_ERROR();
-        snprintf(why, sizeof why, "connection error: %s", e ? evutil_socket_error_to_string(e) : "transport failure");
+        unsigned long tls = 0; /* a TLS layer anywhere under a filter says why it failed */
+        for (struct bufferevent *b = bev; b && !tls; b = bufferevent_get_underlying(b))
+            tls = bufferevent_get_openssl_error(b);
+        const char *tls_why = tls ? ERR_reason_error_string(tls) : NULL;
+        if (tls)
+            snprintf(why, sizeof why, "connection error: TLS: %s", tls_why ? tls_why : "failure");
+        else
+            snprintf(why, sizeof why, "connection error: %s", e ? evutil_socket_error_to_string(e) : "transport failure");
         schedule_close(c, why);
     } else if (what & BEV_EVENT_TIMEOUT) {
         schedule_close(c, "timeout");

@@ -32,10 +32,10 @@ static void on_disconnect(tg_ipc_client *cli, const char *reason, void *arg)
 static void on_bound(tg_ipc_client *cli, tg_ipc_service_proxy *proxy, void *arg)
 {
     struct tc_rpc *rpc = arg;
-    (void)cli;
     rpc->port = proxy;
     rpc->bind_done = 1;
-    if (!proxy && !rpc->error[0])
+    /* a bind that failed because the connection did is explained by on_disconnect, next */
+    if (!proxy && !rpc->error[0] && tg_ipc_client_connected(cli))
         snprintf(rpc->error, sizeof rpc->error, "the endpoint does not offer the requested service");
     rpc->disconnected |= !proxy;
 }
