@@ -299,7 +299,7 @@ struct tg_gw_ws *tg_gw_ws_start(struct tg_gw *gw, struct event_base *base, const
         ws_free(ws);
         return NULL;
     }
-    tg_ws_setup_lws_logging(0);
+    tg_ws_setup_lws_logging();
 
     struct lws_context_creation_info ci;
     memset(&ci, 0, sizeof ci);

@@ -1,178 +1,24 @@
-/* ws_client.c: ws:// and wss:// client transport: a libwebsockets client on its own thread joined to a tg_conn by a socketpair (see ws_client.h). */
+/* ws_client.c: ws:// and wss:// client transport: a socket (or TLS) bufferevent under a WebSocket
+ * client filter (ws_client_filter.h), under a tg_conn; everything on the caller's loop (see
+ * ws_client.h). */
 #include "net/ws_client.h"
 
-#include <pthread.h>
-#include <stdatomic.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+#include <sys/socket.h>
 
-#include <libwebsockets.h>
-
-#include "net/ws_link.h"
+#include "net/bulk_read.h"
+#include "net/tls.h"
+#include "net/ws_client_filter.h"
 #include "net/ws_wire.h"
 #include "tracegate/log.h"
 
 #define LOG "ws-client"
 /* what a client accepts per server message (tracegated sends at most TG_WS_LINK_MSG_MAX) */
 #define CLIENT_MAX_MESSAGE (64u << 20)
-
-struct tg_ws_client {
-    struct tg_ws_client *next;
-    pthread_mutex_t mu; /* guards ctx against the thread destroying it */
-    struct lws_context *ctx;
-    pthread_t thread;
-    atomic_int stop, finished;
-    /* lws thread only, once it runs */
-    int sock;     /* our socketpair end until the link owns it */
-    int ws_done;  /* the WebSocket is gone (or never came) */
-    int raw_open; /* the link's raw wsi exists */
-    int live; /* wsis created and not yet freed (TLS shutdowns included) */
-    char what[640]; /* "wss://host:port/path" for messages (never the query) */
-};
-
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct tg_ws_client *g_clients;
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-
-static struct tg_ws_client *client_of(struct lws *wsi)
-{
-    struct lws_context *ctx = wsi ? lws_get_context(wsi) : NULL;
-    return ctx ? lws_context_user(ctx) : NULL;
-}
-
-static int client_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len)
-{
-    struct tg_ws_client *c = client_of(wsi);
-    (void)user;
-    if (!c)
-        return 0;
-    switch (reason) {
-    case LWS_CALLBACK_WSI_CREATE:
-        c->live++;
-        return 0;
-    case LWS_CALLBACK_WSI_DESTROY:
-        c->live--;
-        return 0;
-    case LWS_CALLBACK_CLIENT_CONNECTION_ERROR: {
-        int status = wsi ? (int)lws_http_client_http_response(wsi) : 0;
-        char st[32] = "";
-        if (status > 0 && status != 101)
-            snprintf(st, sizeof st, " (HTTP %d)", status);
-        tg_error(LOG, "cannot open %s: %s%s", c->what, in ? (const char *)in : "connection failed", st);
-        c->ws_done = 1;
-        if (c->sock >= 0) {
-            close(c->sock); /* the tg_conn sees EOF */
-            c->sock = -1;
-        }
-        return 0;
-    }
-    case LWS_CALLBACK_CLIENT_ESTABLISHED: {
-        int s = c->sock;
-        c->sock = -1;
-        struct tg_ws_link *l = tg_ws_link_attach(wsi, lws_get_vhost(wsi), s, CLIENT_MAX_MESSAGE);
-        if (!l)
-            return -1;
-        /* what any tracegated accepts per message (--ws-max-message is 1 MiB by default) */
-        tg_ws_link_set_out_message(l, TG_WS_LINK_CLIENT_MSG_MAX);
-        c->raw_open = 1;
-        tg_debug(LOG, "connected to %s", c->what);
-        return 0;
-    }
-    case LWS_CALLBACK_CLIENT_RECEIVE: {
-        struct tg_ws_link *l = tg_ws_link_of(wsi);
-        return l ? tg_ws_link_on_rx(l, in, len) : -1;
-    }
-    case LWS_CALLBACK_CLIENT_WRITEABLE: {
-        struct tg_ws_link *l = tg_ws_link_of(wsi);
-        return l ? tg_ws_link_on_writeable(l) : -1;
-    }
-    case LWS_CALLBACK_CLIENT_CLOSED: {
-        struct tg_ws_link *l = tg_ws_link_of(wsi);
-        if (l)
-            tg_ws_link_on_closed(l);
-        c->ws_done = 1;
-        if (c->sock >= 0) {
-            close(c->sock);
-            c->sock = -1;
-        }
-        return 0;
-    }
-    default:
-        return 0;
-    }
-}
-
-static int raw_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len)
-{
-    int r = tg_ws_link_raw_callback(wsi, reason, user, in, len);
-    if (reason == LWS_CALLBACK_RAW_CLOSE_FILE) {
-        struct tg_ws_client *c = client_of(wsi);
-        if (c)
-            c->raw_open = 0;
-    }
-    return r;
-}
-
-static const struct lws_protocols k_protocols[] = {
-    /* large reads; one send() per message (ws_link.h) */
-    {TG_WS_SUBPROTOCOL, client_callback, 0, TG_WS_LINK_RX_BUFFER, 0, NULL, TG_WS_LINK_CLIENT_MSG_MAX + 16u},
-    {TG_WS_LINK_RAW_PROTOCOL, raw_callback, 0, 0, 0, NULL, 0},
-    {NULL, NULL, 0, 0, 0, NULL, 0},
-};
-
-static void *client_thread(void *arg)
-{
-    struct tg_ws_client *c = arg;
-    /* until lws has freed the WebSocket (a TLS one lingers for its shutdown:
-     * destroying the context earlier leaks its SSL) and the raw side */
-    while (!atomic_load(&c->stop) && !(c->ws_done && c->live <= 0 && !c->raw_open))
-        if (lws_service(c->ctx, 0) < 0)
-            break;
-    pthread_mutex_lock(&c->mu);
-    lws_context_destroy(c->ctx);
-    c->ctx = NULL;
-    pthread_mutex_unlock(&c->mu);
-    if (c->sock >= 0) {
-        close(c->sock);
-        c->sock = -1;
-    }
-    atomic_store(&c->finished, 1);
-    return NULL;
-}
-
-static void reap(int all)
-{
-    pthread_mutex_lock(&g_mu);
-    struct tg_ws_client **pp = &g_clients;
-    while (*pp) {
-        struct tg_ws_client *c = *pp;
-        if (all && !atomic_load(&c->finished)) {
-            /* a moment to finish on their own (TLS shutdowns), then stop */
-            for (int i = 0; i < 200 && !atomic_load(&c->finished); i++)
-                usleep(10000);
-            atomic_store(&c->stop, 1);
-            pthread_mutex_lock(&c->mu);
-            if (c->ctx)
-                lws_cancel_service(c->ctx);
-            pthread_mutex_unlock(&c->mu);
-        }
-        if (all || atomic_load(&c->finished)) {
-            pthread_join(c->thread, NULL);
-            *pp = c->next;
-            pthread_mutex_destroy(&c->mu);
-            free(c);
-        } else {
-            pp = &c->next;
-        }
-    }
-    pthread_mutex_unlock(&g_mu);
-}
-
-void tg_ws_client_shutdown_all(void) { reap(1); }
-
-static void register_atexit(void) { atexit(tg_ws_client_shutdown_all); }
 
 static const char k_token_unfit[] =
     "the token cannot travel as a WebSocket subprotocol (at most 96 characters of A-Z a-z 0-9 . _ ~ + -); "
@@ -231,53 +77,13 @@ tg_conn *tg_ws_client_open(struct event_base *base, const struct tg_endpoint *ep
             return NULL;
         }
     }
-    pthread_once(&g_once, register_atexit);
-    reap(0);
-
-    struct tg_ws_client *c = calloc(1, sizeof *c);
-    if (!c) {
-        snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
-    c->sock = -1;
-    pthread_mutex_init(&c->mu, NULL);
-    snprintf(c->what, sizeof c->what, "%s://%s%s%s:%d%s", wss ? "wss" : "ws", strchr(ep->host, ':') ? "[" : "",
-             ep->host, strchr(ep->host, ':') ? "]" : "", ep->port, ep->path[0] ? ep->path : "/traced");
-
-    int sv[2];
-    if (tg_ws_link_socketpair(sv) != 0) {
-        snprintf(err, errlen, "cannot create a socketpair: %m");
-        free(c);
-        return NULL;
-    }
-    c->sock = sv[0];
-
-    tg_ws_setup_lws_logging(1);
-    struct lws_context_creation_info ci;
-    memset(&ci, 0, sizeof ci);
-    ci.port = CONTEXT_PORT_NO_LISTEN;
-    ci.protocols = k_protocols;
-    ci.user = c;
-    ci.pt_serv_buf_size = TG_WS_LINK_RX_BUFFER; /* what one read of the WebSocket may take (default 4 KiB) */
-    ci.timeout_secs = 10;
-    if (wss) {
-        ci.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
-        ci.client_ssl_ca_filepath = creds->cacert;
-        ci.client_ssl_cert_filepath = creds->cert;
-        ci.client_ssl_private_key_filepath = creds->key;
-    }
-    c->ctx = lws_create_context(&ci);
-    if (!c->ctx) {
-        snprintf(err, errlen, "cannot create the WebSocket client (bad --cacert/--cert/--key?)");
-        close(sv[0]);
-        close(sv[1]);
-        free(c);
-        return NULL;
-    }
+    const char *v6 = strchr(ep->host, ':') ? "[" : "", *v6e = *v6 ? "]" : "";
+    const char *path_in = ep->path[0] ? ep->path : "/traced";
+    char what[640];
+    snprintf(what, sizeof what, "%s://%s%s%s:%d%s", wss ? "wss" : "ws", v6, ep->host, v6e, ep->port, path_in);
 
     /* token: the subprotocol; the query only when explicitly asked for */
     char path[2048], protocols[160];
-    const char *path_in = ep->path[0] ? ep->path : "/traced";
     snprintf(protocols, sizeof protocols, "%s", TG_WS_SUBPROTOCOL);
     snprintf(path, sizeof path, "%s", path_in);
     if (creds->token && creds->token[0]) {
@@ -289,66 +95,78 @@ tg_conn *tg_ws_client_open(struct event_base *base, const struct tg_endpoint *ep
             snprintf(path, sizeof path, "%s%stoken=%s", path_in, strchr(path_in, '?') ? "&" : "?", enc);
             memset(enc, 0, sizeof enc);
             tg_warn(LOG, "sending the token in the URL of %s (--token-in-url): proxies and access logs may record it",
-                    c->what);
+                    what);
         }
     }
-    char hosthdr[300];
-    const char *sni = creds->server_name && creds->server_name[0] ? creds->server_name : ep->host;
-    snprintf(hosthdr, sizeof hosthdr, "%s", sni);
-
-    struct lws_client_connect_info cc;
-    memset(&cc, 0, sizeof cc);
-    cc.context = c->ctx;
-    cc.address = ep->host;
-    cc.port = ep->port;
-    cc.path = path;
-    cc.host = hosthdr;
-    cc.protocol = protocols;
-    cc.local_protocol_name = TG_WS_SUBPROTOCOL;
-    cc.alpn = "http/1.1";
-    if (wss) {
-        cc.ssl_connection = LCCSCF_USE_SSL;
-        if (creds->insecure_skip_verify)
-            cc.ssl_connection |= LCCSCF_ALLOW_SELFSIGNED | LCCSCF_SKIP_SERVER_CERT_HOSTNAME_CHECK |
-                                 LCCSCF_ALLOW_EXPIRED | LCCSCF_ALLOW_INSECURE;
-    }
-    if (!lws_client_connect_via_info(&cc)) {
-        /* the connection error callback may already have closed our end */
-        snprintf(err, errlen, "cannot connect to %s", c->what);
-        lws_context_destroy(c->ctx);
-        if (c->sock >= 0)
-            close(c->sock);
-        close(sv[1]);
-        free(c);
+    const char *name = creds->server_name && creds->server_name[0] ? creds->server_name : ep->host;
+    const char *nv6 = strchr(name, ':') ? "[" : "", *nv6e = *nv6 ? "]" : "";
+    char key[TG_WS_KEY_LEN + 1];
+    if (tg_ws_client_key(key) != 0) {
+        snprintf(err, errlen, "no random bytes for the WebSocket key");
         return NULL;
     }
+    char request[2600];
+    int rl = snprintf(request, sizeof request,
+                      "GET %s HTTP/1.1\r\nHost: %s%s%s:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                      "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: %s\r\n\r\n",
+                      path, nv6, name, nv6e, ep->port, key, protocols);
     memset(path, 0, sizeof path); /* may hold the token */
     memset(protocols, 0, sizeof protocols);
+    if (rl < 0 || (size_t)rl >= sizeof request) {
+        memset(request, 0, sizeof request);
+        snprintf(err, errlen, "the WebSocket request for %s is too long", what);
+        return NULL;
+    }
 
+    /* the stream under the WebSocket: TCP, or TLS over it (its socket bufferevent connects) */
+    struct bufferevent *under;
+    if (wss) {
+        struct tg_tls_client_config tc = {
+            .ca_file = creds->cacert,
+            .cert_file = creds->cert,
+            .key_file = creds->key,
+            .server_name = name,
+            .insecure = creds->insecure_skip_verify,
+        };
+        under = tg_tls_client_bev(base, -1, &tc, err, errlen);
+    } else {
+        under = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+        if (under)
+            tg_bev_bulk_read(under);
+        else
+            snprintf(err, errlen, "out of memory");
+    }
+    struct tg_ws_client_filter_cfg fc = {
+        .request = request,
+        .request_len = (size_t)rl,
+        .key = key,
+        .subprotocol = TG_WS_SUBPROTOCOL,
+        .what = what,
+        .max_message = CLIENT_MAX_MESSAGE,
+        .out_message = TG_WS_CLIENT_MSG_MAX, /* what any tracegated accepts per message */
+    };
+    struct bufferevent *ws = under ? tg_ws_client_filter_new(under, &fc) : NULL;
+    memset(request, 0, sizeof request);
+    if (!ws) {
+        if (under) {
+            bufferevent_free(under);
+            snprintf(err, errlen, "out of memory");
+        }
+        return NULL;
+    }
+    /* name resolution blocks (a CLI can wait); the connect itself does not: a refusal reaches the
+     * tg_conn as an error */
+    struct bufferevent *sock = bufferevent_get_underlying(under);
+    if (bufferevent_socket_connect_hostname(sock ? sock : under, NULL, AF_UNSPEC, ep->host, ep->port) != 0) {
+        snprintf(err, errlen, "cannot connect to %s", what);
+        bufferevent_free(ws);
+        return NULL;
+    }
     struct tg_conn_opts o;
     tg_conn_opts_default(&o);
     o.no_fd_passing = 1;
-    tg_conn *conn = tg_conn_new_fd(base, sv[1], &o, NULL, NULL);
-    if (!conn) {
+    tg_conn *conn = tg_conn_new_bev(base, ws, &o, NULL, NULL);
+    if (!conn)
         snprintf(err, errlen, "out of memory");
-        lws_context_destroy(c->ctx);
-        if (c->sock >= 0)
-            close(c->sock);
-        free(c);
-        return NULL;
-    }
-    if (pthread_create(&c->thread, NULL, client_thread, c) != 0) {
-        snprintf(err, errlen, "cannot start the WebSocket thread");
-        tg_conn_destroy(conn);
-        lws_context_destroy(c->ctx);
-        if (c->sock >= 0)
-            close(c->sock);
-        free(c);
-        return NULL;
-    }
-    pthread_mutex_lock(&g_mu);
-    c->next = g_clients;
-    g_clients = c;
-    pthread_mutex_unlock(&g_mu);
     return conn;
 }

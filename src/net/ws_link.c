@@ -23,8 +23,6 @@
 /* After the WebSocket is gone, the raw side waits at most this long for the
  * libevent side to read the last bytes and close. */
 #define RAW_LINGER_SECS 30
-/* Smallest outbound message size tg_ws_link_set_out_message accepts. */
-#define MIN_OUT_MESSAGE 1024u
 
 /* One outbound message: LWS_PRE bytes for lws' header, then up to the link's out_cap bytes. */
 struct out_msg {
@@ -128,19 +126,6 @@ static void link_free(struct tg_ws_link *l)
 struct tg_ws_link *tg_ws_link_of(struct lws *ws) { return ws ? lws_get_opaque_user_data(ws) : NULL; }
 
 void tg_ws_link_accept_text(struct tg_ws_link *l) { l->text_ok = 1; }
-
-void tg_ws_link_set_out_message(struct tg_ws_link *l, size_t n)
-{
-    if (n < MIN_OUT_MESSAGE)
-        n = MIN_OUT_MESSAGE;
-    if (n > TG_WS_LINK_MSG_MAX)
-        n = TG_WS_LINK_MSG_MAX;
-    if (n != l->out_cap) {
-        free(l->spare); /* sized for the old cap */
-        l->spare = NULL;
-    }
-    l->out_cap = n;
-}
 
 void tg_ws_link_set_close_note(struct tg_ws_link *l, struct tg_ws_close_note *note)
 {
@@ -672,7 +657,6 @@ int tg_ws_link_raw_callback(struct lws *wsi, enum lws_callback_reasons reason, v
 
 /* ------------------------------------------------------------ lws logging */
 
-static atomic_int g_quiet_warnings;
 
 /* libwebsockets' own messages may quote a request line or header, and tokens are never logged. */
 void tg_ws_redact_tokens(const char *line, char *out, size_t cap)
@@ -708,14 +692,11 @@ static void lws_log_emit(int level, const char *line)
         buf[--n] = '\0';
     if (level & LLL_ERR)
         tg_error("lws", "%s", buf);
-    else if (atomic_load(&g_quiet_warnings))
-        tg_debug("lws", "%s", buf);
     else
         tg_warn("lws", "%s", buf);
 }
 
-void tg_ws_setup_lws_logging(int quiet_warnings)
+void tg_ws_setup_lws_logging(void)
 {
-    atomic_store(&g_quiet_warnings, quiet_warnings);
     lws_set_log_level(LLL_ERR | LLL_WARN, lws_log_emit);
 }

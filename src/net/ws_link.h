@@ -2,7 +2,8 @@
  * libevent thread (see docs/gateway.md, "WebSocket hand-off"): message checks
  * and flow control, and a far side that is either an in-memory seam
  * (net/ws_seam.h: the server's /traced and /producer) or, as described below,
- * a UNIX socketpair (/adb, whose far side must be a descriptor, and the client).
+ * a UNIX socketpair (/adb, whose far side must be a descriptor). Server side only: clients
+ * (net/ws_client.h) do not use libwebsockets.
  *
  * A socketpair link joins a WebSocket wsi to one end of a UNIX socketpair, which the lws
  * thread adopts as a raw-file wsi so the kernel wakes it when the other end
@@ -21,7 +22,7 @@
  * queue is over TG_WS_LINK_IN_HIGH, resumed under TG_WS_LINK_IN_LOW.
  * Outbound, the raw side reads whatever the socket has into a queue of
  * messages (a read appends to the last message still waiting, up to the
- * link's message size: TG_WS_LINK_MSG_MAX, or tg_ws_link_set_out_message),
+ * link's message size, TG_WS_LINK_MSG_MAX),
  * and each writeable callback sends as many queued messages as the
  * WebSocket takes; reading pauses only when the queue is over
  * TG_WS_LINK_OUT_HIGH and resumes under TG_WS_LINK_OUT_LOW. Each byte is
@@ -44,7 +45,7 @@
  * TG_WS_LINK_RX_BUFFER, tx_packet_size TG_WS_LINK_TX_PACKET (without it lws
  * sends rx_buffer_size bytes per send() and copies the rest of a message).
  *
- * Used by the server (gw_ws_proto.c) and the client (ws_client.c). The server's /traced and
+ * Used by the server (gw_ws_proto.c). Its /traced and
  * /producer WebSockets use a seam instead of the socketpair (tg_ws_link_attach_seam): the same
  * WebSocket side, the far side in memory (net/ws_seam.h).
  * Threading: everything here runs on the lws service thread of the link's
@@ -57,11 +58,9 @@
 
 #include <libwebsockets.h>
 
-/* Outbound message size of a link (server default); the client sends at most
- * TG_WS_LINK_CLIENT_MSG_MAX per message, which every tracegated accepts
- * (--ws-max-message is at least that by default: 1 MiB). */
+/* Outbound message size of a link. (What clients send per message: TG_WS_CLIENT_MSG_MAX,
+ * net/ws_wire.h.) */
 #define TG_WS_LINK_MSG_MAX (256u * 1024u)
-#define TG_WS_LINK_CLIENT_MSG_MAX (64u * 1024u)
 /* Outbound queue watermarks (bytes read from the socket, not yet given to lws_write). */
 #define TG_WS_LINK_OUT_HIGH (1024u * 1024u)
 #define TG_WS_LINK_OUT_LOW (256u * 1024u)
@@ -92,10 +91,6 @@ struct tg_ws_link *tg_ws_link_attach(struct lws *ws, struct lws_vhost *vh, int s
 /* Text messages are passed on as bytes like binary ones (a byte pipe such
  * as /adb, whose clients send commands as text). Default: refused. */
 void tg_ws_link_accept_text(struct tg_ws_link *l);
-
-/* Outbound messages of this link carry at most n bytes (clamped to
- * 1 KiB..TG_WS_LINK_MSG_MAX); call right after tg_ws_link_attach. */
-void tg_ws_link_set_out_message(struct tg_ws_link *l, size_t n);
 
 /* The note (net/ws_close_note.h) whose code and reason close the WebSocket
  * when the socket side ends; the link takes its own reference. */
@@ -147,9 +142,8 @@ void tg_ws_link_stats_reset_peaks(void);
 
 /* Routes libwebsockets' own log lines to tracegate's log. Only errors and warnings are enabled:
  * lws' lower levels print headers, which may hold tokens (and what is logged is redacted with
- * tg_ws_redact_tokens). quiet_warnings logs warnings at debug level (the client: a CLI should not
- * chatter). Process-wide, as lws logging is. */
-void tg_ws_setup_lws_logging(int quiet_warnings);
+ * tg_ws_redact_tokens). Process-wide, as lws logging is. */
+void tg_ws_setup_lws_logging(void);
 /* Copies line to out (at most cap bytes, NUL included) with the values of
  * "token=" and "tracegate.token." replaced by "***" (case-insensitive keys;
  * a value ends at & , ; quote or blank). */

@@ -10,5 +10,8 @@
 #define TG_WS_MAX_PROTOCOL_HEADER 127
 #define TG_WS_MAX_PROTOCOL_TOKEN 96
 #define TG_WS_MAX_TOKEN 512
+/* Most bytes tracegate's client sends per message: well under what a tracegated accepts by
+ * default (--ws-max-message, 1 MiB). */
+#define TG_WS_CLIENT_MSG_MAX (64u * 1024u)
 
 #endif

@@ -16,7 +16,7 @@
 #   BENCH_CPU_ENDPOINTS / BENCH_CPU_PROXY  CPUs to pin to (default 0 and 1); BENCH_PIN=0: no pinning
 #   BENCH_ONLY     row keys to run (space-separated): tg-tcp tg-tls tg-ws socat socat-b stunnel
 #                  websockify idle (direct always runs: it is the baseline)
-#   BENCH_FULL_CLIENT=1  also measure with tracectl's own client (shows why the lean client is used)
+#   BENCH_FULL_CLIENT=1  also measure with tracectl's own client (direct, TCP and WS; shows why the lean client is used)
 #   BENCH_WHATIF=0  skip the what-if rows (tracegated with glibc's heap trimming off)
 #   BENCH_WHATIF_ENV / BENCH_WHATIF_LABEL  another environment (and row label) for the what-if
 #                  tracegated, e.g. 'GLIBC_TUNABLES=...' / 'no trim' (the default is glibc's heap trimming off)
@@ -243,7 +243,7 @@ rr_once() { # var url cpu-prefix extra...: keeps the line with the best p50 in v
 
 ROWS_FULL=""
 if [ "${BENCH_FULL_CLIENT:-0}" = 1 ]; then
-    for k in direct tg_tcp; do
+    for k in direct tg_tcp tg_ws; do
         eval "url=\${URL_$k:-} ppid=\${PPID_$k:-} lab=\${LABEL_$k:-}"
         [ -n "$url" ] || continue
         ROWS_FULL="$ROWS_FULL ${k}_full"

@@ -16,6 +16,7 @@
 
 #include "gw_ws.h"
 #include "net/ws_link.h"
+#include "net/ws_wire.h"
 #include "test_gw_ws_double.h"
 #include "test_ws_rawclient.h"
 #include "tg_test_util.h"
@@ -467,7 +468,7 @@ static void test_stream_messages_split_and_join_frames(void **state)
     print_message("stream: %zu frames, %zu bytes; gateway messages: largest %zu, %zu joining frames, %zu "
                   "ending inside one\n",
                   fs.n, fs.len, largest, joined, split);
-    assert_true(largest > TG_WS_LINK_CLIENT_MSG_MAX); /* larger than one 64 KiB read */
+    assert_true(largest > TG_WS_CLIENT_MSG_MAX); /* larger than one 64 KiB read */
     assert_true(joined > 0);
     assert_true(split > 0);
     check_link_bounds();

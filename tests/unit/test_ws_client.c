@@ -19,6 +19,7 @@
 #include "tg_test_util.h"
 #include "net/ws_client.h"
 #include "net/ws_link.h"
+#include "net/ws_wire.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -122,7 +123,6 @@ static int setup_optional_mtls(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    tg_ws_client_shutdown_all();
     /* let the client conns see their EOF and free themselves */
     tg_test_run_until(g_cbase, NULL, NULL, 50);
     tg_gw_ws_stop(g_ws);
@@ -148,7 +148,7 @@ static int roundtrip(int wss, const char *path, const struct tg_endpoint_creds *
     assert_non_null(c);
     struct tg_conn_cbs cbs = {.on_frame = c_on_frame, .on_close = c_on_close};
     tg_conn_set_cbs(c, &cbs, s);
-    /* sent before the handshake is done: waits in the socketpair */
+    /* sent before the handshake is done: waits in the filter */
     assert_int_equal(tg_conn_send(c, "ping 1", 6, -1), 0);
     tg_test_run_until(g_cbase, got_frame, s, 8000);
     int ok = s->frames > 0 && !strcmp(s->last, "ping 1");
@@ -205,7 +205,7 @@ static int echo_done(void *arg)
     return s->next == s->n || s->bad || s->closed;
 }
 
-/* tracectl's client sends its frames as messages of at most TG_WS_LINK_CLIENT_MSG_MAX bytes
+/* tracectl's client sends its frames as messages of at most TG_WS_CLIENT_MSG_MAX bytes
  * through its link, the gateway's link joins them into one stream and sends the echo back in
  * messages of its own size, which the client's link turns back into a stream: ~12 MiB of frames
  * of mixed sizes come back whole and in order. */
@@ -415,7 +415,6 @@ static int setup_raw(void **state)
 static int teardown_raw(void **state)
 {
     (void)state;
-    tg_ws_client_shutdown_all();
     tg_test_run_until(g_cbase, NULL, NULL, 50);
     if (!atomic_load(&g_raw.done)) { /* nobody came: wake the server */
         int fd = socket(AF_INET, SOCK_STREAM, 0);
