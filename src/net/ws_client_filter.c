@@ -193,6 +193,10 @@ static int handshake(struct wsf *f, struct evbuffer *src)
     }
     head[n] = '\0';
     int rc = -1;
+    if (memchr(head, '\0', n)) { /* the lines below are C strings */
+        fail(f, "the server's answer to the upgrade holds a NUL byte");
+        goto out;
+    }
     char *line_end = strstr(head, "\r\n");
     int status = 0;
     char reason[80] = "";

@@ -434,7 +434,11 @@ static void expect_failure(const struct bad *b, size_t max_message)
     char acc[TG_WS_ACCEPT_LEN + 1], buf[20000];
     tg_ws_accept_for(c.key, acc);
     size_t n;
-    if (b->answer) {
+    if (!strcmp(b->name, "nul")) {
+        static const char nul[] = "HTTP/1.1 101 OK\r\nX: a\0b\r\n\r\n";
+        srv_send(&c, nul, sizeof nul - 1);
+        n = 0;
+    } else if (b->answer) {
         const char *at = strstr(b->answer, "ACCEPT");
         if (at)
             n = (size_t)snprintf(buf, sizeof buf, "%.*s%s%s", (int)(at - b->answer), b->answer, acc, at + 6);
@@ -443,10 +447,12 @@ static void expect_failure(const struct bad *b, size_t max_message)
     } else {
         n = answer(buf, sizeof buf, acc, NULL);
     }
-    srv_send(&c, buf, n);
+    if (n)
+        srv_send(&c, buf, n);
     uint8_t ok[8];
     size_t okl = frame(ok, 1, 0x2, "ok", 2, 0);
-    if (!b->answer)
+    int answered = !b->answer && strcmp(b->name, "nul");
+    if (answered)
         srv_send(&c, ok, okl);
     if (!strcmp(b->name, "oversized in pieces")) { /* 500 bytes, then the header above says 500 more */
         static const uint8_t zeros[500];
@@ -460,7 +466,7 @@ static void expect_failure(const struct bad *b, size_t max_message)
     if (!failed || !c.error || !strstr(log, b->logged))
         fail_msg("%s: failed=%d error=%d log: %s", b->name, failed, c.error, log);
     free(log);
-    if (!b->answer) { /* what came before the bad frame was delivered */
+    if (answered) { /* what came before the bad frame was delivered */
         char got[8] = "";
         evbuffer_remove(c.got, got, 2);
         assert_string_equal(got, "ok");
@@ -474,6 +480,7 @@ static void test_broken_servers(void **state)
     static const struct bad bads[] = {
         {"status", "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n", {0}, 0, "HTTP 403 Forbidden"},
         {"not http", "SSH-2.0-OpenSSH\r\n\r\n", {0}, 0, "did not answer with HTTP"},
+        {"nul", NULL, {0}, 0, "NUL byte"}, /* answer built in expect_failure */
         {"accept", "HTTP/1.1 101 OK\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: "
                    "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\nSec-WebSocket-Protocol: tracegate\r\n\r\n",
          {0}, 0, "does not answer our key"},
