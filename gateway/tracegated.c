@@ -1,7 +1,6 @@
 /* tracegated.c: the tracegate daemon: the embedded tracing service (or a bridge to a running
  * traced) plus the gateway: UNIX/TCP/TLS listeners and the HTTP/WebSocket front end; signals
  * (SIGTERM/SIGINT drain, SIGHUP reload) and start-up reporting. */
-#include <malloc.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <signal.h>
@@ -30,6 +29,7 @@
 #include "gw_resume.h" /* session survival */
 #include "gw_ws.h"
 #include "tracegate/addr.h"
+#include "base/malloc_tune.h"
 #include "tracegate/log.h"
 #include "tracegate/onepath.h"
 #include "tracegate/service.h"
@@ -399,11 +399,7 @@ static int choose_upstream(struct daemon *d, char *err, size_t errlen)
 
 int main(int argc, char **argv)
 {
-    /* Frame buffers of 64-128 KiB sit at glibc's mmap/trim thresholds: without this every burst
-     * returns memory to the kernel and faults it back in (a third of the CPU when streaming;
-     * see docs/benchmarks.md). */
-    mallopt(M_MMAP_THRESHOLD, 1 << 20);
-    mallopt(M_TRIM_THRESHOLD, 32 << 20);
+    tg_malloc_tune_for_streams(); /* base/malloc_tune.h */
     struct daemon d;
     memset(&d, 0, sizeof d);
     d.argc = argc;

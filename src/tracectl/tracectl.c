@@ -1,13 +1,13 @@
 /* tracectl.c: command-line client for tracegate and Perfetto services: option parsing and command dispatch. */
 #include "tracectl.h"
 
-#include <malloc.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
+#include "base/malloc_tune.h"
 #include "tracegate/log.h"
 #include "tracegate/service.h"
 
@@ -73,11 +73,7 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
-    /* Frame buffers of 64-128 KiB sit at glibc's mmap/trim thresholds: without this every burst
-     * returns memory to the kernel and faults it back in (a third of the CPU when streaming;
-     * see docs/benchmarks.md). */
-    mallopt(M_MMAP_THRESHOLD, 1 << 20);
-    mallopt(M_TRIM_THRESHOLD, 32 << 20);
+    tg_malloc_tune_for_streams(); /* base/malloc_tune.h */
     static const struct option longopts[] = {
         {"cacert", required_argument, NULL, 'A'}, {"cert", required_argument, NULL, 'C'},
         {"key", required_argument, NULL, 'K'},    {"token", required_argument, NULL, 'T'},

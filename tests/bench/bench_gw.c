@@ -50,6 +50,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/malloc_tune.h"
 #include "consumer_port.pb-c.h"
 #include "tracectl_rpc.h"
 #include "tracegate/addr.h"
@@ -1307,6 +1308,7 @@ int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
     tg_log_set_level(TG_LOG_WARN);
+    tg_malloc_tune_for_streams(); /* as tracectl and tracegated: --full measures tracectl's client */
     if (argc >= 3 && strcmp(argv[1], "server") == 0) {
         for (int i = 3; i + 1 < argc; i += 2) {
             if (strcmp(argv[i], "--frames") == 0)
