@@ -1,7 +1,8 @@
 /* link_int.h: the internals shared by the gateway link files: links (link.c: the HTTP/2
- * connection, control stream, hello, resumption, clocks), channels (link_channel.c: the record
- * layer between a socketpair and an HTTP/2 stream) and the fleet (fleet.c: node names,
- * listeners, peers, routing). docs/link-protocol.md is the contract these implement.
+ * connection, control stream, hello, resumption; link_clock.c: clock sync), channels
+ * (link_channel.c: the record layer between a socketpair and an HTTP/2 stream) and the fleet
+ * (fleet.c: node names, listeners, peers, routing; fleet_lost.c: channels lost past the resume
+ * window). docs/link-protocol.md is the contract these implement.
  *
  * Ownership: the fleet owns its links; a link owns its channels and its current connection
  * (transport + nghttp2 session). A connection can move to another link object when it resumes
