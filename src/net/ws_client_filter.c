@@ -385,8 +385,10 @@ static enum bufferevent_filter_result wsf_in(struct evbuffer *src, struct evbuff
         size_t n = have < f->left ? have : (size_t)f->left;
         if (limit >= 0 && n > (size_t)limit - moved)
             n = (size_t)limit - moved;
-        if (evbuffer_remove_buffer(src, dst, n) != (int)n)
+        if (evbuffer_remove_buffer(src, dst, n) != (int)n) {
+            fail(f, "out of memory");
             return BEV_ERROR;
+        }
         moved += n;
         f->left -= n;
         if (!f->left && f->fin) {
@@ -431,8 +433,10 @@ static enum bufferevent_filter_result wsf_out(struct evbuffer *src, struct evbuf
     if (mode == BEV_FINISHED && !evbuffer_get_length(src)) {
         static const uint8_t normal[2] = {1000 >> 8, 1000 & 0xff};
         f->close_sent = 1;
-        if (put_frame(dst, OP_CLOSE, NULL, normal, 2) != 0)
+        if (put_frame(dst, OP_CLOSE, NULL, normal, 2) != 0) {
+            fail(f, "out of memory");
             return BEV_ERROR;
+        }
         wrote += 2;
     }
     return wrote ? BEV_OK : BEV_NEED_MORE;
