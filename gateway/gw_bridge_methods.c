@@ -10,7 +10,7 @@
 #include "gw_metrics.h"
 #include "tracegate/log.h"
 
-struct bound_svc *tg_gwb_find_svc(struct tg_gw_session *s, uint32_t id)
+static const struct bound_svc *find_svc_c(const struct tg_gw_session *s, uint32_t id)
 {
     for (size_t i = 0; i < s->n_svcs; i++)
         if (s->svcs[i].id == id)
@@ -18,12 +18,9 @@ struct bound_svc *tg_gwb_find_svc(struct tg_gw_session *s, uint32_t id)
     return NULL;
 }
 
-static const struct bound_svc *find_svc_c(const struct tg_gw_session *s, uint32_t id)
+struct bound_svc *tg_gwb_find_svc(struct tg_gw_session *s, uint32_t id)
 {
-    for (size_t i = 0; i < s->n_svcs; i++)
-        if (s->svcs[i].id == id)
-            return &s->svcs[i];
-    return NULL;
+    return (struct bound_svc *)find_svc_c(s, id); /* s is not const here */
 }
 
 struct method_ent *tg_gwb_find_method(struct bound_svc *b, uint32_t id)
