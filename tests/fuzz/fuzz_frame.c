@@ -18,13 +18,9 @@
 #include "tracegate/frame.h"
 #include "tracegate/ipc_wire.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz_check.h"
 
-#define CHECK(x)                                                                                                   \
-    do {                                                                                                           \
-        if (!(x))                                                                                                  \
-            __builtin_trap();                                                                                      \
-    } while (0)
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define INSIDE(p, n, body, len) ((n) == 0 || ((p) >= (body) && (p) + (n) <= (body) + (len)))
 

@@ -31,13 +31,9 @@
 #include "tracegate/frame.h"
 #include "tracegate/ipc_wire.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz_check.h"
 
-#define CHECK(x)                                                                                                   \
-    do {                                                                                                           \
-        if (!(x))                                                                                                  \
-            __builtin_trap();                                                                                      \
-    } while (0)
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* ------------------------------------------------------------ the reference decoder */
 

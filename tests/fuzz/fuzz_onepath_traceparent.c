@@ -11,13 +11,9 @@
 
 #include "tracegate/onepath.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz_check.h"
 
-#define CHECK(x)                                                                                                   \
-    do {                                                                                                           \
-        if (!(x))                                                                                                  \
-            __builtin_trap();                                                                                      \
-    } while (0)
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

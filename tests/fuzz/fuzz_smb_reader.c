@@ -15,13 +15,9 @@
 #include "smb/smb_abi.h"
 #include "smb/smb_fragments.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz_check.h"
 
-#define CHECK(x)                                                                                                   \
-    do {                                                                                                           \
-        if (!(x))                                                                                                  \
-            __builtin_trap();                                                                                      \
-    } while (0)
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void walk_fragments(const uint8_t *chunk, size_t chunk_size)
 {

@@ -16,13 +16,9 @@
 #include "service/trace_buffer.h"
 #include "smb/smb_abi.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz_check.h"
 
-#define CHECK(x)                                                                                                   \
-    do {                                                                                                           \
-        if (!(x))                                                                                                  \
-            __builtin_trap();                                                                                      \
-    } while (0)
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 struct in {
     const uint8_t *p, *end;

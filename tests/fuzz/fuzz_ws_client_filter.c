@@ -24,13 +24,9 @@
 #include "net/ws_client_filter.h"
 #include "tracegate/log.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz_check.h"
 
-#define CHECK(x)                                                                                                   \
-    do {                                                                                                           \
-        if (!(x))                                                                                                  \
-            __builtin_trap();                                                                                      \
-    } while (0)
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* a fixed key, so the valid answer can be written down */
 #define KEY "dGhlIHNhbXBsZSBub25jZQ=="
