@@ -71,6 +71,34 @@ static void usage(FILE *out)
                  "  --version         print the version\n");
 }
 
+const char *tc_url_then_operand(const struct tc_opts *opts, int argc, char **argv, const char *cmd,
+                                const char *what, struct tc_opts *eo)
+{
+    *eo = *opts;
+    int left = argc - optind;
+    const char *operand = NULL;
+    if (left > (opts->endpoint_defaulted ? 2 : 1)) {
+        fprintf(stderr, "tracectl %s: too many arguments\n", cmd);
+        return NULL;
+    }
+    if (left == 1) {
+        operand = argv[optind++];
+    } else if (left == 2) {
+        eo->endpoint = argv[optind++]; /* options came first: `cmd -o F URL OPERAND` */
+        eo->endpoint_defaulted = 0;
+        operand = argv[optind++];
+    } else if (!opts->endpoint_defaulted) {
+        operand = opts->endpoint; /* `cmd OPERAND`: what the dispatcher took for the URL */
+        eo->endpoint = opts->default_endpoint;
+        eo->endpoint_defaulted = 1;
+    }
+    if (!operand || !operand[0]) {
+        fprintf(stderr, "tracectl %s: missing %s\n", cmd, what);
+        return NULL;
+    }
+    return operand;
+}
+
 int main(int argc, char **argv)
 {
     tg_malloc_tune_for_streams(); /* base/malloc_tune.h */
@@ -126,8 +154,9 @@ int main(int argc, char **argv)
             cargc--;
         }
         optind = 1;
-        if (opts.endpoint_defaulted && opts.node)
-            opts.endpoint = TC_DEFAULT_GATEWAY;
+        opts.default_endpoint = opts.node ? TC_DEFAULT_GATEWAY : def_cons;
+        if (opts.endpoint_defaulted)
+            opts.endpoint = opts.default_endpoint;
         return k_commands[i].fn(&opts, cargc, cargv);
     }
     fprintf(stderr, "tracectl: unknown command '%s'\n\n", cmd);

@@ -21,6 +21,16 @@ int tc_cmd_merge(const struct tc_opts *opts, int argc, char **argv);  /* tracect
 int tc_cmd_stats(const struct tc_opts *opts, int argc, char **argv);  /* tracectl_stats.c */
 int tc_cmd_spans(const struct tc_opts *opts, int argc, char **argv);  /* tracectl_spans.c */
 
+/* ---- tracectl.c ---- */
+/* For commands taking "[URL] OPERAND": settles the endpoint and the operand from the positional
+ * arguments the command's options left (argv[optind..argc)). The dispatcher takes the first
+ * non-option argument for the URL, so `cmd OPERAND` arrives as a URL and nothing left, and
+ * `cmd -o F URL OPERAND` as no URL and two left. *eo becomes a copy of opts with the endpoint
+ * settled. Returns the operand, or NULL after printing "tracectl CMD: missing WHAT" or "too many
+ * arguments" on stderr (the caller prints its usage). */
+const char *tc_url_then_operand(const struct tc_opts *opts, int argc, char **argv, const char *cmd,
+                                const char *what, struct tc_opts *eo);
+
 /* ---- tracectl_spans.c ---- */
 /* Fetches the recent OnePath spans of spec ("NAME", "" = the gateway's own node, "@a,b", "@all")
  * through the gateway of opts (TracegateFleet.Spans) into out_path ("-" = stdout); cursor_path

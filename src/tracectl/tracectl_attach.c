@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "consumer_port.pb-c.h"
-#include "tracegate/service.h"
 
 static void attach_usage(FILE *out)
 {
@@ -50,23 +49,9 @@ int tc_cmd_attach(const struct tc_opts *opts, int argc, char **argv)
         default: attach_usage(stderr); return 2;
         }
     }
-    /* `attach KEY` (the dispatcher took KEY for the URL) or `attach URL KEY` */
-    struct tc_opts eo = *opts;
-    char defp[512], defc[512];
-    tg_service_default_sockets(defp, sizeof defp, defc, sizeof defc);
-    const char *key = NULL;
-    int explicit_url = strcmp(opts->endpoint, defc) != 0;
-    if (argc - optind == 1) {
-        key = argv[optind++];
-    } else if (argc - optind == 0 && explicit_url) {
-        key = opts->endpoint;
-        eo.endpoint = defc;
-    } else if (argc - optind == 2 && !explicit_url) {
-        eo.endpoint = argv[optind++];
-        key = argv[optind++];
-    }
-    if (!key || !key[0] || optind < argc) {
-        fprintf(stderr, "tracectl attach: %s\n", !key || !key[0] ? "missing KEY" : "too many arguments");
+    struct tc_opts eo;
+    const char *key = tc_url_then_operand(opts, argc, argv, "attach", "KEY", &eo);
+    if (!key) {
         attach_usage(stderr);
         return 2;
     }

@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include "consumer_port.pb-c.h"
-#include "tracegate/service.h"
 
 static void clone_usage(FILE *out)
 {
@@ -64,20 +63,9 @@ int tc_cmd_clone(const struct tc_opts *opts, int argc, char **argv)
         default: clone_usage(stderr); return 2;
         }
     }
-    /* `clone SESSION` (the dispatcher took it for the URL) or `clone URL SESSION` */
-    struct tc_opts eo = *opts;
-    char defp[512], defc[512];
-    tg_service_default_sockets(defp, sizeof defp, defc, sizeof defc);
-    const char *what = NULL;
-    int explicit_url = strcmp(opts->endpoint, defc) != 0;
-    if (argc - optind == 1) {
-        what = argv[optind++];
-    } else if (argc - optind == 0 && explicit_url) {
-        what = opts->endpoint;
-        eo.endpoint = defc;
-    }
-    if (!what || !what[0] || optind < argc) {
-        fprintf(stderr, "tracectl clone: %s\n", !what || !what[0] ? "missing SESSION" : "too many arguments");
+    struct tc_opts eo;
+    const char *what = tc_url_then_operand(opts, argc, argv, "clone", "SESSION", &eo);
+    if (!what) {
         clone_usage(stderr);
         return 2;
     }

@@ -20,6 +20,9 @@ struct tc_opts {
     int timeout_ms; /* connect + bind timeout */
     const char *node; /* --node NAME: ask the gateway to route to that node (TracegateFleet.Route) */
     int endpoint_defaulted; /* no URL was given: endpoint is the local consumer socket */
+    const char *default_endpoint; /* what endpoint is when no URL is given (the local consumer
+                                   * socket, or TC_DEFAULT_GATEWAY with --node); the dispatcher's
+                                   * storage, valid for the command's run */
 };
 /* The endpoint for commands that need a tracegate gateway (--node, --nodes, --all, nodes) when no
  * URL was given: the local gateway's WebSocket port (the service's own socket has no fleet). */

@@ -1,7 +1,8 @@
-/* test_tracectl_record.c: `tracectl record` and `tracectl attach` (the built binary, run as a child
+/* test_tracectl_record.c: `tracectl record`, `attach` and `clone` (the built binary, run as a child
  * process) against a scripted fake ConsumerPort served in this process with tg_ipc_host: the
  * config tracectl builds, the call sequences of the perfetto CLI (deferred EnableTracing reply,
- * Flush+DisableTracing on Ctrl-C and --stop, streamed ReadBuffers, FreeBuffers, Detach/Attach),
+ * Flush+DisableTracing on Ctrl-C and --stop, streamed ReadBuffers, FreeBuffers, Detach/Attach,
+ * CloneSession),
  * the .pftrace it writes, and its errors. Skipped when $TG_BUILDDIR/src/tracectl/tracectl is absent. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -46,6 +47,7 @@ struct fake {
     uint64_t flush_flags;
     int flush_seen;
     char detach_key[64], attach_key[64];
+    char clone_what[64]; /* CloneSession's selector: "id N" or "name S" */
     /* state */
     tg_ipc_call *enable_call;
     struct event *end_timer;
@@ -221,6 +223,28 @@ static void m_attach(tg_ipc_call *call, const ProtobufCMessage *req, void *svc, 
     tg_ipc_call_reply(call, &ar.base, 0, -1);
 }
 
+/* Session 7 (by id) or "snap" (by unique_session_name) can be cloned; others cannot. */
+static void m_clone(tg_ipc_call *call, const ProtobufCMessage *req, void *svc, void *ps)
+{
+    (void)svc;
+    (void)ps;
+    const Perfetto__Protos__CloneSessionRequest *r = (const Perfetto__Protos__CloneSessionRequest *)req;
+    log_call("CloneSession");
+    int ok = 0;
+    if (r->selector_case == PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID) {
+        snprintf(F.clone_what, sizeof F.clone_what, "id %llu", (unsigned long long)r->session_id);
+        ok = r->session_id == 7;
+    } else if (r->selector_case == PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_UNIQUE_SESSION_NAME) {
+        snprintf(F.clone_what, sizeof F.clone_what, "name %s", r->unique_session_name);
+        ok = strcmp(r->unique_session_name, "snap") == 0;
+    }
+    Perfetto__Protos__CloneSessionResponse cr = PERFETTO__PROTOS__CLONE_SESSION_RESPONSE__INIT;
+    cr.has_success = 1;
+    cr.success = ok;
+    cr.error = ok ? NULL : (char *)"no such session";
+    tg_ipc_call_reply(call, &cr.base, 0, -1);
+}
+
 static void m_stats(tg_ipc_call *call, const ProtobufCMessage *req, void *svc, void *ps)
 {
     (void)req;
@@ -279,6 +303,7 @@ static const struct tg_ipc_method k_methods[] = {
     {"ObserveEvents", &perfetto__protos__observe_events_request__descriptor, m_unimpl},
     {"QueryServiceState", &perfetto__protos__query_service_state_request__descriptor, m_unimpl},
     {"QueryCapabilities", &perfetto__protos__query_capabilities_request__descriptor, m_unimpl},
+    {"CloneSession", &perfetto__protos__clone_session_request__descriptor, m_clone},
 };
 
 static const char *tracectl_path(void)
@@ -701,6 +726,77 @@ static void test_attach_unknown_key(void **state)
     assert_false(file_exists("trace.pftrace"));
 }
 
+/* options before the positionals: the dispatcher sees "--stop" first and takes no URL, so the
+ * command finds both URL and KEY among what its options left */
+static void test_attach_options_first(void **state)
+{
+    (void)state;
+    NEED_TRACECTL();
+    F.mode = END_BY_DISABLE;
+    char url[200];
+    snprintf(url, sizeof url, "unix:%s", F.sock);
+    const char *args[] = {"attach", "--stop", "-o", "att.pftrace", url, "capkey", NULL};
+    run_expect(args, 0);
+    const char *want[] = {"Attach", "EnableTracing", "Flush", "DisableTracing", "ReadBuffers", "FreeBuffers", NULL};
+    expect_calls(want);
+    assert_string_equal(F.attach_key, "capkey");
+    expect_trace("att.pftrace");
+}
+
+/* clone by id (URL first) and by name (options first): CloneSession, then the snapshot read out */
+static void test_clone(void **state)
+{
+    (void)state;
+    NEED_TRACECTL();
+    char url[200];
+    snprintf(url, sizeof url, "unix:%s", F.sock);
+    const char *a1[] = {"clone", url, "7", "-o", "c1.pftrace", NULL};
+    run_expect(a1, 0);
+    const char *want[] = {"CloneSession", "ReadBuffers", "FreeBuffers", NULL};
+    expect_calls(want);
+    assert_string_equal(F.clone_what, "id 7");
+    expect_trace("c1.pftrace");
+    expect_in_stderr("cloned session '7'");
+
+    F.n_calls = 0;
+    const char *a2[] = {"clone", "-o", "c2.pftrace", url, "snap", NULL};
+    run_expect(a2, 0);
+    expect_calls(want);
+    assert_string_equal(F.clone_what, "name snap");
+    expect_trace("c2.pftrace");
+
+    F.n_calls = 0;
+    const char *a3[] = {"clone", url, "other", "-o", "c3.pftrace", NULL};
+    run_expect(a3, 1);
+    expect_in_stderr("cannot clone 'other': no such session");
+    assert_false(file_exists("c3.pftrace"));
+}
+
+/* what is missing or too much is said before anything is sent; with --node and no URL the
+ * operand is not taken for an endpoint: the gateway's default one is used */
+static void test_operand_errors(void **state)
+{
+    (void)state;
+    NEED_TRACECTL();
+    char url[200];
+    snprintf(url, sizeof url, "unix:%s", F.sock);
+    const char *a1[] = {"clone", url, "7", "8", NULL};
+    run_expect(a1, 2);
+    expect_in_stderr("tracectl clone: too many arguments");
+    const char *a2[] = {"attach", "--stop", NULL};
+    run_expect(a2, 2);
+    expect_in_stderr("tracectl attach: missing KEY");
+    const char *a3[] = {"clone", "-o", "x.pftrace", url, "7", "8", NULL};
+    run_expect(a3, 2);
+    expect_in_stderr("tracectl clone: too many arguments");
+    assert_int_equal(F.n_calls, 0);
+
+    const char *a4[] = {"--node", "no-such-node", "--timeout", "3000", "clone", "7", NULL};
+    run_expect(a4, 1);
+    expect_in_stderr("cannot reach the tracing service at " "ws://127.0.0.1:8037/traced");
+    assert_int_equal(F.n_calls, 0);
+}
+
 static void test_errors(void **state)
 {
     (void)state;
@@ -750,6 +846,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_record_detach, setup, teardown),
         cmocka_unit_test_setup_teardown(test_attach_stop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_attach_unknown_key, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_attach_options_first, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_clone, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_operand_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
