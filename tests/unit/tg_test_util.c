@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -265,6 +266,22 @@ int tg_test_ms(int ms)
 {
     double v = (double)ms * tg_test_timeout_scale();
     return v >= (double)(INT_MAX / 2) ? INT_MAX / 2 : (int)v;
+}
+
+uint64_t tg_test_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+int tg_test_waited(uint64_t t0, int ms)
+{
+    uint64_t waited = tg_test_now_ms() - t0;
+    if (waited >= (uint64_t)ms / 2)
+        return 1;
+    fprintf(stderr, "waited %llu ms for a %d ms timer: it did not wait\n", (unsigned long long)waited, ms);
+    return 0;
 }
 
 int tg_test_run_until(struct event_base *base, int (*done)(void *arg), void *arg, int timeout_ms)

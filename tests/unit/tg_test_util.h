@@ -83,6 +83,15 @@ int tg_test_free_tcp_port(void);
 double tg_test_timeout_scale(void);
 int tg_test_ms(int ms);
 
+/* For asserting that a daemon waited for a timer of ms (a flush timeout, a trigger timeout, a
+ * session's duration) instead of acting at once: whether at least half of ms has passed since t0
+ * (milliseconds of CLOCK_MONOTONIC). Half, because libevent runs its timers on
+ * CLOCK_MONOTONIC_COARSE (a 4 ms tick on this kernel, and staler while a VM waits for a CPU: a
+ * 200 ms timer was seen to fire 187 ms after it was armed), so a test asserts that the wait
+ * happened, never its precision. */
+uint64_t tg_test_now_ms(void);
+int tg_test_waited(uint64_t t0, int ms);
+
 /* Runs base until done(arg) returns non-zero; timeout_ms (scaled by tg_test_ms) is only the
  * safety net. Returns 1 if done, 0 on timeout (done is checked once more after the deadline, so
  * an event that lands together with the deadline still counts).
