@@ -27,33 +27,6 @@ static int varint5(const uint8_t *p, size_t len, uint64_t *v)
     return -1;
 }
 
-long tg_link_rec_parse(const uint8_t *buf, size_t len, uint8_t *type, const uint8_t **payload, size_t *plen)
-{
-    if (len < 1)
-        return 0;
-    uint8_t t = buf[0];
-    if (t != TG_LINK_REC_IPC && t != TG_LINK_REC_ACK && t != TG_LINK_REC_ATTACH && t != TG_LINK_REC_LOST)
-        return -1;
-    uint64_t n;
-    int vl = varint5(buf + 1, len - 1, &n);
-    if (vl <= 0)
-        return vl;
-    if (n > TG_LINK_REC_MAX || (t == TG_LINK_REC_LOST && (n == 0 || n > TG_LINK_LOST_MAX)))
-        return -1;
-    size_t total = 1 + (size_t)vl + (size_t)n;
-    if (len < total)
-        return 0;
-    if (t == TG_LINK_REC_ACK) {
-        uint64_t r;
-        if (tg_link_ack_parse(buf + 1 + vl, (size_t)n, &r) != 0)
-            return -1;
-    }
-    *type = t;
-    *payload = buf + 1 + vl;
-    *plen = (size_t)n;
-    return (long)total;
-}
-
 long tg_link_rec_header_parse(const uint8_t *buf, size_t len, uint8_t *type, size_t *plen)
 {
     if (len < 1)
@@ -70,6 +43,26 @@ long tg_link_rec_header_parse(const uint8_t *buf, size_t len, uint8_t *type, siz
     *type = t;
     *plen = (size_t)n;
     return 1 + vl;
+}
+
+long tg_link_rec_parse(const uint8_t *buf, size_t len, uint8_t *type, const uint8_t **payload, size_t *plen)
+{
+    uint8_t t;
+    size_t n;
+    long hl = tg_link_rec_header_parse(buf, len, &t, &n);
+    if (hl <= 0)
+        return hl;
+    if (len - (size_t)hl < n)
+        return 0;
+    if (t == TG_LINK_REC_ACK) {
+        uint64_t r;
+        if (tg_link_ack_parse(buf + hl, n, &r) != 0)
+            return -1;
+    }
+    *type = t;
+    *payload = buf + hl;
+    *plen = n;
+    return hl + (long)n;
 }
 
 size_t tg_link_ack_payload(uint8_t *out, uint64_t received) { return tg_pb_put_varint(out, received); }
