@@ -832,33 +832,6 @@ static int parse_peer(const char *url, struct tg_fleet_peer *p, int insecure, ch
 
 /* ------------------------------------------------------------ listeners */
 
-static void format_ip(const struct sockaddr_storage *ss, char *ip, size_t len, unsigned *port)
-{
-    *port = 0;
-    if (ss->ss_family == AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
-        inet_ntop(AF_INET, &in->sin_addr, ip, (socklen_t)len);
-        *port = ntohs(in->sin_port);
-    } else if (ss->ss_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
-        inet_ntop(AF_INET6, &in6->sin6_addr, ip, (socklen_t)len);
-        *port = ntohs(in6->sin6_port);
-    } else {
-        snprintf(ip, len, "?");
-    }
-}
-
-static int ip_is_loopback(const struct sockaddr_storage *ss)
-{
-    if (ss->ss_family == AF_INET)
-        return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
-    if (ss->ss_family == AF_INET6) {
-        const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
-        return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
-    }
-    return 0;
-}
-
 void tg_fleet_conn_gone(struct tg_fleet *f, struct link_conn *c)
 {
     for (size_t i = 0; i < f->n_conns; i++)
@@ -895,14 +868,14 @@ static int accept_link(struct tg_fleet *f, int fd, struct tg_tls_server *tls, co
     {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof ss;
-        char ip[64] = "?";
-        unsigned port = 0;
+        char ip[INET6_ADDRSTRLEN] = "?", text[INET6_ADDRSTRLEN + 8] = "?";
         if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) {
-            ai->loopback = ip_is_loopback(&ss);
-            format_ip(&ss, ip, sizeof ip, &port);
+            ai->loopback = tg_sockaddr_is_loopback(&ss);
+            tg_sockaddr_host(&ss, ip, sizeof ip, NULL);
+            tg_sockaddr_text(&ss, text, sizeof text);
         }
         snprintf(ai->source, sizeof ai->source, "%s", ip);
-        snprintf(ai->peer, sizeof ai->peer, "link %s:%u", ip, port);
+        snprintf(ai->peer, sizeof ai->peer, "link %s", text);
     }
     const char *label, *why;
     if (tg_gw_admit(f->gw, ai, &label, &why) != 0) {
@@ -992,11 +965,10 @@ static int add_listener(struct tg_fleet *f, const char *url, char *err, size_t e
     }
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
-    char ip[64] = "?";
-    unsigned port = 0;
+    char text[INET6_ADDRSTRLEN + 8] = "?";
     if (getsockname(ll->fd, (struct sockaddr *)&ss, &sl) == 0)
-        format_ip(&ss, ip, sizeof ip, &port);
-    snprintf(ll->bound, sizeof ll->bound, "%s://%s:%u", tls ? "tls" : "tcp", ip, port);
+        tg_sockaddr_text(&ss, text, sizeof text);
+    snprintf(ll->bound, sizeof ll->bound, "%s://%s", tls ? "tls" : "tcp", text);
     ll->ev = event_new(f->base, ll->fd, EV_READ | EV_PERSIST, listener_accept_cb, ll);
     if (!ll->ev) {
         close(ll->fd);

@@ -98,22 +98,10 @@ static void describe_peer(int fd, int is_unix, struct tg_gw_client_info *info)
     }
     if (getpeername(fd, (struct sockaddr *)&ss, &sl) != 0)
         return;
-    char ip[INET6_ADDRSTRLEN] = "?";
-    unsigned port = 0;
-    if (ss.ss_family == AF_INET) {
-        struct sockaddr_in *in = (struct sockaddr_in *)&ss;
-        inet_ntop(AF_INET, &in->sin_addr, ip, sizeof ip);
-        port = ntohs(in->sin_port);
-        info->loopback = (ntohl(in->sin_addr.s_addr) >> 24) == 127;
-        snprintf(info->peer, sizeof info->peer, "%s:%u", ip, port);
-    } else if (ss.ss_family == AF_INET6) {
-        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
-        inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof ip);
-        port = ntohs(in6->sin6_port);
-        info->loopback = IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) ||
-                         (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr) && in6->sin6_addr.s6_addr[12] == 127);
-        snprintf(info->peer, sizeof info->peer, "[%s]:%u", ip, port);
-    }
+    char ip[INET6_ADDRSTRLEN];
+    tg_sockaddr_host(&ss, ip, sizeof ip, NULL);
+    tg_sockaddr_text(&ss, info->peer, sizeof info->peer);
+    info->loopback = tg_sockaddr_is_loopback(&ss);
     snprintf(info->source, sizeof info->source, "%s", ip);
 }
 
@@ -291,18 +279,10 @@ static void bound_name(struct tg_gw_listener *l)
     }
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
-    char ip[INET6_ADDRSTRLEN];
-    if (getsockname(l->fd, (struct sockaddr *)&ss, &sl) == 0 && ss.ss_family == AF_INET) {
-        struct sockaddr_in *in = (struct sockaddr_in *)&ss;
-        inet_ntop(AF_INET, &in->sin_addr, ip, sizeof ip);
-        snprintf(l->bound, sizeof l->bound, "%s:%u", ip, ntohs(in->sin_port));
-    } else if (getsockname(l->fd, (struct sockaddr *)&ss, &sl) == 0 && ss.ss_family == AF_INET6) {
-        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
-        inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof ip);
-        snprintf(l->bound, sizeof l->bound, "[%s]:%u", ip, ntohs(in6->sin6_port));
-    } else {
+    if (getsockname(l->fd, (struct sockaddr *)&ss, &sl) == 0 && (ss.ss_family == AF_INET || ss.ss_family == AF_INET6))
+        tg_sockaddr_text(&ss, l->bound, sizeof l->bound);
+    else
         snprintf(l->bound, sizeof l->bound, "%s", a->text);
-    }
 }
 
 struct tg_gw_listener *tg_gw_listener_new(struct tg_gw *gw, const struct tg_gw_listen_spec *spec,

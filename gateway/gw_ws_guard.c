@@ -10,6 +10,7 @@
 
 #include "gw_limits.h"
 #include "gw_ws_int.h"
+#include "tracegate/addr.h"
 #include "gw_ws_policy.h"
 #include "tracegate/log.h"
 
@@ -93,28 +94,14 @@ void tg_gw_ws_guard_stop(struct tg_gw_ws *ws)
         lws_sul_cancel(&ws->pending_sul);
 }
 
-static void addr_text(const struct sockaddr_storage *ss, char *ip, size_t iplen)
-{
-    snprintf(ip, iplen, "?");
-    if (ss->ss_family == AF_INET) {
-        inet_ntop(AF_INET, &((const struct sockaddr_in *)ss)->sin_addr, ip, (socklen_t)iplen);
-    } else if (ss->ss_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
-        if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
-            inet_ntop(AF_INET, &in6->sin6_addr.s6_addr[12], ip, (socklen_t)iplen);
-        else
-            inet_ntop(AF_INET6, &in6->sin6_addr, ip, (socklen_t)iplen);
-    }
-}
-
 int tg_gw_ws_guard_accept(struct tg_gw_ws *ws, const struct lws_filter_network_conn_args *a)
 {
     ws->admitted_fd = -1;
     if (!a)
         return 0;
     char ip[INET6_ADDRSTRLEN + 1];
-    addr_text(&a->cli_addr, ip, sizeof ip);
-    int loopback = tg_ws_ip_is_loopback(ip);
+    tg_sockaddr_host(&a->cli_addr, ip, sizeof ip, NULL);
+    int loopback = tg_sockaddr_is_loopback(&a->cli_addr);
     enum tg_ws_admit v = tg_ws_pending_check(ws->pending, ip, loopback);
     if (v != TG_WS_ADMIT_OK) {
         tg_gw_count_rejected(ws->gw, v == TG_WS_ADMIT_TOTAL ? "http_max_pending" : "http_max_pending_per_source");

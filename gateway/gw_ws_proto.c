@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "gw_ws_int.h"
+#include "tracegate/addr.h"
 #include "gw_ws_policy.h"
 #include "net/ws_close_note.h"
 #include "net/ws_link.h"
@@ -49,18 +50,9 @@ void tg_gw_ws_peer_of(struct lws *wsi, char *ip, size_t iplen, int *port)
     lws_sockfd_type fd = lws_get_socket_fd(wsi);
     if (fd < 0 || getpeername(fd, (struct sockaddr *)&ss, &sl) != 0)
         return;
-    if (ss.ss_family == AF_INET) {
-        struct sockaddr_in *in = (struct sockaddr_in *)&ss;
-        inet_ntop(AF_INET, &in->sin_addr, ip, (socklen_t)iplen);
-        *port = ntohs(in->sin_port);
-    } else if (ss.ss_family == AF_INET6) {
-        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
-        if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
-            inet_ntop(AF_INET, &in6->sin6_addr.s6_addr[12], ip, (socklen_t)iplen);
-        else
-            inet_ntop(AF_INET6, &in6->sin6_addr, ip, (socklen_t)iplen);
-        *port = ntohs(in6->sin6_port);
-    }
+    unsigned p;
+    tg_sockaddr_host(&ss, ip, iplen, &p);
+    *port = (int)p;
 }
 
 const char *tg_gw_ws_cert_subject(struct lws *wsi, char *out, size_t cap)

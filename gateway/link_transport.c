@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "net/bulk_read.h"
+#include "tracegate/addr.h"
 #include "net/tls.h"
 #include "tracegate/log.h"
 
@@ -63,25 +64,13 @@ static void describe_peer(struct tg_link_tr *t, int fd)
         snprintf(t->info.peer, sizeof t->info.peer, "fd%d", fd);
     if (fd < 0 || getpeername(fd, (struct sockaddr *)&ss, &sl) != 0)
         return;
-    char ip[INET6_ADDRSTRLEN] = "?";
-    unsigned port = 0;
-    if (ss.ss_family == AF_INET) {
-        struct sockaddr_in *in = (struct sockaddr_in *)&ss;
-        inet_ntop(AF_INET, &in->sin_addr, ip, sizeof ip);
-        port = ntohs(in->sin_port);
-        t->info.loopback = (ntohl(in->sin_addr.s_addr) >> 24) == 127;
-        snprintf(t->info.peer, sizeof t->info.peer, "%s:%u", ip, port);
-    } else if (ss.ss_family == AF_INET6) {
-        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
-        inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof ip);
-        port = ntohs(in6->sin6_port);
-        t->info.loopback = IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) ||
-                           (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr) && in6->sin6_addr.s6_addr[12] == 127);
-        snprintf(t->info.peer, sizeof t->info.peer, "[%s]:%u", ip, port);
-    } else if (ss.ss_family == AF_UNIX) {
+    char ip[INET6_ADDRSTRLEN];
+    tg_sockaddr_host(&ss, ip, sizeof ip, NULL);
+    t->info.loopback = tg_sockaddr_is_loopback(&ss);
+    if (ss.ss_family == AF_UNIX)
         snprintf(t->info.peer, sizeof t->info.peer, "unix");
-        t->info.loopback = 1;
-    }
+    else
+        tg_sockaddr_text(&ss, t->info.peer, sizeof t->info.peer);
     snprintf(t->info.source, sizeof t->info.source, "%s", ip);
 }
 

@@ -115,20 +115,55 @@ int tg_addr_parse(const char *s, struct tg_addr *out, char *err, size_t errlen)
 
 int tg_addr_is_loopback(const struct tg_addr *a)
 {
-    if (a->family == AF_UNIX)
+    return a->family == AF_UNIX || tg_sockaddr_is_loopback(&a->ss);
+}
+
+int tg_sockaddr_is_loopback(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_UNIX)
         return 1;
-    if (a->family == AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)&a->ss;
-        return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
-    }
-    if (a->family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&a->ss;
-        if (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr))
-            return 1;
-        if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
-            return in6->sin6_addr.s6_addr[12] == 127;
+    if (ss->ss_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
+    if (ss->ss_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
     }
     return 0;
+}
+
+void tg_sockaddr_host(const struct sockaddr_storage *ss, char *ip, size_t len, unsigned *port)
+{
+    unsigned p = 0;
+    const char *ok = NULL;
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
+        ok = inet_ntop(AF_INET, &in->sin_addr, ip, (socklen_t)len);
+        p = ntohs(in->sin_port);
+    } else if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
+        if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
+            ok = inet_ntop(AF_INET, &in6->sin6_addr.s6_addr[12], ip, (socklen_t)len);
+        else
+            ok = inet_ntop(AF_INET6, &in6->sin6_addr, ip, (socklen_t)len);
+        p = ntohs(in6->sin6_port);
+    }
+    if (!ok && len)
+        snprintf(ip, len, "?");
+    if (port)
+        *port = p;
+}
+
+void tg_sockaddr_text(const struct sockaddr_storage *ss, char *out, size_t len)
+{
+    char ip[INET6_ADDRSTRLEN];
+    unsigned port;
+    tg_sockaddr_host(ss, ip, sizeof ip, &port);
+    if (ss->ss_family == AF_INET6 && strchr(ip, ':'))
+        snprintf(out, len, "[%s]:%u", ip, port);
+    else if (ss->ss_family == AF_INET || ss->ss_family == AF_INET6)
+        snprintf(out, len, "%s:%u", ip, port);
+    else
+        snprintf(out, len, "?");
 }
 
 static int new_socket(int family)

@@ -1,6 +1,7 @@
 /* conn.c: framed IPC connection over a socket (with SCM_RIGHTS) or a bufferevent (see tracegate/conn.h). */
 #include "tracegate/conn.h"
 #include "ipc/rbuf.h"
+#include "tracegate/addr.h"
 #include "tracegate/clock.h"
 #include "tracegate/frame.h"
 #include "tracegate/log.h"
@@ -741,7 +742,6 @@ static void describe_peer(tg_conn *c, int fd)
     snprintf(c->peer, sizeof c->peer, "fd%d", fd);
     if (getpeername(fd, (struct sockaddr *)&ss, &sl) != 0)
         return;
-    char ip[INET6_ADDRSTRLEN];
     if (ss.ss_family == AF_UNIX) {
         c->is_unix = 1;
         struct ucred cred;
@@ -751,14 +751,8 @@ static void describe_peer(tg_conn *c, int fd)
             c->pid = cred.pid;
         }
         snprintf(c->peer, sizeof c->peer, "unix(pid=%d,uid=%u)", (int)c->pid, (unsigned)c->uid);
-    } else if (ss.ss_family == AF_INET) {
-        struct sockaddr_in *in = (struct sockaddr_in *)&ss;
-        inet_ntop(AF_INET, &in->sin_addr, ip, sizeof ip);
-        snprintf(c->peer, sizeof c->peer, "%s:%u", ip, ntohs(in->sin_port));
-    } else if (ss.ss_family == AF_INET6) {
-        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
-        inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof ip);
-        snprintf(c->peer, sizeof c->peer, "[%s]:%u", ip, ntohs(in6->sin6_port));
+    } else {
+        tg_sockaddr_text(&ss, c->peer, sizeof c->peer);
     }
 }
 

@@ -1,6 +1,7 @@
 /* peer_cred.c: the uid (and pid) of a local peer: SO_PEERCRED on UNIX sockets, an exact inet_diag
  * lookup of the peer's socket over NETLINK_SOCK_DIAG on loopback TCP (see peer_cred.h). */
 #include "tracegate/peer_cred.h"
+#include "tracegate/addr.h"
 
 #include <errno.h>
 #include <linux/inet_diag.h>
@@ -11,17 +12,6 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
-
-static int is_loopback(const struct sockaddr_storage *ss)
-{
-    if (ss->ss_family == AF_INET)
-        return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
-    if (ss->ss_family == AF_INET6) {
-        const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
-        return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
-    }
-    return 0;
-}
 
 /* Fills one side of an inet_diag socket id. A v4-mapped IPv6 address is
  * turned into plain IPv4 (the peer's own socket is then an AF_INET one). */
@@ -145,7 +135,7 @@ int tg_peer_cred_of(int fd, struct tg_peer_cred *out)
     }
     if (getpeername(fd, (struct sockaddr *)&peer, &pl) != 0)
         return -1;
-    if (!is_loopback(&peer) || !is_loopback(&self)) {
+    if (!tg_sockaddr_is_loopback(&peer) || !tg_sockaddr_is_loopback(&self)) {
         errno = EPERM; /* not a local peer: nothing the kernel can vouch for */
         return -1;
     }

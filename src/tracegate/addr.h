@@ -27,6 +27,23 @@ int tg_addr_parse(const char *s, struct tg_addr *out, char *err, size_t errlen);
 /* True for AF_UNIX, 127.0.0.0/8 and ::1. */
 int tg_addr_is_loopback(const struct tg_addr *a);
 
+/* ---- a connected socket's addresses (getpeername/getsockname), named the same everywhere ---- */
+
+/* True for AF_UNIX, 127.0.0.0/8, ::1 and IPv4-mapped 127.0.0.0/8 (::ffff:127.x.y.z): the one test
+ * of a local peer behind every "loopback" decision (limits exempt local clients, peer credentials
+ * only exist for local TCP). */
+int tg_sockaddr_is_loopback(const struct sockaddr_storage *ss);
+
+/* The numeric host of ss into ip (INET6_ADDRSTRLEN bytes suffice): dotted IPv4, IPv6 without
+ * brackets, and an IPv4-mapped IPv6 address as its IPv4 form, so an IPv4 client of a dual-stack
+ * listener is the same source as on an IPv4 listener (per-source limits count it once); "?" for
+ * other families. *port (may be NULL) gets the port, 0 when there is none. */
+void tg_sockaddr_host(const struct sockaddr_storage *ss, char *ip, size_t len, unsigned *port);
+
+/* "HOST:PORT", or "[HOST]:PORT" for IPv6, with HOST as tg_sockaddr_host names it; "?" for other
+ * families. */
+void tg_sockaddr_text(const struct sockaddr_storage *ss, char *out, size_t len);
+
 /* Creates a non-blocking, close-on-exec listening socket. For filesystem
  * UNIX paths a stale socket file is removed first (a live one is refused:
  * returns -1 with errno EADDRINUSE) and the file gets `mode` (0 = leave it

@@ -1,4 +1,5 @@
-/* test_ipc_addr.c: Perfetto-style address parsing, loopback detection, connecting to a UNIX
+/* test_ipc_addr.c: Perfetto-style address parsing, loopback detection, how a connected peer is
+ * named (IPv4-mapped addresses as IPv4, on a real dual-stack listener too), connecting to a UNIX
  * listener whose backlog is full (the connect waits briefly instead of failing at once), and the
  * permissions of a UNIX listener's socket file: never broader than asked, from bind() on (checked
  * through bind/listen hooks), failures to set them reported, and (as root) another uid refused. */
@@ -8,9 +9,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <arpa/inet.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -130,6 +133,134 @@ static void *accept_when_waiting(void *arg)
     if (c >= 0)
         close(c);
     return NULL;
+}
+
+static struct sockaddr_storage v4(const char *ip, unsigned port)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+    in->sin_family = AF_INET;
+    in->sin_port = htons((uint16_t)port);
+    assert_int_equal(inet_pton(AF_INET, ip, &in->sin_addr), 1);
+    return ss;
+}
+
+static struct sockaddr_storage v6(const char *ip, unsigned port)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = htons((uint16_t)port);
+    assert_int_equal(inet_pton(AF_INET6, ip, &in6->sin6_addr), 1);
+    return ss;
+}
+
+/* How a connected peer is named (source of per-source limits, peer in logs) and whether it is
+ * local: an IPv4-mapped address is its IPv4 (the same source as on an IPv4 listener), and only
+ * 127/8, ::1 and mapped 127/8 are loopback (a mapped 10.x is not, nor is :: or ::ffff:0:0). */
+static void test_sockaddr_names(void **state)
+{
+    (void)state;
+    char ip[64], text[80];
+    unsigned port = 1;
+    struct sockaddr_storage ss = v4("10.1.2.3", 8037);
+    tg_sockaddr_host(&ss, ip, sizeof ip, &port);
+    tg_sockaddr_text(&ss, text, sizeof text);
+    assert_string_equal(ip, "10.1.2.3");
+    assert_int_equal(port, 8037);
+    assert_string_equal(text, "10.1.2.3:8037");
+    assert_false(tg_sockaddr_is_loopback(&ss));
+    ss = v4("127.9.9.9", 1);
+    assert_true(tg_sockaddr_is_loopback(&ss));
+
+    ss = v6("::ffff:10.1.2.3", 5);
+    tg_sockaddr_host(&ss, ip, sizeof ip, &port);
+    tg_sockaddr_text(&ss, text, sizeof text);
+    assert_string_equal(ip, "10.1.2.3");
+    assert_string_equal(text, "10.1.2.3:5");
+    assert_int_equal(port, 5);
+    assert_false(tg_sockaddr_is_loopback(&ss));
+    ss = v6("::ffff:127.0.0.1", 5);
+    tg_sockaddr_host(&ss, ip, sizeof ip, NULL);
+    assert_string_equal(ip, "127.0.0.1");
+    assert_true(tg_sockaddr_is_loopback(&ss));
+
+    ss = v6("2001:db8::7", 443);
+    tg_sockaddr_host(&ss, ip, sizeof ip, NULL);
+    tg_sockaddr_text(&ss, text, sizeof text);
+    assert_string_equal(ip, "2001:db8::7");
+    assert_string_equal(text, "[2001:db8::7]:443");
+    assert_false(tg_sockaddr_is_loopback(&ss));
+    ss = v6("::1", 2);
+    tg_sockaddr_text(&ss, text, sizeof text);
+    assert_string_equal(text, "[::1]:2");
+    assert_true(tg_sockaddr_is_loopback(&ss));
+    ss = v6("::", 2);
+    assert_false(tg_sockaddr_is_loopback(&ss));
+    ss = v6("::ffff:0:0", 2);
+    assert_false(tg_sockaddr_is_loopback(&ss));
+
+    memset(&ss, 0, sizeof ss);
+    ss.ss_family = AF_UNIX;
+    assert_true(tg_sockaddr_is_loopback(&ss));
+    ss.ss_family = AF_UNSPEC;
+    port = 9;
+    tg_sockaddr_host(&ss, ip, sizeof ip, &port);
+    tg_sockaddr_text(&ss, text, sizeof text);
+    assert_string_equal(ip, "?");
+    assert_string_equal(text, "?");
+    assert_int_equal(port, 0);
+    assert_false(tg_sockaddr_is_loopback(&ss));
+    /* a buffer too small for the address says "?" rather than a cut address */
+    ss = v6("2001:db8::7", 1);
+    char small[6];
+    tg_sockaddr_host(&ss, small, sizeof small, NULL);
+    assert_string_equal(small, "?");
+}
+
+/* A dual-stack listener ("[::]:0", as tracegated binds it): an IPv4 client is named by its IPv4,
+ * like on an IPv4 listener, and an IPv6 client by its IPv6. Skipped without IPv6. */
+static void test_dual_stack_peer(void **state)
+{
+    (void)state;
+    struct tg_addr a;
+    char err[128];
+    assert_int_equal(tg_addr_parse("[::]:0", &a, err, sizeof err), 0);
+    int lfd = tg_addr_listen(&a, 8, 0);
+    if (lfd < 0)
+        skip(); /* no IPv6 on this host */
+    struct sockaddr_storage bound;
+    socklen_t bl = sizeof bound;
+    assert_int_equal(getsockname(lfd, (struct sockaddr *)&bound, &bl), 0);
+    unsigned port = ntohs(((struct sockaddr_in6 *)&bound)->sin6_port);
+    const char *clients[] = {"127.0.0.1", "::1"};
+    for (int i = 0; i < 2; i++) {
+        struct sockaddr_storage to = i == 0 ? v4(clients[i], port) : v6(clients[i], port);
+        int c = socket(to.ss_family, SOCK_STREAM, 0);
+        assert_true(c >= 0);
+        if (connect(c, (struct sockaddr *)&to, to.ss_family == AF_INET ? sizeof(struct sockaddr_in)
+                                                                       : sizeof(struct sockaddr_in6)) != 0) {
+            close(c);
+            close(lfd);
+            skip(); /* ::1 unusable */
+        }
+        struct pollfd pfd = {.fd = lfd, .events = POLLIN};
+        assert_int_equal(poll(&pfd, 1, 10000), 1);
+        int s = accept(lfd, NULL, NULL);
+        assert_true(s >= 0);
+        struct sockaddr_storage peer;
+        socklen_t pl = sizeof peer;
+        assert_int_equal(getpeername(s, (struct sockaddr *)&peer, &pl), 0);
+        char ip[64];
+        tg_sockaddr_host(&peer, ip, sizeof ip, NULL);
+        assert_string_equal(ip, clients[i]);
+        assert_true(tg_sockaddr_is_loopback(&peer));
+        close(s);
+        close(c);
+    }
+    close(lfd);
 }
 
 static void test_full_backlog_waits(void **state)
@@ -298,6 +429,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_forms),
+        cmocka_unit_test(test_sockaddr_names),
+        cmocka_unit_test(test_dual_stack_peer),
         cmocka_unit_test(test_full_backlog_waits),
         cmocka_unit_test(test_unix_mode_from_bind_on),
         cmocka_unit_test(test_unix_mode_failure_reported),
