@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ipc/rb_slices.h"
 #include "tracegate/kcdata_node.h"
 #include "tracegate/pbwire.h"
 
@@ -147,49 +148,39 @@ static int finish_packet(struct tg_fed_stream *st, struct evbuffer *out)
     return evbuffer_drain(st->partial, len);
 }
 
+struct rewrite_ctx {
+    struct tg_fed_stream *st;
+    struct evbuffer *out;
+    int too_large; /* else: out of memory */
+};
+
+static int rewrite_slice(void *arg, const uint8_t *data, size_t len, int last)
+{
+    struct rewrite_ctx *c = arg;
+    if (evbuffer_get_length(c->st->partial) + len > c->st->max_packet) {
+        c->too_large = 1;
+        return -1;
+    }
+    if ((len && evbuffer_add(c->st->partial, data, len) != 0) || (last && finish_packet(c->st, c->out) != 0))
+        return -1;
+    return 0;
+}
+
 int tg_fed_rewrite_reply(struct tg_fed_stream *st, const uint8_t *reply, size_t len, struct evbuffer *out, char *err,
                          size_t errlen)
 {
-    struct tg_pb_reader r;
-    struct tg_pb_field f;
-    int rc;
-    tg_pb_reader_init(&r, reply, len);
-    while ((rc = tg_pb_next(&r, &f)) == 1) {
-        if (f.number != RB_SLICES || f.wire != TG_PB_LEN)
-            continue; /* nothing else is defined in ReadBuffersResponse */
-        struct tg_pb_reader sr;
-        struct tg_pb_field sf;
-        const uint8_t *data = NULL;
-        size_t dlen = 0;
-        int last = 0, src;
-        tg_pb_reader_init(&sr, f.data, f.len);
-        while ((src = tg_pb_next(&sr, &sf)) == 1) {
-            if (sf.number == SLICE_DATA && sf.wire == TG_PB_LEN) {
-                data = sf.data;
-                dlen = sf.len;
-            } else if (sf.number == SLICE_LAST && sf.wire == TG_PB_VARINT) {
-                last = sf.value != 0;
-            }
-        }
-        if (src < 0) {
-            snprintf(err, errlen, "malformed slice in ReadBuffers reply");
-            return -1;
-        }
-        if (evbuffer_get_length(st->partial) + dlen > st->max_packet) {
-            snprintf(err, errlen, "a packet larger than %zu bytes", st->max_packet);
-            return -1;
-        }
-        if (dlen && evbuffer_add(st->partial, data, dlen) != 0) {
-            snprintf(err, errlen, "out of memory");
-            return -1;
-        }
-        if (last && finish_packet(st, out) != 0) {
-            snprintf(err, errlen, "out of memory");
-            return -1;
-        }
+    struct rewrite_ctx c = {st, out, 0};
+    const char *where = "reply";
+    int rc = tg_rb_slices_each(reply, len, rewrite_slice, &c, &where);
+    if (rc == TG_RB_MALFORMED) {
+        snprintf(err, errlen, "malformed %s", strcmp(where, "slice") == 0 ? "slice in ReadBuffers reply" : "ReadBuffers reply");
+        return -1;
     }
-    if (rc < 0) {
-        snprintf(err, errlen, "malformed ReadBuffers reply");
+    if (rc != 0) {
+        if (c.too_large)
+            snprintf(err, errlen, "a packet larger than %zu bytes", st->max_packet);
+        else
+            snprintf(err, errlen, "out of memory");
         return -1;
     }
     return 0;

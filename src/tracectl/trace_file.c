@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ipc/rb_slices.h"
 #include "tracegate/pbwire.h"
 
 /* Trace.packet: field 1, wire type 2 */
@@ -134,48 +135,31 @@ int tc_assembler_add(struct tc_packet_assembler *a, const uint8_t *data, size_t 
     return rc;
 }
 
+struct add_ctx {
+    struct tc_packet_assembler *a;
+    tc_packet_fn fn;
+    void *arg;
+};
+
+static int add_slice(void *arg, const uint8_t *data, size_t len, int last)
+{
+    struct add_ctx *c = arg;
+    return tc_assembler_add(c->a, data, len, last, c->fn, c->arg);
+}
+
 int tc_assembler_add_reply(struct tc_packet_assembler *a, const uint8_t *reply, size_t len, tc_packet_fn fn,
                            void *arg, char *err, size_t errlen)
 {
-    struct tg_pb_reader r;
-    struct tg_pb_field f;
-    int rc;
-    tg_pb_reader_init(&r, reply, len);
-    while ((rc = tg_pb_next(&r, &f)) == 1) {
-        if (f.number != 2 || f.wire != TG_PB_LEN)
-            continue; /* not a slice: ignore, as protobuf would */
-        struct tg_pb_reader sr;
-        struct tg_pb_field sf;
-        const uint8_t *data = NULL;
-        size_t dlen = 0;
-        int last = 0, src;
-        tg_pb_reader_init(&sr, f.data, f.len);
-        while ((src = tg_pb_next(&sr, &sf)) == 1) {
-            if (sf.number == 1 && sf.wire == TG_PB_LEN) {
-                /* a repeated occurrence of a singular bytes field: last one wins */
-                data = sf.data;
-                dlen = sf.len;
-            } else if (sf.number == 2 && sf.wire == TG_PB_VARINT) {
-                last = sf.value != 0;
-            }
-        }
-        if (src < 0) {
-            snprintf(err, errlen, "malformed ReadBuffersResponse slice");
-            return -1;
-        }
-        int arc = tc_assembler_add(a, data ? data : (const uint8_t *)"", dlen, last, fn, arg);
-        if (arc == -1) {
-            snprintf(err, errlen, "a trace packet exceeds %u bytes or memory ran out", TC_TRACE_MAX_PACKET);
-            return -1;
-        }
-        if (arc != 0)
-            return arc;
-    }
-    if (rc < 0) {
-        snprintf(err, errlen, "malformed ReadBuffersResponse");
+    struct add_ctx c = {a, fn, arg};
+    const char *where = "reply";
+    int rc = tg_rb_slices_each(reply, len, add_slice, &c, &where);
+    if (rc == TG_RB_MALFORMED) {
+        snprintf(err, errlen, "malformed ReadBuffersResponse%s", strcmp(where, "slice") == 0 ? " slice" : "");
         return -1;
     }
-    return 0;
+    if (rc == -1)
+        snprintf(err, errlen, "a trace packet exceeds %u bytes or memory ran out", TC_TRACE_MAX_PACKET);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- reader */

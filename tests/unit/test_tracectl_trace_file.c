@@ -269,6 +269,21 @@ static void test_assembler(void **state)
     static const uint8_t bad[] = {0x12, 0x05, 0x0a};
     assert_int_equal(tc_assembler_add_reply(&a, bad, sizeof bad, collect, &c, err, sizeof err), -1);
     assert_non_null(strstr(err, "malformed"));
+    /* a slice whose inside does not decode (data says 5 bytes, 1 follows) */
+    static const uint8_t bad_slice[] = {0x12, 0x03, 0x0a, 0x05, 'x'};
+    assert_int_equal(tc_assembler_add_reply(&a, bad_slice, sizeof bad_slice, collect, &c, err, sizeof err), -1);
+    assert_string_equal(err, "malformed ReadBuffersResponse slice");
+    /* read as protobuf reads it: unknown fields skipped (top level and in a slice), a repeated
+     * data field's last occurrence wins */
+    static const uint8_t odd[] = {0x08, 0x01,                                 /* field 1 varint: skipped */
+                                  0x12, 0x0c, 0x0a, 0x02, 'n', 'o', 0x18, 0x07, /* slice: data "no", field 3 */
+                                  0x0a, 0x02, 'o', 'k', 0x10, 0x01};          /* data "ok", last */
+    c.stop_at = 0;
+    size_t before = c.packets, at = c.len;
+    assert_int_equal(tc_assembler_add_reply(&a, odd, sizeof odd, collect, &c, err, sizeof err), 0);
+    assert_int_equal(c.packets, before + 1);
+    assert_int_equal(c.len - at, 2);
+    assert_memory_equal(c.buf + at, "ok", 2);
     tc_assembler_free(&a);
 }
 
