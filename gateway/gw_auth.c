@@ -15,6 +15,7 @@
 #include <strings.h>
 
 #include "gw.h"
+#include "base/hex.h"
 
 struct token_entry {
     char name[TG_GW_PRINCIPAL_MAX];
@@ -68,16 +69,6 @@ int tg_gw_token_generate(char out[TG_GW_TOKEN_GEN_LEN + 1])
     out[TG_GW_TOKEN_GEN_LEN] = '\0';
     OPENSSL_cleanse(b64, sizeof b64);
     return 0;
-}
-
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c = tolower(c);
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
 }
 
 static int valid_name(const char *s)
@@ -144,15 +135,7 @@ int tg_gw_tokens_parse(const char *text, size_t len, const char *name, struct tg
         }
         struct token_entry ent;
         memset(&ent, 0, sizeof ent);
-        int bad = strlen(f3) != 64;
-        for (int i = 0; !bad && i < 32; i++) {
-            int hi = hexval(f3[2 * i]), lo = hexval(f3[2 * i + 1]);
-            if (hi < 0 || lo < 0)
-                bad = 1;
-            else
-                ent.digest[i] = (unsigned char)(hi << 4 | lo);
-        }
-        if (bad) {
+        if (tg_hex_decode(ent.digest, sizeof ent.digest, f3) != 0) {
             tg_gw_tokens_free(t);
             return fail(err, errlen, name, lineno,
                         "the third field must be the token's SHA-256 as 64 hex digits (tracegated --hash-token)");

@@ -17,6 +17,7 @@
 #include "gw_core.h"
 #include "tracegate/log.h"
 #include "tracegate_gateway.pb-c.h"
+#include "base/hex.h"
 
 #define LOG "gw-resume"
 #define TOKEN_BYTES 16
@@ -142,16 +143,6 @@ static struct rs_state *find_state(struct tg_gw_resume *r, const struct tg_gw_se
         if (st->s == s)
             return st;
     return NULL;
-}
-
-static void hex_encode(const uint8_t *in, size_t n, char *out)
-{
-    static const char k_hex[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = k_hex[in[i] >> 4];
-        out[2 * i + 1] = k_hex[in[i] & 15];
-    }
-    out[2 * n] = '\0';
 }
 
 static int hex_val(char c)
@@ -473,7 +464,7 @@ static void m_get_token(struct tg_gw_session *s, uint64_t rid, const uint8_t *ar
             return;
         }
         memcpy(st->key, KEY_PREFIX, sizeof KEY_PREFIX - 1);
-        hex_encode(key, sizeof key, st->key + sizeof KEY_PREFIX - 1);
+        tg_hex_encode(st->key + sizeof KEY_PREFIX - 1, key, sizeof key);
         st->link_id = new_link_id(0);
         q_clear(&st->sent);
         st->trimmed_seq = 0;
@@ -481,7 +472,7 @@ static void m_get_token(struct tg_gw_session *s, uint64_t rid, const uint8_t *ar
         tg_info(LOG, "session %llu: resume token issued (window %u ms)", sid_of(st), r->o.window_ms);
     }
     char hex[2 * TOKEN_BYTES + 1];
-    hex_encode(st->token, sizeof st->token, hex);
+    tg_hex_encode(hex, st->token, sizeof st->token);
     Tracegate__GetResumeTokenResponse resp = TRACEGATE__GET_RESUME_TOKEN_RESPONSE__INIT;
     resp.token = hex;
     resp.has_window_ms = 1;

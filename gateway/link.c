@@ -19,6 +19,7 @@
 #include "tracegate/clock.h"
 #include "tracegate/log.h"
 #include "tracegate_link.pb-c.h"
+#include "base/hex.h"
 
 #define LOG "link"
 #define OUT_HIGH (1u << 20) /* transport output above which we stop producing HTTP/2 frames */
@@ -29,29 +30,6 @@ static void link_down(struct tg_link *l, const char *why);
 static void send_hello(struct link_conn *c);
 
 static uint64_t now_us(void) { return tg_mono_us(); }
-
-static void hex(const uint8_t *b, size_t n, char *out)
-{
-    static const char d[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = d[b[i] >> 4];
-        out[2 * i + 1] = d[b[i] & 15];
-    }
-    out[2 * n] = '\0';
-}
-
-static int unhex(const char *s, uint8_t *b, size_t n)
-{
-    if (strlen(s) != 2 * n)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        unsigned v;
-        if (sscanf(s + 2 * i, "%2x", &v) != 1)
-            return -1;
-        b[i] = (uint8_t)v;
-    }
-    return 0;
-}
 
 /* ------------------------------------------------------------ output */
 
@@ -673,7 +651,7 @@ static void accept_control(struct link_conn *c, int32_t sid, struct stream_ctx *
     struct tg_link *l = NULL;
     int resumed = 0;
     uint8_t id[16];
-    if (x->link_id[0] && unhex(x->link_id, id, sizeof id) == 0) {
+    if (x->link_id[0] && tg_hex_decode(id, sizeof id, x->link_id) == 0) {
         l = tg_fleet_link_by_id(f, id);
         if (l && (strcmp(l->peer_name, x->node) != 0 || strcmp(l->principal, principal) != 0 || l->dialer))
             l = NULL; /* not the same peer: a new link */
@@ -697,7 +675,7 @@ static void accept_control(struct link_conn *c, int32_t sid, struct stream_ctx *
         l->dialer = 0;
         l->next_cid = 2;
         RAND_bytes(l->id, sizeof l->id);
-        hex(l->id, sizeof l->id, l->id_hex);
+        tg_hex_encode(l->id_hex, l->id, sizeof l->id);
         l->has_id = 1;
         snprintf(l->peer_name, sizeof l->peer_name, "%s", x->node);
         snprintf(l->principal, sizeof l->principal, "%s", principal);
@@ -838,7 +816,7 @@ static void on_control_response(struct link_conn *c, struct stream_ctx *x)
         return;
     }
     uint8_t id[16];
-    if (!tg_link_node_name_ok(x->node) || unhex(x->link_id, id, sizeof id) != 0) {
+    if (!tg_link_node_name_ok(x->node) || tg_hex_decode(id, sizeof id, x->link_id) != 0) {
         conn_lost(c, "the peer's answer lacks its node name or link id");
         return;
     }
@@ -865,7 +843,7 @@ static void on_control_response(struct link_conn *c, struct stream_ctx *x)
         expire_channels(l, "the peer lost the link");
     }
     memcpy(l->id, id, sizeof id);
-    hex(l->id, sizeof l->id, l->id_hex);
+    tg_hex_encode(l->id_hex, l->id, sizeof l->id);
     l->has_id = 1;
     snprintf(l->peer_name, sizeof l->peer_name, "%s", x->node);
     l->machine_id = tg_fleet_machine_id(c->fleet, x->node);

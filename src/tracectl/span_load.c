@@ -8,6 +8,7 @@
 
 #include "json_read.h"
 #include "tracegate/onepath.h"
+#include "base/hex.h"
 
 #define MAX_LINE (16u * 1024u * 1024u)
 
@@ -23,23 +24,15 @@ uint32_t tc_node_machine_id(const char *name)
     return id ? id : 1;
 }
 
+/* An id in hex: exactly 2n digits, not all zero (W3C: an all-zero id is invalid). */
 static int unhex(const char *s, uint8_t *out, size_t n)
 {
-    if (!s || strlen(s) != 2 * n)
+    if (tg_hex_decode(out, n, s) != 0)
         return -1;
-    int nz = 0;
-    for (size_t i = 0; i < 2 * n; i++) {
-        char c = s[i];
-        int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-        if (v < 0)
-            return -1;
-        if (i % 2 == 0)
-            out[i / 2] = (uint8_t)(v << 4);
-        else
-            out[i / 2] |= (uint8_t)v;
-        nz |= v;
-    }
-    return nz ? 0 : -1;
+    for (size_t i = 0; i < n; i++)
+        if (out[i])
+            return 0;
+    return -1;
 }
 
 static char *dup_or_empty(const char *s) { return strdup(s ? s : ""); }

@@ -9,6 +9,7 @@
 
 #include "trace_packet.pb-c.h"
 #include "tracegate/onepath.h"
+#include "base/hex.h"
 
 #define SEQ_INCREMENTAL_STATE_CLEARED 1
 
@@ -162,16 +163,6 @@ static void warn(struct ctx *c, const char *fmt, ...)
     vfprintf(c->o->warn, fmt, ap);
     fputc('\n', c->o->warn);
     va_end(ap);
-}
-
-static void hex(char *out, const uint8_t *b, size_t n)
-{
-    static const char d[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = d[b[i] >> 4];
-        out[2 * i + 1] = d[b[i] & 15];
-    }
-    out[2 * n] = 0;
 }
 
 /* ---------------------------------------------------------------- machines and clocks */
@@ -638,12 +629,12 @@ static int build_annots(struct annots *a, const struct tc_span *s)
     }
     if (!a->v || !a->p || (s->n_events && (!a->ev || !a->ev_p || !a->ev_fields || !a->ev_field_p)))
         return -1;
-    hex(a->trace_hex, s->trace_id, 16);
-    hex(a->span_hex, s->span_id, 8);
+    tg_hex_encode(a->trace_hex, s->trace_id, 16);
+    tg_hex_encode(a->span_hex, s->span_id, 8);
     annot_str(a, "onepath.trace_id", a->trace_hex);
     annot_str(a, "onepath.span_id", a->span_hex);
     if (s->has_parent) {
-        hex(a->parent_hex, s->parent_id, 8);
+        tg_hex_encode(a->parent_hex, s->parent_id, 8);
         annot_str(a, "onepath.parent_span_id", a->parent_hex);
     }
     annot_str(a, "onepath.kind", kind_name(s->kind));
