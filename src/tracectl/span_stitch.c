@@ -153,7 +153,7 @@ static int oom(struct ctx *c)
     return -1;
 }
 
-static void warn(struct ctx *c, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void warn(struct ctx *c, const char *fmt, ...)
 {
     if (!c->o->warn)
         return;
