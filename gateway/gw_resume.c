@@ -145,30 +145,6 @@ static struct rs_state *find_state(struct tg_gw_resume *r, const struct tg_gw_se
     return NULL;
 }
 
-static int hex_val(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-static int hex_decode(const char *s, uint8_t *out, size_t n)
-{
-    if (!s || strlen(s) != 2 * n)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        int hi = hex_val(s[2 * i]), lo = hex_val(s[2 * i + 1]);
-        if (hi < 0 || lo < 0)
-            return -1;
-        out[i] = (uint8_t)(hi << 4 | lo);
-    }
-    return 0;
-}
-
 static void set_hold(struct rs_state *st, int hold)
 {
     if (st->held == hold)
@@ -500,7 +476,7 @@ static void m_resume(struct tg_gw_session *s, uint64_t rid, const uint8_t *args,
     struct rs_state *from = find_state(r, s);
     Tracegate__ResumeRequest *req = tracegate__resume_request__unpack(NULL, len, args);
     uint8_t tok[TOKEN_BYTES];
-    int tok_ok = req && hex_decode(req->token, tok, sizeof tok) == 0;
+    int tok_ok = req && tg_hex_decode(tok, sizeof tok, req->token) == 0;
     struct resume_req rq = {0};
     if (req) {
         rq.has_frames = req->has_frames_received;
