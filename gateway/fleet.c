@@ -299,22 +299,7 @@ size_t tg_fleet_clock_rounds(struct tg_fleet *f, const char *name, uint64_t (*pe
                              size_t max)
 {
     struct tg_link *l = tg_fleet_link_by_name(f, name, NULL);
-    if (!l)
-        return 0;
-    /* only whole rounds, a PING followed by its UPDATE: trace processor pairs consecutive records */
-    size_t n = 0;
-    for (size_t i = 0; i + 1 < l->n_rounds && n + 2 <= max; i++) {
-        size_t a = (l->next_round + LINK_CLOCK_ROUNDS - l->n_rounds + i) % LINK_CLOCK_ROUNDS;
-        size_t b = (a + 1) % LINK_CLOCK_ROUNDS;
-        if (l->rounds[a].phase != 0 || l->rounds[b].phase != 1)
-            continue;
-        memcpy(peer[n], l->rounds[a].peer, sizeof peer[n]);
-        memcpy(mine[n++], l->rounds[a].mine, sizeof mine[0]);
-        memcpy(peer[n], l->rounds[b].peer, sizeof peer[n]);
-        memcpy(mine[n++], l->rounds[b].mine, sizeof mine[0]);
-        i++;
-    }
-    return n;
+    return l ? tg_link_clock_rounds(l, peer, mine, max) : 0;
 }
 
 uint32_t tg_fleet_machine_id(struct tg_fleet *f, const char *name)

@@ -93,7 +93,8 @@ int tg_fleet_nodes_has(struct tg_fleet *f, const char *name);
 size_t tg_fleet_nodes(struct tg_fleet *f, struct tg_fleet_node *out, size_t max);
 /* The clock records of node `name` for a RemoteClockSync (federated traces): up to max records of
  * (peer clocks as sent, our clocks on receipt), each [BOOTTIME, REALTIME, MONOTONIC,
- * MONOTONIC_RAW], as whole rounds only (a PING record then its UPDATE record). */
+ * MONOTONIC_RAW], as whole rounds only (a PING record then its UPDATE record), and only rounds
+ * whose trip time was near the shortest (tg_link_clock_rounds). */
 size_t tg_fleet_clock_rounds(struct tg_fleet *f, const char *name, uint64_t (*peer)[4], uint64_t (*mine)[4],
                              size_t max);
 /* Machine id of node `name` as stamped in federated traces (0 for this node). */

@@ -5,6 +5,7 @@
 #include "link_int.h"
 
 #include <event2/event.h>
+#include <stdint.h>
 #include <string.h>
 #include <time.h>
 
@@ -82,26 +83,66 @@ void tg_link_on_clock_sync(struct tg_link *l, const Tracegate__Link__ClockSync *
     tg_fleet_refresh_status(l->fleet);
 }
 
+/* Round i (0 = oldest) of the ring as its PING and UPDATE records, if it is a whole one. */
+static int whole_round(const struct tg_link *l, size_t i, const struct clock_round **p, const struct clock_round **u)
+{
+    size_t a = (l->next_round + LINK_CLOCK_ROUNDS - l->n_rounds + i) % LINK_CLOCK_ROUNDS;
+    *p = &l->rounds[a];
+    *u = &l->rounds[(a + 1) % LINK_CLOCK_ROUNDS];
+    return (*p)->phase == 0 && (*u)->phase == 1 && (*p)->peer[0] && (*u)->peer[0] && (*u)->peer[0] >= (*p)->peer[0] &&
+           (*u)->mine[0] >= (*p)->mine[0];
+}
+
+static uint64_t round_trip(const struct clock_round *p, const struct clock_round *u)
+{
+    uint64_t theirs = u->peer[0] - p->peer[0], ours = u->mine[0] - p->mine[0];
+    return theirs > ours ? theirs : ours;
+}
+
+size_t tg_link_clock_rounds(const struct tg_link *l, uint64_t (*peer)[4], uint64_t (*mine)[4], size_t max)
+{
+    const struct clock_round *p, *u;
+    uint64_t best = UINT64_MAX;
+    for (size_t i = 0; i + 1 < l->n_rounds; i++)
+        if (whole_round(l, i, &p, &u)) {
+            uint64_t rt = round_trip(p, u);
+            best = rt < best ? rt : best;
+            i++; /* the UPDATE closed this round */
+        }
+    if (best == UINT64_MAX)
+        return 0;
+    uint64_t limit = best > (UINT64_MAX - 1000000u) / 2 ? UINT64_MAX : 2 * best + 1000000u;
+    size_t n = 0;
+    for (size_t i = 0; i + 1 < l->n_rounds && n + 2 <= max; i++) {
+        if (!whole_round(l, i, &p, &u))
+            continue;
+        i++;
+        if (round_trip(p, u) > limit)
+            continue;
+        memcpy(peer[n], p->peer, sizeof peer[n]);
+        memcpy(mine[n++], p->mine, sizeof mine[0]);
+        memcpy(peer[n], u->peer, sizeof peer[n]);
+        memcpy(mine[n++], u->mine, sizeof mine[0]);
+    }
+    return n;
+}
+
 int tg_link_clock_offset(const struct tg_link *l, int64_t *offset_ns)
 {
     /* trace processor's estimate: consecutive (PING, UPDATE) records form a round; per round
      * two offsets (t1c+t2c)/2 - t1h and t2c - (t1h+t2h)/2, averaged over the rounds */
-    double sum = 0;
-    int n = 0;
-    for (size_t i = 0; i + 1 < l->n_rounds; i++) {
-        size_t a = (l->next_round + LINK_CLOCK_ROUNDS - l->n_rounds + i) % LINK_CLOCK_ROUNDS;
-        size_t b = (a + 1) % LINK_CLOCK_ROUNDS;
-        const struct clock_round *p = &l->rounds[a], *u = &l->rounds[b];
-        if (p->phase != 0 || u->phase != 1 || !p->peer[0] || !u->peer[0])
-            continue;
-        double t1c = (double)p->peer[0], t2c = (double)u->peer[0], t1h = (double)p->mine[0], t2h = (double)u->mine[0];
-        sum += (t1c + t2c) / 2 - t1h;
-        sum += t2c - (t1h + t2h) / 2;
-        n += 2;
-    }
+    uint64_t peer[LINK_CLOCK_ROUNDS][4], mine[LINK_CLOCK_ROUNDS][4];
+    size_t n = tg_link_clock_rounds(l, peer, mine, LINK_CLOCK_ROUNDS);
     if (!n)
         return 0;
-    *offset_ns = (int64_t)(sum / n);
+    double sum = 0;
+    for (size_t i = 0; i + 1 < n; i += 2) {
+        double t1c = (double)peer[i][0], t2c = (double)peer[i + 1][0], t1h = (double)mine[i][0],
+               t2h = (double)mine[i + 1][0];
+        sum += (t1c + t2c) / 2 - t1h;
+        sum += t2c - (t1h + t2h) / 2;
+    }
+    *offset_ns = (int64_t)(sum / (double)n);
     return 1;
 }
 

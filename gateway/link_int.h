@@ -183,8 +183,16 @@ int tg_link_send_control(struct link_conn *c, const struct Tracegate__Link__Cont
 /* Submits the channel's HTTP/2 request (dialer). */
 int tg_link_submit_channel(struct tg_link *l, struct link_channel *ch);
 /* ---- link_clock.c ---- */
-/* Clock offset estimate (peer minus us, BOOTTIME, ns) from the recorded rounds; 0 if none. */
+/* Clock offset estimate (peer minus us, BOOTTIME, ns) from the rounds tg_link_clock_rounds keeps,
+ * as trace processor derives it from the same records; 0 if none. */
 int tg_link_clock_offset(const struct tg_link *l, int64_t *offset_ns);
+/* The recorded whole rounds (a PING record, then its UPDATE) fit for estimating the peer's clock,
+ * as consecutive records into peer/mine (at most max records); returns the number of records.
+ * A round's trip time is the longer of the two sides' measures (PING to UPDATE on the peer's
+ * clock, PING to UPDATE received on ours); a round that took more than twice the shortest one
+ * plus 1 ms is left out: either side waiting for a CPU inside a round adds half the wait to that
+ * round's estimate (docs/link-protocol.md, clock sync). */
+size_t tg_link_clock_rounds(const struct tg_link *l, uint64_t (*peer)[4], uint64_t (*mine)[4], size_t max);
 /* A ClockSync the peer sent: answered (PING -> REPLY, REPLY -> UPDATE) and recorded. */
 void tg_link_on_clock_sync(struct tg_link *l, const struct Tracegate__Link__ClockSync *cs);
 /* The link's clock timer (l->clock_ev): a round now, the next one scheduled. */
