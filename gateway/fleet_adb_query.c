@@ -39,15 +39,7 @@ static void answer(struct tg_gw_session *s, uint64_t rid, const char *devices, c
     Tracegate__AdbDevicesResponse r = TRACEGATE__ADB_DEVICES_RESPONSE__INIT;
     r.devices = (char *)devices;
     r.error = (char *)error;
-    size_t n = tracegate__adb_devices_response__get_packed_size(&r);
-    uint8_t *buf = malloc(n ? n : 1);
-    if (!buf) {
-        tg_gw_session_reply(s, rid, 0, 0, NULL, 0);
-        return;
-    }
-    tracegate__adb_devices_response__pack(&r, buf);
-    tg_gw_session_reply(s, rid, 1, 0, buf, n);
-    free(buf);
+    tg_gw_session_reply_msg(s, rid, &r.base);
 }
 
 static void finish(struct adb_query *q, const char *devices, const char *error)

@@ -87,15 +87,7 @@ static void m_list(struct tg_gw_session *s, uint64_t rid, const uint8_t *args, s
     Tracegate__ListNodesResponse r = TRACEGATE__LIST_NODES_RESPONSE__INIT;
     r.n_nodes = n;
     r.nodes = pp;
-    size_t sz = tracegate__list_nodes_response__get_packed_size(&r);
-    uint8_t *buf = malloc(sz ? sz : 1);
-    if (buf) {
-        tracegate__list_nodes_response__pack(&r, buf);
-        tg_gw_session_reply(s, rid, 1, 0, buf, sz);
-    } else {
-        tg_gw_session_reply(s, rid, 0, 0, NULL, 0);
-    }
-    free(buf);
+    tg_gw_session_reply_msg(s, rid, &r.base);
     free(nodes);
     free(pb);
     free(pp);

@@ -67,15 +67,7 @@ static struct tg_gw_session *session_by_id(struct tg_gw *gw, uint64_t id)
 
 static void answer(struct tg_gw_session *s, uint64_t rid, Tracegate__SpansResponse *r)
 {
-    size_t n = tracegate__spans_response__get_packed_size(r);
-    uint8_t *buf = malloc(n ? n : 1);
-    if (!buf) {
-        tg_gw_session_reply(s, rid, 0, 0, NULL, 0);
-        return;
-    }
-    tracegate__spans_response__pack(r, buf);
-    tg_gw_session_reply(s, rid, 1, 0, buf, n);
-    free(buf);
+    tg_gw_session_reply_msg(s, rid, &r->base);
 }
 
 static void answer_error(struct tg_gw_session *s, uint64_t rid, const char *node, const char *error)

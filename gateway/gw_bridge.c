@@ -5,6 +5,7 @@
 #include "gw_bridge_int.h"
 
 #include <event2/event.h>
+#include <protobuf-c/protobuf-c.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -254,6 +255,20 @@ int tg_gw_session_reply(struct tg_gw_session *s, uint64_t request_id, int succes
     int rc = n ? tg_gw_session_send_down(s, buf, n, -1) : -1;
     if (buf != small)
         free(buf);
+    return rc;
+}
+
+int tg_gw_session_reply_msg(struct tg_gw_session *s, uint64_t request_id, const ProtobufCMessage *msg)
+{
+    size_t n = protobuf_c_message_get_packed_size(msg);
+    uint8_t *buf = malloc(n ? n : 1);
+    if (!buf) {
+        tg_gw_session_reply(s, request_id, 0, 0, NULL, 0);
+        return -1;
+    }
+    protobuf_c_message_pack(msg, buf);
+    int rc = tg_gw_session_reply(s, request_id, 1, 0, buf, n);
+    free(buf);
     return rc;
 }
 

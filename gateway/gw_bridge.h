@@ -173,6 +173,10 @@ int tg_gw_session_send_up(struct tg_gw_session *s, const uint8_t *body, size_t l
 /* Answers a client request (InvokeMethodReply); success=0 sends a Reject. */
 int tg_gw_session_reply(struct tg_gw_session *s, uint64_t request_id, int success, int has_more,
                         const uint8_t *reply, size_t len);
+/* The gateway's own services: answers with msg packed (success, no more parts), or a Reject when
+ * memory runs out. A reply that carries a secret packs it itself and wipes its buffer. */
+struct ProtobufCMessage;
+int tg_gw_session_reply_msg(struct tg_gw_session *s, uint64_t request_id, const struct ProtobufCMessage *msg);
 /* The gateway's own calls upstream (private request ids). cb gets every
  * reply part; when the upstream closes, pending callbacks get success=0,
  * has_more=0 once. */

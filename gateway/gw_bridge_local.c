@@ -134,14 +134,7 @@ static void auth_authenticate(struct tg_gw_session *s, uint64_t rid, const uint8
     resp.roles = names;
     resp.n_roles = n;
     resp.principal = s->info.principal;
-    uint8_t out[512];
-    size_t ol = tracegate__authenticate_response__get_packed_size(&resp);
-    if (ol > sizeof out) {
-        tg_gw_session_reply(s, rid, 0, 0, NULL, 0);
-        return;
-    }
-    tracegate__authenticate_response__pack(&resp, out);
-    tg_gw_session_reply(s, rid, 1, 0, out, ol);
+    tg_gw_session_reply_msg(s, rid, &resp.base);
 }
 
 static const struct tg_gw_local_method k_auth_methods[] = {{"Authenticate", auth_authenticate}};

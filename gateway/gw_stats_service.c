@@ -132,7 +132,7 @@ static void m_get_stats(struct tg_gw_session *s, uint64_t rid, const uint8_t *ar
     (void)drop_reply;
     struct tg_fleet *fleet = ctx;
     struct tg_gw *gw = tg_gw_session_gw(s);
-    uint8_t *kc = NULL, *buf = NULL;
+    uint8_t *kc = NULL;
     size_t kl = 0;
     char err[256];
     if (tg_gw_stats_snapshot(gw, fleet, &kc, &kl, err, sizeof err) != 0) {
@@ -144,15 +144,7 @@ static void m_get_stats(struct tg_gw_session *s, uint64_t rid, const uint8_t *ar
     r.has_kcdata = 1;
     r.kcdata.data = kc;
     r.kcdata.len = kl;
-    size_t sz = tracegate__get_stats_response__get_packed_size(&r);
-    buf = malloc(sz ? sz : 1);
-    if (buf) {
-        tracegate__get_stats_response__pack(&r, buf);
-        tg_gw_session_reply(s, rid, 1, 0, buf, sz);
-    } else {
-        tg_gw_session_reply(s, rid, 0, 0, NULL, 0);
-    }
-    free(buf);
+    tg_gw_session_reply_msg(s, rid, &r.base);
     free(kc);
 }
 
