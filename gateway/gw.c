@@ -286,19 +286,11 @@ char *tg_gw_metrics_text(struct tg_gw *gw)
         }
     }
     extra = concat_free(extra, spans_store_metrics());
-    if (!base || !extra) {
+    if (!base) {
         free(extra);
-        return base;
+        return NULL;
     }
-    size_t a = strlen(base), b = strlen(extra);
-    char *all = realloc(base, a + b + 1);
-    if (!all) {
-        free(extra);
-        return base;
-    }
-    memcpy(all + a, extra, b + 1);
-    free(extra);
-    return all;
+    return concat_free(base, extra);
 }
 
 void tg_gw_set_metrics_extra(struct tg_gw *gw, char *(*fn)(void *ctx), void *ctx)
