@@ -853,10 +853,10 @@ static int accept_link(struct tg_fleet *f, int fd, struct tg_tls_server *tls, co
     {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof ss;
-        char ip[INET6_ADDRSTRLEN] = "?", text[INET6_ADDRSTRLEN + 8] = "?";
+        char ip[64] = "?", text[INET6_ADDRSTRLEN + 8] = "?";
         if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) {
             ai->loopback = tg_sockaddr_is_loopback(&ss);
-            tg_sockaddr_host(&ss, ip, sizeof ip, NULL);
+            tg_gw_source_key(&ss, f->gw ? f->gw->limits.source_prefix6 : 128, ip, sizeof ip);
             tg_sockaddr_text(&ss, text, sizeof text);
         }
         snprintf(ai->source, sizeof ai->source, "%s", ip);

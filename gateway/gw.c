@@ -117,7 +117,10 @@ int tg_gw_admit(struct tg_gw *gw, const struct tg_gw_client_info *info, const ch
     }
     if (!info->loopback && !tg_gw_sources_acquire(gw->sources, info->source, gw->limits.max_conns_per_source)) {
         *label = "max_connections_per_source";
-        *why = "too many connections from this address";
+        /* an IPv6 source is a network (--source-prefix6): say so, or "::b" refused with no
+         * connection of its own reads as a bug */
+        *why = strchr(info->source, '/') ? "too many connections from this address's network (source-prefix6)"
+                                         : "too many connections from this address";
         return -1;
     }
     gw->n_clients++;

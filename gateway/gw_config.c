@@ -29,7 +29,7 @@ enum opt_id {
     O_TOKEN_FILE, O_LOCAL_ROLES, O_LOCAL_USER_ROLES, O_CERT_ROLES, O_INSECURE,
     O_TLS_CERT, O_TLS_KEY, O_TLS_CA, O_TLS_REQUIRE_CLIENT_CERT, O_TLS_PATH,
     O_MAX_FRAME, O_OUT_HIGH, O_OUT_LOW, O_OUT_SOFT, O_OUT_SOFT_GRACE, O_OUT_HARD, O_RATE, O_BURST,
-    O_MAX_CONNS, O_MAX_CONNS_PER_SOURCE, O_HANDSHAKE_TIMEOUT, O_IDLE_TIMEOUT, O_DRAIN_TIMEOUT,
+    O_MAX_CONNS, O_MAX_CONNS_PER_SOURCE, O_SOURCE_PREFIX6, O_HANDSHAKE_TIMEOUT, O_IDLE_TIMEOUT, O_DRAIN_TIMEOUT,
     O_LOG_LEVEL, O_LOG_FORMAT, O_SYSLOG,
     O_RESUME_WINDOW, O_MAX_KEPT, /* session survival (gw_resume.c) */
     /* gateway links (fleet.c) */
@@ -118,7 +118,9 @@ static const struct opt_def k_opts[] = {
     {O_BURST, "burst", "MSGS", 0, "message bucket size (default 20000)"},
     {O_MAX_CONNS, "max-connections", "N", 0, "client connections in total (default 1000)"},
     {O_MAX_CONNS_PER_SOURCE, "max-connections-per-source", "N",
-     0, "connections per non-loopback source address (default 64)"},
+     0, "connections per non-loopback source (an IPv4 address, an IPv6 network) (default 64)"},
+    {O_SOURCE_PREFIX6, "source-prefix6", "BITS",
+     0, "an IPv6 client's source for the per-source limits is its /BITS network; 128 = per address (default 64)"},
     {O_HANDSHAKE_TIMEOUT, "handshake-timeout", "DURATION",
      0, "time to authenticate in-band; also the absolute deadline for an HTTP request or WebSocket upgrade "
         "(default 10s)"},
@@ -550,6 +552,11 @@ int tg_gw_config_set(struct tg_gw_config *c, const char *name, const char *value
           : o->id == O_MAX_CONNS_PER_SOURCE ? &c->limits.max_conns_per_source
           : o->id == O_HTTP_MAX_PENDING   ? &c->http_max_pending
                                           : &c->http_max_pending_per_source) = (uint32_t)u;
+        return 0;
+    case O_SOURCE_PREFIX6:
+        if (parse_uint(value, 128, &u) != 0 || u < 16)
+            return tg_errf(err, errlen, "source-prefix6: '%s' is not a prefix length from 16 to 128", value);
+        c->limits.source_prefix6 = (uint32_t)u;
         return 0;
     case O_LOG_LEVEL: {
         int lv = tg_log_level_from_string(value);

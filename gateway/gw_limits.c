@@ -2,14 +2,17 @@
  * slow-client policy and per-source connection counts (see gw_limits.h). */
 #include "gw_limits.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <time.h>
 
+#include "tracegate/addr.h"
 #include "tracegate/clock.h"
 #include "tracegate/frame.h"
 
@@ -28,6 +31,7 @@ void tg_gw_limits_default(struct tg_gw_limits *l)
     l->burst = 20000;
     l->max_conns = 1000;
     l->max_conns_per_source = 64;
+    l->source_prefix6 = 64;
     l->handshake_timeout_ms = 10000;
     l->idle_timeout_ms = 0;
     l->drain_timeout_ms = 30000;
@@ -191,6 +195,39 @@ enum tg_gw_slow_verdict tg_gw_slow_stalled(const struct tg_gw_limits *l, uint64_
 }
 
 /* ------------------------------------------------ per-source counts */
+
+void tg_gw_source_key(const struct sockaddr_storage *ss, uint32_t prefix6, char *out, size_t len)
+{
+    const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
+    if (ss->ss_family != AF_INET6 || IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr) || prefix6 == 0 ||
+        prefix6 >= 128) {
+        tg_sockaddr_host(ss, out, len, NULL);
+        return;
+    }
+    struct in6_addr net = in6->sin6_addr;
+    for (unsigned bit = prefix6; bit < 128; bit++)
+        net.s6_addr[bit / 8] &= (uint8_t) ~(0x80u >> (bit % 8));
+    char ip[INET6_ADDRSTRLEN];
+    if (!inet_ntop(AF_INET6, &net, ip, sizeof ip))
+        snprintf(ip, sizeof ip, "?");
+    snprintf(out, len, "%s/%u", ip, (unsigned)prefix6);
+}
+
+void tg_gw_source_key_text(const char *ip, uint32_t prefix6, char *out, size_t len)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+    if (ip && inet_pton(AF_INET, ip, &in->sin_addr) == 1)
+        ss.ss_family = AF_INET;
+    else if (ip && inet_pton(AF_INET6, ip, &in6->sin6_addr) == 1)
+        ss.ss_family = AF_INET6;
+    if (ss.ss_family)
+        tg_gw_source_key(&ss, prefix6, out, len);
+    else
+        snprintf(out, len, "%s", ip ? ip : "?");
+}
 
 /* Chained hash table of the sources with at least one connection. It doubles when it holds more
  * entries than buckets, so a lookup stays O(1) with 10,000 distinct remote addresses (a fixed

@@ -21,13 +21,26 @@ struct tg_gw_limits {
     double rate;                   /* messages per second a client may send; 0 = unlimited */
     uint32_t burst;                /* bucket size (messages); 0 = max(1, rate) */
     uint32_t max_conns;            /* client connections in total; 0 = unlimited */
-    uint32_t max_conns_per_source; /* per non-loopback source address; 0 = unlimited */
+    uint32_t max_conns_per_source; /* per non-loopback source (tg_gw_source_key); 0 = unlimited */
+    uint32_t source_prefix6;       /* an IPv6 source is its /source_prefix6 network (default 64) */
     uint32_t handshake_timeout_ms; /* connection to successful Authenticate (in-band auth) */
     uint32_t idle_timeout_ms;      /* no frame either way and no call pending; 0 = off */
     uint32_t drain_timeout_ms;     /* SIGTERM: how long sessions may take to finish */
 };
 
 void tg_gw_limits_default(struct tg_gw_limits *l);
+
+/* The source a client's connections are counted under by the per-source limits
+ * (max-connections-per-source, http-max-pending-per-source): its IPv4 address (also when it
+ * arrives as ::ffff:a.b.c.d on a dual-stack listener), or its IPv6 address's /prefix6 network
+ * written "2001:db8:1:2::/64" (the bare address when prefix6 is 128, or 0: unset): one IPv6 host holds a whole
+ * /64, and counting per address would let it open the limit once per address it makes up. "?"
+ * for other families. out: 64 bytes suffice. */
+struct sockaddr_storage;
+void tg_gw_source_key(const struct sockaddr_storage *ss, uint32_t prefix6, char *out, size_t len);
+/* The same from a numeric address (libwebsockets gives the peer as text); a text that is not one
+ * is its own source. */
+void tg_gw_source_key_text(const char *ip, uint32_t prefix6, char *out, size_t len);
 /* Checks consistency (low < high, soft <= hard, frame size...). */
 int tg_gw_limits_validate(const struct tg_gw_limits *l, char *err, size_t errlen);
 

@@ -79,7 +79,7 @@ static const char *auth_name(enum tg_gw_listen_auth a)
 }
 
 /* Fills the peer description, source address and loopback flag. */
-static void describe_peer(int fd, int is_unix, struct tg_gw_client_info *info)
+static void describe_peer(int fd, int is_unix, uint32_t prefix6, struct tg_gw_client_info *info)
 {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
@@ -98,11 +98,9 @@ static void describe_peer(int fd, int is_unix, struct tg_gw_client_info *info)
     }
     if (getpeername(fd, (struct sockaddr *)&ss, &sl) != 0)
         return;
-    char ip[INET6_ADDRSTRLEN];
-    tg_sockaddr_host(&ss, ip, sizeof ip, NULL);
     tg_sockaddr_text(&ss, info->peer, sizeof info->peer);
     info->loopback = tg_sockaddr_is_loopback(&ss);
-    snprintf(info->source, sizeof info->source, "%s", ip);
+    tg_gw_source_key(&ss, prefix6, info->source, sizeof info->source);
 }
 
 /* A TLS handshake in flight: the client's description waits for it. */
@@ -157,7 +155,7 @@ static void accept_one(struct tg_gw_listener *l, int fd)
     snprintf(info.node, sizeof info.node, "%s", l->spec.node);
     int is_unix = l->spec.kind == TG_GW_L_UNIX;
     info.transport = is_unix ? TG_GW_T_UNIX : l->spec.kind == TG_GW_L_TLS ? TG_GW_T_TLS : TG_GW_T_TCP;
-    describe_peer(fd, is_unix, &info);
+    describe_peer(fd, is_unix, gw->limits.source_prefix6, &info);
     if (l->spec.max_conns && l->n_conns >= l->spec.max_conns) {
         tg_gw_metrics_conn_rejected(gw->metrics, "listener_max_connections");
         tg_warn(LOG, "%s: refused %s: the listener has %zu connections", l->bound, info.peer, l->n_conns);

@@ -51,6 +51,7 @@ struct tg_gw_ws_config {
     uint32_t handshake_timeout_ms;
     uint32_t max_pending;
     uint32_t max_pending_per_source;
+    uint32_t source_prefix6; /* IPv6 sources are /source_prefix6 networks (tg_gw_source_key) */
     /* /metrics and /api/status need a bearer token or a client certificate
      * granting observer, recorder or admin. Always so for a non-loopback
      * bind_host with require_token; this asks for it on any bind. */

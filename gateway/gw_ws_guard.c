@@ -99,8 +99,8 @@ int tg_gw_ws_guard_accept(struct tg_gw_ws *ws, const struct lws_filter_network_c
     ws->admitted_fd = -1;
     if (!a)
         return 0;
-    char ip[INET6_ADDRSTRLEN + 1];
-    tg_sockaddr_host(&a->cli_addr, ip, sizeof ip, NULL);
+    char ip[64]; /* a source key: an address, or an IPv6 network "2001:db8::/64" */
+    tg_gw_source_key(&a->cli_addr, ws->cfg.source_prefix6, ip, sizeof ip);
     int loopback = tg_sockaddr_is_loopback(&a->cli_addr);
     enum tg_ws_admit v = tg_ws_pending_check(ws->pending, ip, loopback);
     if (v != TG_WS_ADMIT_OK) {

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "gw_limits.h"
+
 static int node_char_ok(char c)
 {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
@@ -233,7 +235,7 @@ void tg_ws_decide_upgrade(struct tg_gw *gw, const struct tg_gw_ws_config *cfg, c
         snprintf(ci->peer, sizeof ci->peer, "ws([%s]:%d)", ip, rq->peer_port);
     else
         snprintf(ci->peer, sizeof ci->peer, "ws(%s:%d)", ip, rq->peer_port);
-    snprintf(ci->source, sizeof ci->source, "%s", ip);
+    tg_gw_source_key_text(ip, cfg->source_prefix6, ci->source, sizeof ci->source);
     ci->loopback = tg_ws_ip_is_loopback(rq->peer_ip);
 
     /* a W3C traceparent is 55 characters of lower-case hex and '-' (a later version may be longer:

@@ -158,6 +158,7 @@ static int start_http(struct daemon *d)
     wc.handshake_timeout_ms = c->limits.handshake_timeout_ms;
     wc.max_pending = c->http_max_pending;
     wc.max_pending_per_source = c->http_max_pending_per_source;
+    wc.source_prefix6 = c->limits.source_prefix6;
     wc.adb = c->adb_enabled ? TG_GW_WS_ADB_ON : TG_GW_WS_ADB_OFF; /* decided by tg_gw_config_validate */
     wc.adb_roles = c->adb_roles;
     wc.adb_server = c->adb_enabled ? &c->adb_addr : NULL;

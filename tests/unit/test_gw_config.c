@@ -62,6 +62,25 @@ static void expect_parse_error(const char *text, const char *want)
     tg_gw_config_free(&c);
 }
 
+/* source-prefix6: the IPv6 network a client's per-source limits count (default /64) */
+static void test_source_prefix6(void **state)
+{
+    (void)state;
+    struct tg_gw_config c;
+    parse_ok(&c, "max-connections = 10\n");
+    assert_int_equal(c.limits.source_prefix6, 64);
+    tg_gw_config_free(&c);
+    parse_ok(&c, "source-prefix6 = 48\n");
+    assert_int_equal(c.limits.source_prefix6, 48);
+    tg_gw_config_free(&c);
+    parse_ok(&c, "source-prefix6 128\n");
+    assert_int_equal(c.limits.source_prefix6, 128);
+    tg_gw_config_free(&c);
+    expect_parse_error("source-prefix6 = 8\n", "not a prefix length from 16 to 128");
+    expect_parse_error("source-prefix6 = 129\n", "not a prefix length from 16 to 128");
+    expect_parse_error("source-prefix6 = /64\n", "not a prefix length");
+}
+
 static void test_file_syntax(void **state)
 {
     (void)state;
@@ -429,6 +448,7 @@ static void test_adb_options(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_source_prefix6),
         cmocka_unit_test(test_file_syntax),        cmocka_unit_test(test_file_errors),
         cmocka_unit_test(test_listen_specs),       cmocka_unit_test(test_validate_security),
         cmocka_unit_test(test_args_override_file), cmocka_unit_test(test_http_front_end_options),

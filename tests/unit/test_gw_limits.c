@@ -164,6 +164,38 @@ static void test_slow_client(void **state)
     assert_int_equal(tg_gw_slow_stalled(&l, 60000), TG_GW_SLOW_OK);
 }
 
+static void key_of(const char *ip, uint32_t prefix6, const char *want)
+{
+    char out[64];
+    tg_gw_source_key_text(ip, prefix6, out, sizeof out);
+    if (strcmp(out, want) != 0)
+        fail_msg("source of %s with /%u: got %s, want %s", ip, (unsigned)prefix6, out, want);
+}
+
+/* What the per-source limits count a client under: an IPv4 address (mapped or not) is itself; an
+ * IPv6 address is its /prefix6 network (one host holds a whole /64), bits past the prefix cleared
+ * also inside a byte; 128 (or 0: unset) counts per address. */
+static void test_source_key(void **state)
+{
+    (void)state;
+    key_of("192.0.2.7", 64, "192.0.2.7");
+    key_of("::ffff:192.0.2.7", 64, "192.0.2.7");
+    key_of("2001:db8:1:2:aaaa:bbbb:cccc:dddd", 64, "2001:db8:1:2::/64");
+    key_of("2001:db8:1:2::1", 64, "2001:db8:1:2::/64");
+    key_of("2001:db8:1:2:aaaa:bbbb:cccc:dddd", 48, "2001:db8:1::/48");
+    key_of("2001:db8:1:2ff:aaaa::1", 60, "2001:db8:1:2f0::/60");
+    key_of("2001:db8:1:2:aaaa:bbbb:cccc:dddd", 128, "2001:db8:1:2:aaaa:bbbb:cccc:dddd");
+    key_of("2001:db8::5", 0, "2001:db8::5");
+    key_of("not-an-address", 64, "not-an-address");
+    /* two addresses of one /64 are one source; of two /64s, two */
+    char a[64], b[64], c[64];
+    tg_gw_source_key_text("2001:db8:0:7::a", 64, a, sizeof a);
+    tg_gw_source_key_text("2001:db8:0:7:1234::b", 64, b, sizeof b);
+    tg_gw_source_key_text("2001:db8:0:8::a", 64, c, sizeof c);
+    assert_string_equal(a, b);
+    assert_string_not_equal(a, c);
+}
+
 static void test_sources(void **state)
 {
     (void)state;
@@ -218,6 +250,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_size),   cmocka_unit_test(test_parse_duration), cmocka_unit_test(test_validate),
         cmocka_unit_test(test_bucket),       cmocka_unit_test(test_slow_client),    cmocka_unit_test(test_sources), cmocka_unit_test(test_sources_many),
+        cmocka_unit_test(test_source_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
