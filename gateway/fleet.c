@@ -444,7 +444,7 @@ static int fleet_open(struct tg_fleet *f, const char *node, int producer, const 
         snprintf(err, errlen, "no node %s (not linked)", node);
         return -1;
     }
-    if (l->n_channels >= 256) {
+    if (l->n_channels >= LINK_MAX_CHANNELS) {
         snprintf(err, errlen, "the link to %s has too many channels", l->peer_name);
         return -1;
     }
@@ -541,6 +541,10 @@ int tg_fleet_adb_connect(void *fleet, const char *node, const struct tg_gw_clien
     struct tg_link *l = route(f, node);
     if (!l) {
         snprintf(err, errlen, "no node %s here", node);
+        return -1;
+    }
+    if (l->n_channels >= LINK_MAX_CHANNELS) {
+        snprintf(err, errlen, "the link to %s has too many channels", l->peer_name);
         return -1;
     }
     int fd = -1;

@@ -179,6 +179,9 @@ static void on_open(struct tg_link *l, const Tracegate__Link__Open *o)
     } else if (!tg_fleet_can_route(l->fleet, node)) {
         status = 404;
         reason = "no such node here";
+    } else if (l->n_channels >= LINK_MAX_CHANNELS) {
+        status = 503; /* the same limit as for the channels the peer opens itself */
+        reason = "too many channels on this link";
     }
     if (!status) {
         int fd = -1;
@@ -755,7 +758,7 @@ static void accept_channel(struct link_conn *c, int32_t sid, struct stream_ctx *
         refuse(c, sid, 400, "no open request for this channel id");
         return;
     } else {
-        if (l->n_channels >= 256) {
+        if (l->n_channels >= LINK_MAX_CHANNELS) {
             refuse(c, sid, 503, "too many channels on this link");
             return;
         }

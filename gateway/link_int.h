@@ -40,6 +40,7 @@ struct Tracegate__Link__ClockSync;
  * 4 MiB carries 800-970. A stalled client holds its channel's window at the receiving node, less
  * than the sender's LINK_CHANNEL_BUFFER per channel. */
 #define LINK_STREAM_WINDOW (4u << 20)
+#define LINK_MAX_CHANNELS 256u         /* concurrent channels per link, whichever side opened them */
 #define LINK_MAX_STREAMS 258u          /* SETTINGS_MAX_CONCURRENT_STREAMS: 256 channels, control, one spare */
 /* HTTP/2 connection receive window: room for every stream's whole window at once. A client that
  * stops reading holds its stream's window (its bytes wait for it); with a smaller connection
