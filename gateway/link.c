@@ -98,6 +98,8 @@ static ssize_t ctl_read_cb(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t
     (void)flags;
     size_t n = have < len ? have : len;
     evbuffer_remove(c->ctl_tx, buf, n);
+    if (c->ctl_paused && evbuffer_get_length(c->ctl_tx) < LINK_CTL_TX_HIGH && c->ctl_ev)
+        event_active(c->ctl_ev, EV_TIMEOUT, 0); /* ctl_resume_cb */
     return (ssize_t)n;
 }
 
@@ -271,13 +273,20 @@ static int on_control_message(struct link_conn *c, const uint8_t *msg, size_t le
     return 0;
 }
 
-static void on_control_data(struct link_conn *c, const uint8_t *data, size_t len)
+/* Reads the control messages waiting in ctl_rx, while what we owe the peer is under
+ * LINK_CTL_TX_HIGH (link_int.h); gives their bytes back to the stream's window once read. */
+static void ctl_process(struct link_conn *c)
 {
-    evbuffer_add(c->ctl_rx, data, len);
     for (;;) {
         size_t have = evbuffer_get_length(c->ctl_rx);
         if (!have || !c->link)
+            break;
+        if (evbuffer_get_length(c->ctl_tx) >= LINK_CTL_TX_HIGH) {
+            /* the peer does not take our answers: read no more of its messages until it does
+             * (ctl_read_cb); their bytes stay unconsumed, so its window closes too */
+            c->ctl_paused = 1;
             return;
+        }
         /* the size first, from the length prefix alone: the message is made contiguous once,
          * when all of it is here (not at every DATA chunk of a large one) */
         uint8_t pre[8];
@@ -287,7 +296,7 @@ static void on_control_data(struct link_conn *c, const uint8_t *data, size_t len
         const uint8_t *msg = NULL;
         size_t mlen = 0;
         if (n > 0 && (size_t)n > have)
-            return; /* more to come */
+            break; /* more to come */
         if (n > 0)
             n = tg_link_ctl_parse(evbuffer_pullup(c->ctl_rx, n), (size_t)n, &msg, &mlen);
         if (n < 0) {
@@ -295,7 +304,7 @@ static void on_control_data(struct link_conn *c, const uint8_t *data, size_t len
             return;
         }
         if (n == 0)
-            return;
+            break;
         int r = on_control_message(c, msg, mlen);
         if (r < 0) {
             conn_lost(c, "bad control message");
@@ -305,6 +314,32 @@ static void on_control_data(struct link_conn *c, const uint8_t *data, size_t len
             return; /* the link is gone */
         evbuffer_drain(c->ctl_rx, (size_t)n);
     }
+    c->ctl_paused = 0;
+    if (c->ctl_unconsumed && c->h2 && c->ctl_sid >= 0 && !c->dead) {
+        nghttp2_session_consume(c->h2, c->ctl_sid, c->ctl_unconsumed);
+        c->ctl_unconsumed = 0;
+    }
+}
+
+static void on_control_data(struct link_conn *c, const uint8_t *data, size_t len)
+{
+    evbuffer_add(c->ctl_rx, data, len);
+    c->ctl_unconsumed += len;
+    if (!c->ctl_paused)
+        ctl_process(c);
+}
+
+/* The peer took enough of our control messages: read the ones that waited (from the loop, not
+ * from inside nghttp2's callbacks). */
+static void ctl_resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct link_conn *c = arg;
+    if (c->dead || !c->h2 || !c->ctl_paused)
+        return;
+    ctl_process(c);
+    tg_link_conn_flush(c);
 }
 
 /* ------------------------------------------------------------ links: state */
@@ -507,6 +542,8 @@ void tg_link_conn_free(struct link_conn *c)
         event_free(c->hello_ev);
     if (c->free_ev)
         event_free(c->free_ev);
+    if (c->ctl_ev)
+        event_free(c->ctl_ev);
     while (c->streams)
         ctx_free(c, c->streams);
     free(c);
@@ -922,8 +959,7 @@ static int on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t sid, const u
     if (c->link)
         c->link->bytes_in += len;
     if (x && x->kind == STREAM_CONTROL) {
-        nghttp2_session_consume(s, sid, len);
-        on_control_data(c, data, len);
+        on_control_data(c, data, len); /* consumed once read (ctl_process) */
         return 0;
     }
     if (x && x->kind == STREAM_CHANNEL && x->ch) {
@@ -1089,7 +1125,8 @@ struct link_conn *tg_link_conn_new(struct tg_fleet *f, struct tg_link *link, int
     c->ctl_sid = -1;
     c->ctl_tx = evbuffer_new();
     c->ctl_rx = evbuffer_new();
-    if (!c->ctl_tx || !c->ctl_rx) {
+    c->ctl_ev = event_new(tg_fleet_base(f), -1, 0, ctl_resume_cb, c);
+    if (!c->ctl_tx || !c->ctl_rx || !c->ctl_ev) {
         tg_link_conn_free(c);
         return NULL;
     }

@@ -42,6 +42,11 @@ struct Tracegate__Link__ClockSync;
 #define LINK_STREAM_WINDOW (4u << 20)
 #define LINK_MAX_CHANNELS 256u         /* concurrent channels per link, whichever side opened them */
 #define LINK_MAX_STREAMS 258u          /* SETTINGS_MAX_CONCURRENT_STREAMS: 256 channels, control, one spare */
+/* Control messages the peer sent are read only while what we owe it on the control stream (our
+ * answers: clock sync replies, OpenFailed) is under this: a peer that sends but does not read
+ * (its stream window stays closed) stops being read, its window closes in turn, and neither
+ * buffer grows without bound. An honest peer's window takes our few small messages at once. */
+#define LINK_CTL_TX_HIGH (64u << 10)
 /* HTTP/2 connection receive window: room for every stream's whole window at once. A client that
  * stops reading holds its stream's window (its bytes wait for it); with a smaller connection
  * window a few such streams would hold all of it and stall every other channel of the link.
@@ -64,6 +69,9 @@ struct link_conn {
     int connect_ok;            /* dialer: the acceptor allows extended CONNECT */
     int32_t ctl_sid;           /* control stream (-1 until opened/accepted) */
     struct evbuffer *ctl_tx, *ctl_rx;
+    size_t ctl_unconsumed;     /* control stream bytes received, not yet given back to its window */
+    int ctl_paused;            /* ctl_tx reached LINK_CTL_TX_HIGH: control messages wait in ctl_rx */
+    struct event *ctl_ev;      /* reads the waiting control messages from the loop once ctl_tx drained */
     int ctl_open;              /* the control request was answered 200 (dialer) / accepted (acceptor) */
     int dead;
     int in_callback;           /* inside nghttp2_session_mem_recv/mem_send: flushing waits for the outer call */

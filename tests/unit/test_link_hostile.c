@@ -1,9 +1,14 @@
 /* test_link_hostile.c: limits a gateway link keeps against a linked node that does not play by the
- * rules (docs/link-protocol.md §9). A real "hub" (link listener on loopback TCP) and a real dialer
- * ("edge") whose hub asks, with Open messages, for more channels than a link may carry: edge opens
- * at most LINK_MAX_CHANNELS and answers the rest with OpenFailed, as it refuses the channels a peer
- * opens itself. (The test plays the hub's side of the Open requests directly, as a hub without its
- * own limit would send them.) */
+ * rules (docs/link-protocol.md §9). A real "hub" (link listener on loopback TCP) faces:
+ *
+ * - a raw HTTP/2 dialer ("evil", nghttp2 in the test) that links, then floods ClockSync PINGs on
+ *   the control stream while never opening its own receive window: the hub answers each PING, and
+ *   those answers must not pile up without bound. The hub stops reading the control stream once
+ *   LINK_CTL_TX_HIGH is owed, and when evil reads again every PING gets its REPLY, none lost.
+ * - a real dialer ("edge") whose hub asks, with Open messages, for more channels than a link may
+ *   carry: edge opens at most LINK_MAX_CHANNELS and answers the rest with OpenFailed, as it
+ *   refuses the channels a peer opens itself. (The test plays the hub's side of the Open requests
+ *   directly, as a hub without its own limit would send them.) */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +20,7 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <netinet/in.h>
+#include <nghttp2/nghttp2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,11 +32,14 @@
 #include "gw_config.h"
 #include "gw_core.h"
 #include "link_int.h"
+#include "link_wire.h"
 #include "tracegate/log.h"
+#include "tracegate_link.pb-c.h"
 
 #include "tg_test_util.h"
 
 #define WAIT_MS 20000
+#define N_PINGS 60000
 
 static char g_dir[] = "/tmp/tg-test-linkhostile-XXXXXX";
 static struct event_base *g_base;
@@ -104,9 +113,207 @@ static int setup(void **state)
     return 0;
 }
 
+/* ------------------------------------------------------------ evil: a raw HTTP/2 dialer */
+
+struct evil {
+    struct bufferevent *bev;
+    nghttp2_session *h2;
+    int connect_ok, status, closed;
+    int32_t sid;
+    struct evbuffer *tx;  /* control stream bytes still to send */
+    struct evbuffer *rx;  /* control stream bytes received */
+    int reading;          /* gives received bytes back to the windows */
+    size_t replies;       /* ClockSync REPLY messages received */
+};
+
+static void evil_flush(struct evil *e)
+{
+    for (;;) {
+        const uint8_t *d;
+        ssize_t n = nghttp2_session_mem_send(e->h2, &d);
+        if (n <= 0)
+            break;
+        bufferevent_write(e->bev, d, (size_t)n);
+    }
+}
+
+static void evil_parse(struct evil *e)
+{
+    for (;;) {
+        size_t have = evbuffer_get_length(e->rx);
+        const uint8_t *msg;
+        size_t mlen;
+        long n = have ? tg_link_ctl_parse(evbuffer_pullup(e->rx, -1), have, &msg, &mlen) : 0;
+        assert_true(n >= 0);
+        if (n == 0)
+            return;
+        Tracegate__Link__Control *m = tracegate__link__control__unpack(NULL, mlen, msg);
+        assert_non_null(m);
+        if (m->msg_case == TRACEGATE__LINK__CONTROL__MSG_CLOCK_SYNC && m->clock_sync->has_phase &&
+            m->clock_sync->phase == TRACEGATE__LINK__CLOCK_SYNC__PHASE__REPLY)
+            e->replies++;
+        tracegate__link__control__free_unpacked(m, NULL);
+        evbuffer_drain(e->rx, (size_t)n);
+    }
+}
+
+static int evil_on_frame(nghttp2_session *s, const nghttp2_frame *f, void *user)
+{
+    struct evil *e = user;
+    if (f->hd.type == NGHTTP2_SETTINGS && !(f->hd.flags & NGHTTP2_FLAG_ACK) &&
+        nghttp2_session_get_remote_settings(s, NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL) == 1)
+        e->connect_ok = 1;
+    return 0;
+}
+
+static int evil_on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name, size_t nl,
+                          const uint8_t *v, size_t vl, uint8_t flags, void *user)
+{
+    (void)s;
+    (void)f;
+    (void)flags;
+    struct evil *e = user;
+    if (nl == 7 && !memcmp(name, ":status", 7) && vl == 3)
+        e->status = (v[0] - '0') * 100 + (v[1] - '0') * 10 + (v[2] - '0');
+    return 0;
+}
+
+static int evil_on_data(nghttp2_session *s, uint8_t flags, int32_t sid, const uint8_t *data, size_t len, void *user)
+{
+    (void)s;
+    (void)flags;
+    struct evil *e = user;
+    if (sid == e->sid)
+        evbuffer_add(e->rx, data, len);
+    if (e->reading)
+        nghttp2_session_consume(s, sid, len);
+    return 0;
+}
+
+static ssize_t evil_read(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,
+                         nghttp2_data_source *src, void *user)
+{
+    (void)s;
+    (void)sid;
+    (void)flags;
+    (void)src;
+    struct evil *e = user;
+    size_t n = evbuffer_remove(e->tx, buf, len);
+    return n ? (ssize_t)n : NGHTTP2_ERR_DEFERRED;
+}
+
+static void evil_read_cb(struct bufferevent *bev, void *arg)
+{
+    struct evil *e = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    size_t n = evbuffer_get_length(in);
+    ssize_t r = nghttp2_session_mem_recv(e->h2, evbuffer_pullup(in, -1), n);
+    assert_true(r == (ssize_t)n);
+    evbuffer_drain(in, n);
+    evil_flush(e);
+}
+
+static void evil_write_cb(struct bufferevent *bev, void *arg)
+{
+    (void)bev;
+    evil_flush(arg);
+}
+
+static void evil_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+    (void)bev;
+    struct evil *e = arg;
+    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+        e->closed = 1;
+}
+
+static int evil_can_connect(void *arg) { return ((struct evil *)arg)->connect_ok; }
+static int evil_answered(void *arg) { return ((struct evil *)arg)->status != 0; }
+
+/* Connects to the hub and links as node "evil" (the hub trusts our uid on loopback). Its own
+ * windows stay at HTTP/2's 64 KiB and are never opened again while e->reading is 0. */
+static void evil_link(struct evil *e)
+{
+    memset(e, 0, sizeof *e);
+    e->tx = evbuffer_new();
+    e->rx = evbuffer_new();
+    e->bev = bufferevent_socket_new(g_base, -1, BEV_OPT_CLOSE_ON_FREE);
+    assert_non_null(e->bev);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g_port)};
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bufferevent_setcb(e->bev, evil_read_cb, evil_write_cb, evil_event_cb, e);
+    bufferevent_enable(e->bev, EV_READ | EV_WRITE);
+    assert_int_equal(bufferevent_socket_connect(e->bev, (struct sockaddr *)&sin, sizeof sin), 0);
+    nghttp2_session_callbacks *cb;
+    assert_int_equal(nghttp2_session_callbacks_new(&cb), 0);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, evil_on_frame);
+    nghttp2_session_callbacks_set_on_header_callback(cb, evil_on_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, evil_on_data);
+    nghttp2_option *opt;
+    nghttp2_option_new(&opt);
+    nghttp2_option_set_no_auto_window_update(opt, 1);
+    assert_int_equal(nghttp2_session_client_new2(&e->h2, cb, e, opt), 0);
+    nghttp2_option_del(opt);
+    nghttp2_session_callbacks_del(cb);
+    nghttp2_submit_settings(e->h2, NGHTTP2_FLAG_NONE, NULL, 0);
+    evil_flush(e);
+    assert_true(tg_test_run_until(g_base, evil_can_connect, e, WAIT_MS));
+    char authority[32];
+    snprintf(authority, sizeof authority, "127.0.0.1:%d", g_port);
+    nghttp2_nv nv[] = {
+#define NV(k, v) {(uint8_t *)(k), (uint8_t *)(v), sizeof(k) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE}
+        NV(":method", "CONNECT"), NV(":protocol", "tracegate-link"), NV(":scheme", "http"), NV(":path", "/link"),
+        NV(":authority", authority), NV("tracegate-node", "evil"),
+#undef NV
+    };
+    nghttp2_data_provider prd = {.read_callback = evil_read};
+    e->sid = nghttp2_submit_request(e->h2, NULL, nv, sizeof nv / sizeof nv[0], &prd, NULL);
+    assert_true(e->sid > 0);
+    evil_flush(e);
+    assert_true(tg_test_run_until(g_base, evil_answered, e, WAIT_MS));
+    assert_int_equal(e->status, 200);
+}
+
+static void evil_free(struct evil *e)
+{
+    if (e->bev)
+        bufferevent_free(e->bev);
+    if (e->h2)
+        nghttp2_session_del(e->h2);
+    if (e->tx)
+        evbuffer_free(e->tx);
+    if (e->rx)
+        evbuffer_free(e->rx);
+    memset(e, 0, sizeof *e);
+}
+
+/* (static: a failed assertion leaves it to teardown, with its callbacks still pointing at it) */
+static struct evil g_evil;
+
+struct flood {
+    struct evil *e;
+    size_t sent; /* control bytes queued */
+};
+
+/* Everything evil queued has reached the hub's control stream. */
+static int hub_got_all(void *arg)
+{
+    struct flood *fl = arg;
+    struct tg_link *l = tg_fleet_link_by_name(g_hub, "evil", NULL);
+    return fl->e->closed || (l && l->bytes_in >= fl->sent);
+}
+
+static int evil_got_replies(void *arg)
+{
+    struct evil *e = arg;
+    evil_parse(e);
+    return e->closed || e->replies >= N_PINGS;
+}
+
 static int teardown(void **state)
 {
     (void)state;
+    evil_free(&g_evil);
     tg_fleet_free(g_hub);
     tg_test_run_until(g_base, NULL, NULL, 50);
     tg_gw_free(g_edge_gw);
@@ -121,6 +328,53 @@ static int teardown(void **state)
 }
 
 /* ------------------------------------------------------------ tests */
+
+static void test_control_flood_not_read(void **state)
+{
+    (void)state;
+    struct evil *e = &g_evil;
+    evil_link(e);
+    /* N_PINGS ClockSync PINGs: Control{clock_sync: {}} (3 bytes framed), each answered by a REPLY */
+    Tracegate__Link__ClockSync cs = TRACEGATE__LINK__CLOCK_SYNC__INIT;
+    Tracegate__Link__Control m = TRACEGATE__LINK__CONTROL__INIT;
+    m.msg_case = TRACEGATE__LINK__CONTROL__MSG_CLOCK_SYNC;
+    m.clock_sync = &cs;
+    uint8_t msg[16], rec[24];
+    size_t ml = tracegate__link__control__pack(&m, msg);
+    size_t hl = tg_link_ctl_header(rec, ml);
+    memcpy(rec + hl, msg, ml);
+    struct flood fl = {e, 0};
+    for (int i = 0; i < N_PINGS; i++) {
+        evbuffer_add(e->tx, rec, hl + ml);
+        fl.sent += hl + ml;
+    }
+    nghttp2_session_resume_data(e->h2, e->sid);
+    evil_flush(e);
+    assert_true(tg_test_run_until(g_base, hub_got_all, &fl, WAIT_MS));
+    assert_false(e->closed);
+    struct tg_link *l = link_up_to(g_hub, "evil");
+    assert_non_null(l);
+    assert_non_null(l->conn);
+    /* what the hub owes a peer that does not read stays bounded: the mark and one more message's
+     * answers (before: every REPLY it could not send, 230 KB here and growing with the flood) */
+    size_t owed = evbuffer_get_length(l->conn->ctl_tx);
+    if (owed > LINK_CTL_TX_HIGH + 1024)
+        fail_msg("the hub holds %zu bytes of control answers for a peer that does not read", owed);
+
+    /* evil reads again: every PING is answered, none lost */
+    e->reading = 1;
+    nghttp2_session_consume_connection(e->h2, evbuffer_get_length(e->rx));
+    nghttp2_session_consume_stream(e->h2, e->sid, evbuffer_get_length(e->rx));
+    evil_flush(e);
+    assert_true(tg_test_run_until(g_base, evil_got_replies, e, WAIT_MS));
+    assert_false(e->closed);
+    assert_int_equal(e->replies, N_PINGS);
+    assert_non_null(link_up_to(g_hub, "evil"));
+    evil_free(e);
+    struct tg_link *gone = tg_fleet_link_by_name(g_hub, "evil", NULL);
+    if (gone)
+        tg_link_close(gone, "test over");
+}
 
 struct opens {
     struct tg_fleet *edge;
@@ -193,6 +447,7 @@ static void test_open_requests_limited(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_control_flood_not_read),
         cmocka_unit_test(test_open_requests_limited),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
