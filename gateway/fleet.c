@@ -403,6 +403,19 @@ int tg_fleet_route_up(struct tg_fleet *f, const char *name)
 
 /* ------------------------------------------------------------ routing (the bridge's upstreams) */
 
+/* The hops a channel for `who` to `node` crosses once it takes one more link, or 0 (err set) when
+ * that is more than LINK_MAX_HOPS: a routing loop, or a fleet deeper than links carry. */
+static unsigned next_hops(const struct tg_gw_client_info *who, const char *node, char *err, size_t errlen)
+{
+    unsigned hops = (who ? who->link_hops : 0) + 1;
+    if (hops > LINK_MAX_HOPS) {
+        snprintf(err, errlen, "node %s: the channel would cross more than %u links (a routing loop?)", node,
+                 LINK_MAX_HOPS);
+        return 0;
+    }
+    return hops;
+}
+
 /* A stream to node `node` for `who`: out->fd, or (when bev_ok and the node is across a link)
  * out->bev, one end of a bufferevent pair whose other end is the link channel. */
 static int fleet_open(struct tg_fleet *f, const char *node, int producer, const struct tg_gw_client_info *who,
@@ -448,12 +461,16 @@ static int fleet_open(struct tg_fleet *f, const char *node, int producer, const 
         snprintf(err, errlen, "the link to %s has too many channels", l->peer_name);
         return -1;
     }
+    unsigned hops = next_hops(who, node, err, errlen);
+    if (!hops)
+        return -1;
     struct link_channel *ch = tg_link_channel_new(l, 0, node, producer, who ? who->principal : "", 0, &out->fd,
                                                   bev_ok ? &out->bev : NULL);
     if (!ch) {
         snprintf(err, errlen, "cannot create a channel to %s", node);
         return -1;
     }
+    ch->hops = hops;
     tg_link_op_channel_open(ch, who ? who->traceparent : NULL, ch->traceparent);
     int r = l->dialer ? tg_link_submit_channel(l, ch) : tg_link_send_open(l, ch);
     if (r != 0) {
@@ -547,6 +564,9 @@ int tg_fleet_adb_connect(void *fleet, const char *node, const struct tg_gw_clien
         snprintf(err, errlen, "the link to %s has too many channels", l->peer_name);
         return -1;
     }
+    unsigned hops = next_hops(who, node, err, errlen);
+    if (!hops)
+        return -1;
     int fd = -1;
     struct link_channel *ch =
         tg_link_channel_new(l, 0, node, LINK_KIND_ADB, who ? who->principal : "", 0, &fd, NULL);
@@ -554,6 +574,7 @@ int tg_fleet_adb_connect(void *fleet, const char *node, const struct tg_gw_clien
         snprintf(err, errlen, "cannot create a channel to %s", node);
         return -1;
     }
+    ch->hops = hops;
     if ((l->dialer ? tg_link_submit_channel(l, ch) : tg_link_send_open(l, ch)) != 0) {
         tg_link_channel_free(ch);
         close(fd);
@@ -585,6 +606,7 @@ int tg_fleet_accept_channel(struct tg_fleet *f, struct tg_link *l, struct link_c
     info.auth = TG_GW_AUTH_TOKEN;
     info.roles = l->roles;
     info.pid = -1;
+    info.link_hops = ch->hops; /* a further link takes it one hop on, up to LINK_MAX_HOPS */
     /* the peer speaks for its own users only, under its own name */
     snprintf(info.principal, sizeof info.principal, "node:%.60s/%.90s", l->peer_name,
              ch->principal[0] ? ch->principal : "-");

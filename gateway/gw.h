@@ -63,6 +63,7 @@ struct tg_gw_client_info {
     pid_t pid;           /* -1 when unknown */
     char node[64];       /* "/traced/<node>" target, "" = this host */
     char traceparent[56]; /* the client's W3C trace context (WebSocket header or ?traceparent=), "" = none */
+    unsigned link_hops;  /* a link channel's client: the links it crossed to get here (0: not from a link) */
 };
 
 /* Takes ownership of `down` (even on failure, when it is closed with a

@@ -184,12 +184,17 @@ static void on_open(struct tg_link *l, const Tracegate__Link__Open *o)
     } else if (l->n_channels >= LINK_MAX_CHANNELS) {
         status = 503; /* the same limit as for the channels the peer opens itself */
         reason = "too many channels on this link";
+    } else if (o->has_hops && (o->hops == 0 || o->hops > LINK_MAX_HOPS)) {
+        status = o->hops ? 508 : 400;
+        reason = o->hops ? "the channel crossed too many links (a routing loop?)" : "bad hops";
     }
     if (!status) {
         int fd = -1;
         struct bufferevent *bev = NULL;
         struct link_channel *ch = tg_link_channel_new(l, id, node, producer, o->principal ? o->principal : "", 1, &fd,
                                                       producer == LINK_KIND_ADB ? NULL : &bev);
+        if (ch)
+            ch->hops = o->has_hops ? o->hops : 1; /* (a peer that predates hops: a direct link) */
         if (!ch) {
             status = 503;
             reason = "cannot create the channel";
@@ -755,6 +760,21 @@ static void accept_control(struct link_conn *c, int32_t sid, struct stream_ctx *
     link_up(l, c, resumed);
 }
 
+/* The tracegate-hops header of a new channel: 1..LINK_MAX_HOPS (absent: 1, a peer that predates
+ * it), 0 when it claims more (a loop: 508), -1 when it is not a number of hops (400). */
+static int parse_hops(const char *v)
+{
+    if (!v[0])
+        return 1;
+    unsigned n = 0;
+    for (const char *p = v; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return -1;
+        n = n * 10 + (unsigned)(*p - '0'); /* at most 7 digits (copy_hdr) */
+    }
+    return n == 0 || v[0] == '0' ? -1 : n > LINK_MAX_HOPS ? 0 : (int)n;
+}
+
 static void accept_channel(struct link_conn *c, int32_t sid, struct stream_ctx *x)
 {
     struct tg_link *l = c->link;
@@ -803,6 +823,14 @@ static void accept_channel(struct link_conn *c, int32_t sid, struct stream_ctx *
             refuse(c, sid, 404, "no such node");
             return;
         }
+        int hops = parse_hops(x->hops);
+        if (hops <= 0) {
+            if (hops == 0)
+                refuse(c, sid, 508, "the channel crossed too many links (a routing loop?)");
+            else
+                refuse(c, sid, 400, "bad tracegate-hops");
+            return;
+        }
         int fd = -1;
         struct bufferevent *bev = NULL;
         ch = tg_link_channel_new(l, id, node, producer, x->principal, 1, &fd, producer == LINK_KIND_ADB ? NULL : &bev);
@@ -810,6 +838,7 @@ static void accept_channel(struct link_conn *c, int32_t sid, struct stream_ctx *
             refuse(c, sid, 503, "cannot create the channel");
             return;
         }
+        ch->hops = (unsigned)hops;
         tg_link_op_channel_open(ch, x->traceparent, ch->traceparent);
         int st = tg_fleet_accept_channel(c->fleet, l, ch, fd, bev);
         if (st) {
@@ -1154,7 +1183,7 @@ void tg_link_send_control_request(struct link_conn *c)
         snprintf(auth, sizeof auth, "Bearer %s", cfg->link_token);
     const char *scheme = c->tinfo.tls ? "https" : "http";
     const char *authority = link_authority(c);
-    nghttp2_nv nv[9];
+    nghttp2_nv nv[10];
     size_t n = 0;
 #define NV(k, v) nv[n++] = (nghttp2_nv){(uint8_t *)(k), (uint8_t *)(v), sizeof(k) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE}
 #define NVS(k, v) nv[n++] = (nghttp2_nv){(uint8_t *)(k), (uint8_t *)(v), sizeof(k) - 1, strlen(v), NGHTTP2_NV_FLAG_NO_INDEX}
@@ -1194,8 +1223,9 @@ int tg_link_submit_channel(struct tg_link *l, struct link_channel *ch)
     struct link_conn *c = l->conn;
     if (!c || !c->dialer || l->state != LINK_UP)
         return 0; /* opened when the link is up */
-    char path[96], id[24], rcv[24];
+    char path[96], id[24], rcv[24], hops[12];
     snprintf(path, sizeof path, "/node/%s/%s", ch->node, link_kind_name(ch->producer));
+    snprintf(hops, sizeof hops, "%u", ch->hops ? ch->hops : 1u);
     snprintf(id, sizeof id, "%" PRIx64, ch->id);
     snprintf(rcv, sizeof rcv, "%" PRIu64, ch->rx_count);
     const char *scheme = c->tinfo.tls ? "https" : "http";
@@ -1214,6 +1244,8 @@ int tg_link_submit_channel(struct tg_link *l, struct link_channel *ch)
         NV("traceparent", ch->traceparent);
     if (ch->ever_bound)
         NV("tracegate-received", rcv);
+    if (!ch->inbound && !ch->ever_bound)
+        NV("tracegate-hops", hops); /* (a stream the peer asked for with Open carried them there) */
 #undef NV
     struct stream_ctx *x = ctx_new(c, STREAM_CHANNEL);
     if (!x)
@@ -1259,6 +1291,8 @@ int tg_link_send_open(struct tg_link *l, struct link_channel *ch)
     o.channel_id = ch->id;
     o.path = path;
     o.principal = ch->principal;
+    o.has_hops = 1;
+    o.hops = ch->hops ? ch->hops : 1u;
     Tracegate__Link__Control m = TRACEGATE__LINK__CONTROL__INIT;
     m.msg_case = TRACEGATE__LINK__CONTROL__MSG_OPEN;
     m.open = &o;

@@ -41,6 +41,11 @@ struct Tracegate__Link__ClockSync;
  * than the sender's LINK_CHANNEL_BUFFER per channel. */
 #define LINK_STREAM_WINDOW (4u << 20)
 #define LINK_MAX_CHANNELS 256u         /* concurrent channels per link, whichever side opened them */
+/* Links a channel may cross from its client's node to its target (the tracegate-hops header, Open's
+ * hops): a node forwards a channel only while it has crossed fewer, and refuses one that claims
+ * more (508), so two nodes whose node lists disagree for a moment cannot bounce a channel between
+ * them until every link's channel limit is spent. */
+#define LINK_MAX_HOPS 8u
 #define LINK_MAX_STREAMS 258u          /* SETTINGS_MAX_CONCURRENT_STREAMS: 256 channels, control, one spare */
 /* Control messages the peer sent are read only while what we owe it on the control stream (our
  * answers: clock sync replies, OpenFailed) is under this: a peer that sends but does not read
@@ -225,6 +230,7 @@ struct link_channel {
     int producer;             /* the kind: LINK_KIND_CONSUMER, _PRODUCER or _ADB */
     char node[64];            /* the target node named in the path */
     char principal[160];      /* who is behind it on the opening node */
+    unsigned hops;            /* links it crosses up to the far end of this one (1: its client is here) */
     int inbound;              /* the local side is a gateway client (we accepted the channel) */
     int32_t sid;              /* HTTP/2 stream, -1 when unbound */
     int ever_bound, response_ok, finished;

@@ -8,7 +8,10 @@
  * - a real dialer ("edge") whose hub asks, with Open messages, for more channels than a link may
  *   carry: edge opens at most LINK_MAX_CHANNELS and answers the rest with OpenFailed, as it
  *   refuses the channels a peer opens itself. (The test plays the hub's side of the Open requests
- *   directly, as a hub without its own limit would send them.) */
+ *   directly, as a hub without its own limit would send them.)
+ * - channels that claim to have crossed more links than LINK_MAX_HOPS (a routing loop between nodes
+ *   whose node lists disagree) are refused with 508, and each node a channel passes counts one
+ *   hop more, over a stream it opens (tracegate-hops) and over an Open request alike. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -120,6 +123,7 @@ struct evil {
     nghttp2_session *h2;
     int connect_ok, status, closed;
     int32_t sid;
+    int st[32];           /* :status of the other streams it opened, by stream id / 2 */
     struct evbuffer *tx;  /* control stream bytes still to send */
     struct evbuffer *rx;  /* control stream bytes received */
     int reading;          /* gives received bytes back to the windows */
@@ -170,11 +174,15 @@ static int evil_on_header(nghttp2_session *s, const nghttp2_frame *f, const uint
                           const uint8_t *v, size_t vl, uint8_t flags, void *user)
 {
     (void)s;
-    (void)f;
     (void)flags;
     struct evil *e = user;
-    if (nl == 7 && !memcmp(name, ":status", 7) && vl == 3)
-        e->status = (v[0] - '0') * 100 + (v[1] - '0') * 10 + (v[2] - '0');
+    if (nl == 7 && !memcmp(name, ":status", 7) && vl == 3) {
+        int st = (v[0] - '0') * 100 + (v[1] - '0') * 10 + (v[2] - '0');
+        if (f->hd.stream_id == e->sid)
+            e->status = st;
+        else if (f->hd.stream_id / 2 < 32)
+            e->st[f->hd.stream_id / 2] = st;
+    }
     return 0;
 }
 
@@ -230,9 +238,9 @@ static void evil_event_cb(struct bufferevent *bev, short what, void *arg)
 static int evil_can_connect(void *arg) { return ((struct evil *)arg)->connect_ok; }
 static int evil_answered(void *arg) { return ((struct evil *)arg)->status != 0; }
 
-/* Connects to the hub and links as node "evil" (the hub trusts our uid on loopback). Its own
+/* Connects to the hub and links as node `name` (the hub trusts our uid on loopback). Its own
  * windows stay at HTTP/2's 64 KiB and are never opened again while e->reading is 0. */
-static void evil_link(struct evil *e)
+static void evil_link(struct evil *e, const char *name)
 {
     memset(e, 0, sizeof *e);
     e->tx = evbuffer_new();
@@ -263,7 +271,7 @@ static void evil_link(struct evil *e)
     nghttp2_nv nv[] = {
 #define NV(k, v) {(uint8_t *)(k), (uint8_t *)(v), sizeof(k) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE}
         NV(":method", "CONNECT"), NV(":protocol", "tracegate-link"), NV(":scheme", "http"), NV(":path", "/link"),
-        NV(":authority", authority), NV("tracegate-node", "evil"),
+        NV(":authority", authority), NV("tracegate-node", name),
 #undef NV
     };
     nghttp2_data_provider prd = {.read_callback = evil_read};
@@ -333,7 +341,7 @@ static void test_control_flood_not_read(void **state)
 {
     (void)state;
     struct evil *e = &g_evil;
-    evil_link(e);
+    evil_link(e, "evil");
     /* N_PINGS ClockSync PINGs: Control{clock_sync: {}} (3 bytes framed), each answered by a REPLY */
     Tracegate__Link__ClockSync cs = TRACEGATE__LINK__CLOCK_SYNC__INIT;
     Tracegate__Link__Control m = TRACEGATE__LINK__CONTROL__INIT;
@@ -444,11 +452,171 @@ static void test_open_requests_limited(void **state)
         close(fds[i]);
 }
 
+static ssize_t nothing_to_send(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,
+                               nghttp2_data_source *src, void *user)
+{
+    (void)s, (void)sid, (void)buf, (void)len, (void)flags, (void)src, (void)user;
+    return NGHTTP2_ERR_DEFERRED;
+}
+
+/* A channel stream from evil to the hub's own consumer port, claiming `hops` links crossed (NULL:
+ * no header); returns its stream id. */
+static int32_t evil_channel(struct evil *e, unsigned id, const char *hops)
+{
+    char authority[32], cid[16];
+    snprintf(authority, sizeof authority, "127.0.0.1:%d", g_port);
+    snprintf(cid, sizeof cid, "%x", id);
+#define NV(k, v) {(uint8_t *)(k), (uint8_t *)(v), sizeof(k) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE}
+    nghttp2_nv nv[7] = {
+        NV(":method", "CONNECT"),   NV(":protocol", "perfetto-ipc"),    NV(":scheme", "http"),
+        NV(":path", "/node/hub/consumer"), NV(":authority", authority), NV("tracegate-channel", cid),
+    };
+    size_t n = 6;
+    if (hops)
+        nv[n++] = (nghttp2_nv)NV("tracegate-hops", hops);
+#undef NV
+    nghttp2_data_provider prd = {.read_callback = nothing_to_send}; /* the stream stays open */
+    int32_t sid = nghttp2_submit_request(e->h2, NULL, nv, n, &prd, NULL);
+    assert_true(sid > 0 && sid / 2 < 32);
+    evil_flush(e);
+    return sid;
+}
+
+struct answers {
+    struct evil *e;
+    int32_t sids[8];
+    int n;
+};
+
+static int all_answered(void *arg)
+{
+    struct answers *a = arg;
+    for (int i = 0; i < a->n; i++)
+        if (!a->e->st[a->sids[i] / 2])
+            return a->e->closed;
+    return 1;
+}
+
+static void test_channel_hops_checked(void **state)
+{
+    (void)state;
+    struct evil *e = &g_evil;
+    evil_link(e, "looper");
+    static const struct {
+        const char *hops;
+        int status;
+    } k[] = {
+        {"8", 200}, {NULL, 200}, {"1", 200}, /* within the limit; absent = 1 (a peer before hops) */
+        {"9", 508}, {"1000000", 508},        /* a loop, or a path longer than links carry */
+        {"0", 400}, {"x", 400}, {"08", 400}, /* not a number of hops */
+    };
+    struct answers a = {e, {0}, 0};
+    tg_log_set_level(TG_LOG_ERROR);
+    for (unsigned i = 0; i < sizeof k / sizeof k[0]; i++)
+        a.sids[a.n++] = evil_channel(e, 2 * i + 1, k[i].hops);
+    assert_true(tg_test_run_until(g_base, all_answered, &a, WAIT_MS));
+    tg_log_set_level(TG_LOG_WARN);
+    assert_false(e->closed);
+    for (unsigned i = 0; i < sizeof k / sizeof k[0]; i++)
+        if (e->st[a.sids[i] / 2] != k[i].status)
+            fail_msg("tracegate-hops %s: status %d, want %d", k[i].hops ? k[i].hops : "(none)", e->st[a.sids[i] / 2],
+                     k[i].status);
+    struct tg_link *l = link_up_to(g_hub, "looper");
+    assert_non_null(l);
+    unsigned seen[9] = {0};
+    for (struct link_channel *ch = l->channels; ch; ch = ch->next)
+        if (ch->hops <= 8)
+            seen[ch->hops]++;
+    assert_int_equal(seen[8], 1);
+    assert_int_equal(seen[1], 2);
+    assert_int_equal(l->n_channels, 3);
+    evil_free(e);
+    tg_link_close(l, "test over");
+}
+
+/* A channel of the link `l` whose hops are `hops`, bound to its stream. */
+static int has_channel_with_hops(struct tg_link *l, unsigned hops)
+{
+    for (struct link_channel *ch = l ? l->channels : NULL; ch; ch = ch->next)
+        if (ch->hops == hops && ch->sid >= 0)
+            return 1;
+    return 0;
+}
+
+struct hops_wait {
+    struct tg_fleet *f;
+    const char *peer;
+    unsigned hops;
+};
+
+static int channel_arrived(void *arg)
+{
+    struct hops_wait *w = arg;
+    return has_channel_with_hops(link_up_to(w->f, w->peer), w->hops);
+}
+
+static int edge2_up(void *edge) { return link_up_to(edge, "hub") && link_up_to(g_hub, "edge2"); }
+
+static void route_free(struct tg_gw_route *r)
+{
+    if (r->bev)
+        bufferevent_free(r->bev);
+    if (r->fd >= 0)
+        close(r->fd);
+}
+
+static void test_hops_forwarded(void **state)
+{
+    (void)state;
+    char err[512], peer[64];
+    char *peers[1] = {peer};
+    snprintf(peer, sizeof peer, "tcp://127.0.0.1:%d", g_port);
+    struct tg_fleet_config ec;
+    memset(&ec, 0, sizeof ec);
+    ec.node_name = "edge2";
+    ec.peers = peers;
+    ec.n_peers = 1;
+    ec.resume_window_ms = (uint32_t)tg_test_ms(600000);
+    ec.ping_interval_ms = (uint32_t)tg_test_ms(600000);
+    struct tg_fleet *edge = tg_fleet_new(g_base, g_edge_gw, &ec, err, sizeof err);
+    if (!edge)
+        fail_msg("edge2: %s", err);
+    assert_true(tg_test_run_until(g_base, edge2_up, edge, WAIT_MS));
+
+    /* a client that came over 2 links already: the hub (acceptor) asks edge2 with Open, hops 3 */
+    struct tg_gw_client_info who;
+    memset(&who, 0, sizeof who);
+    snprintf(who.principal, sizeof who.principal, "uid:4242");
+    who.link_hops = 2;
+    struct tg_gw_route r1, r2, r3;
+    assert_int_equal(tg_fleet_route(g_hub, "edge2", 0, &who, &r1, err, sizeof err), 0);
+    struct hops_wait w = {edge, "hub", 3};
+    assert_true(tg_test_run_until(g_base, channel_arrived, &w, WAIT_MS));
+    /* edge2 (dialer) opens a stream to the hub: tracegate-hops 6 for a client 5 links away */
+    who.link_hops = 5;
+    assert_int_equal(tg_fleet_route(edge, "hub", 0, &who, &r2, err, sizeof err), 0);
+    w = (struct hops_wait){g_hub, "edge2", 6};
+    assert_true(tg_test_run_until(g_base, channel_arrived, &w, WAIT_MS));
+    /* a client that already crossed LINK_MAX_HOPS links is not taken further, either way */
+    who.link_hops = LINK_MAX_HOPS;
+    assert_int_equal(tg_fleet_route(g_hub, "edge2", 0, &who, &r3, err, sizeof err), -1);
+    assert_non_null(strstr(err, "more than 8 links"));
+    assert_int_equal(tg_fleet_route(edge, "hub", 0, &who, &r3, err, sizeof err), -1);
+    assert_non_null(strstr(err, "more than 8 links"));
+
+    route_free(&r1);
+    route_free(&r2);
+    tg_fleet_free(edge);
+    tg_test_run_until(g_base, NULL, NULL, 50);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_control_flood_not_read),
         cmocka_unit_test(test_open_requests_limited),
+        cmocka_unit_test(test_channel_hops_checked),
+        cmocka_unit_test(test_hops_forwarded),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
