@@ -196,7 +196,9 @@ static int serve_static(struct tg_gw_ws *ws, struct lws *wsi, struct tg_ws_pss *
     size_t rl = strlen(root);
     if (strncmp(real, root, rl) != 0 || (real[rl] != '/' && real[rl] != '\0'))
         return respond_text(wsi, pss, 404, "404 not found"); /* a symlink out of the root */
-    int fd = open(real, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO (or a device) in the web root must not block the WebSocket thread in open(),
+     * which would stall every request and WebSocket of the port; a regular file reads the same with it */
+    int fd = open(real, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
         return respond_text(wsi, pss, 404, "404 not found");
     struct stat st;

@@ -1,4 +1,5 @@
 /* test_gw_ws_http.c: the HTTP routes and upgrade checks of the WebSocket port, against a running front end. */
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -203,6 +204,25 @@ static void test_static_files(void **state)
     assert_true(st != 200 || strstr(g_resp, "outside the root") == NULL);
     assert_int_equal(tws_http(g_port, "GET", "/missing.html", NULL, g_resp, sizeof g_resp), 404);
     assert_int_equal(tws_http(g_port, "GET", "/sub", NULL, g_resp, sizeof g_resp), 404);
+}
+
+/* A FIFO in the web root (anyone who can write there can make one) is not a file to serve: opening
+ * it for reading without O_NONBLOCK waits for a writer, on the WebSocket thread, so one GET used to
+ * stall every HTTP request and WebSocket of the port. */
+static void test_static_fifo_does_not_stall(void **state)
+{
+    (void)state;
+    char fifo[512];
+    snprintf(fifo, sizeof fifo, "%s/www/pipe.txt", g_root);
+    assert_int_equal(mkfifo(fifo, 0644), 0);
+    int st = tws_http(g_port, "GET", "/pipe.txt", NULL, g_resp, sizeof g_resp);
+    /* on a stalled thread: let its open() go, so the teardown can stop it and the failure is reported */
+    int w = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (w >= 0)
+        close(w);
+    assert_int_equal(st, 404);
+    assert_int_equal(tws_http(g_port, "GET", "/healthz", NULL, g_resp, sizeof g_resp), 200);
+    assert_int_equal(tws_http(g_port, "GET", "/app.js", NULL, g_resp, sizeof g_resp), 200);
 }
 
 static void test_origin_checks(void **state)
@@ -453,6 +473,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_metrics_and_status, setup_builtin, teardown),
         cmocka_unit_test_setup_teardown(test_builtin_page, setup_builtin, teardown),
         cmocka_unit_test_setup_teardown(test_static_files, setup_webroot, teardown),
+        cmocka_unit_test_setup_teardown(test_static_fifo_does_not_stall, setup_webroot, teardown),
         cmocka_unit_test_setup_teardown(test_origin_checks, setup_builtin, teardown),
         cmocka_unit_test_setup_teardown(test_tokens, setup_builtin, teardown),
         cmocka_unit_test_setup_teardown(test_paths, setup_builtin, teardown),
