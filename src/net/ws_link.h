@@ -72,7 +72,10 @@
  * header). */
 #define TG_WS_LINK_RX_BUFFER (256u * 1024u)
 #define TG_WS_LINK_TX_PACKET (TG_WS_LINK_MSG_MAX + 16u)
-#define TG_WS_LINK_RAW_PROTOCOL "tracegate-raw" /* protocol name of the raw-file wsis */
+/* Protocol name of the raw-file wsis. It is in the WebSocket vhost's protocol list, and libwebsockets
+ * binds an upgrade to the first offered Sec-WebSocket-Protocol name it knows: the space keeps any
+ * client from naming it (a space always ends a name there), so no WebSocket lands on it. */
+#define TG_WS_LINK_RAW_PROTOCOL "tracegate raw"
 
 struct tg_ws_link;
 struct tg_ws_close_note;

@@ -410,6 +410,27 @@ static void test_status_needs_credentials(void **state)
     assert_int_equal(tws_http(g_port, "GET", "/", NULL, g_resp, sizeof g_resp), 200);
 }
 
+/* libwebsockets binds a WebSocket to the first offered subprotocol it knows, and the vhost also
+ * knows the internal protocol of /adb's raw socketpair wsis: a client offering that name before
+ * "tracegate" passed our check (it offered "tracegate" too) and was answered 101 with the internal
+ * protocol, then dropped without a close frame or a log line. The internal name must never be
+ * selectable: the client gets "tracegate" and a working WebSocket. */
+static void test_internal_protocol_not_selectable(void **state)
+{
+    (void)state;
+    int fd;
+    assert_int_equal(tws_open(g_port, "/traced", NULL, "tracegate-raw, tracegate", &fd, g_resp, sizeof g_resp), 101);
+    assert_non_null(strcasestr(g_resp, "\nSec-WebSocket-Protocol: tracegate\r\n"));
+    assert_true(tdbl_wait_count(tdbl_accepted, 1, 5000));
+    assert_int_equal(tws_send_ipc(fd, "raw?", 4), 0);
+    uint8_t *body;
+    size_t n;
+    assert_int_equal(tws_recv_ipc(fd, &body, &n, 5000), 0);
+    assert_int_equal(n, 4);
+    free(body);
+    tws_close(fd);
+}
+
 /* SIGHUP's local-roles / cert-roles reach new WebSocket clients; live ones keep theirs */
 static void test_role_defaults_follow_reload(void **state)
 {
@@ -481,6 +502,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_configured_hosts, setup_named, teardown),
         cmocka_unit_test_setup_teardown(test_status_needs_credentials, setup_protected, teardown),
         cmocka_unit_test_setup_teardown(test_role_defaults_follow_reload, setup_builtin, teardown),
+        cmocka_unit_test_setup_teardown(test_internal_protocol_not_selectable, setup_builtin, teardown),
         cmocka_unit_test_setup_teardown(test_query_token_not_logged, setup_builtin, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
