@@ -81,6 +81,9 @@ struct tg_fleet {
     pthread_mutex_t status_mu;
     char *status_json;
     char *metrics_text; /* the fleet's /metrics families, rebuilt with status_json */
+    uint64_t rebuilt_us;        /* when they were rebuilt last (monotonic) */
+    uint64_t n_rebuilds;
+    struct event *refresh_ev;   /* a refresh that waits for STATUS_REFRESH_MIN_US to pass */
     uint64_t started_unix;
     struct tg_fanout *fanout; /* federated sessions (@all, @a,b) */
     struct tg_gw_adb_target *adb; /* this node's ADB server, for ADB channels (NULL: none) */
@@ -211,9 +214,40 @@ static void rebuild_status(struct tg_fleet *f)
         f->metrics_text = m;
     }
     pthread_mutex_unlock(&f->status_mu);
+    f->rebuilt_us = tg_mono_us();
+    f->n_rebuilds++;
+    if (f->refresh_ev)
+        evtimer_del(f->refresh_ev); /* (what it waited for is in this one) */
 }
 
-void tg_fleet_refresh_status(struct tg_fleet *f) { rebuild_status(f); }
+/* Refreshes a peer can cause (each ClockSync message it sends, each RTT sample) rebuild the
+ * snapshot at most this often: a linked node flooding 3-byte ClockSync PINGs would otherwise make
+ * this node render /api/status and /metrics once per message. Link state changes (up, down, a
+ * node list) still rebuild at once. */
+#define STATUS_REFRESH_MIN_US 50000u
+
+uint64_t tg_fleet_status_rebuilds(const struct tg_fleet *f) { return f->n_rebuilds; }
+
+static void refresh_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    rebuild_status(arg);
+}
+
+void tg_fleet_refresh_status(struct tg_fleet *f)
+{
+    uint64_t since = tg_mono_us() - f->rebuilt_us;
+    if (!f->refresh_ev || since >= STATUS_REFRESH_MIN_US) {
+        rebuild_status(f);
+        return;
+    }
+    if (!evtimer_pending(f->refresh_ev, NULL)) {
+        uint64_t wait = STATUS_REFRESH_MIN_US - since;
+        struct timeval tv = {(time_t)(wait / 1000000u), (suseconds_t)(wait % 1000000u)};
+        evtimer_add(f->refresh_ev, &tv);
+    }
+}
 
 static char *status_nodes(void *f) { return tg_fleet_status_json(f); }
 
@@ -1046,6 +1080,7 @@ struct tg_fleet *tg_fleet_new(struct event_base *base, struct tg_gw *gw, const s
     f->cfg = *cfg;
     f->started_unix = (uint64_t)time(NULL);
     pthread_mutex_init(&f->status_mu, NULL);
+    f->refresh_ev = evtimer_new(base, refresh_cb, f); /* (NULL: every refresh rebuilds at once) */
     if (!f->cfg.link_roles)
         f->cfg.link_roles = TG_GW_ROLE_OBSERVER | TG_GW_ROLE_RECORDER | TG_GW_ROLE_PRODUCER;
     if (!f->cfg.resume_window_ms)
@@ -1205,6 +1240,8 @@ void tg_fleet_free(struct tg_fleet *f)
     free(f->raw);
     free(f->status_json);
     free(f->metrics_text);
+    if (f->refresh_ev)
+        event_free(f->refresh_ev);
     pthread_mutex_destroy(&f->status_mu);
     free(f);
 }

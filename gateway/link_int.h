@@ -331,8 +331,11 @@ void tg_fleet_link_state_changed(struct tg_fleet *f, struct tg_link *l);
 /* The peer of l said which nodes it reaches (l->reach): status, and federated sessions waiting
  * for a node behind it. */
 void tg_fleet_reach_changed(struct tg_fleet *f, struct tg_link *l);
-/* Rebuilds the node list /api/status shows (a new RTT or clock reading). */
+/* Rebuilds the node list /api/status shows (a new RTT or clock reading): at once, or within
+ * 50 ms when it was rebuilt less than that ago (a peer cannot make it render once per message). */
 void tg_fleet_refresh_status(struct tg_fleet *f);
+/* How often the /api/status and /metrics snapshot was rebuilt (tests: a peer cannot drive it). */
+uint64_t tg_fleet_status_rebuilds(const struct tg_fleet *f);
 /* A connection is being freed: gives back its gateway slot; the end of --link-stdio ends us. */
 void tg_fleet_conn_gone(struct tg_fleet *f, struct link_conn *c);
 /* ---- fleet_lost.c ---- */

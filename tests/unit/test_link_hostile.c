@@ -4,7 +4,8 @@
  * - a raw HTTP/2 dialer ("evil", nghttp2 in the test) that links, then floods ClockSync PINGs on
  *   the control stream while never opening its own receive window: the hub answers each PING, and
  *   those answers must not pile up without bound. The hub stops reading the control stream once
- *   LINK_CTL_TX_HIGH is owed, and when evil reads again every PING gets its REPLY, none lost.
+ *   LINK_CTL_TX_HIGH is owed, and when evil reads again every PING gets its REPLY, none lost;
+ *   the PINGs do not make the hub rebuild its /api/status snapshot once each either.
  * - a real dialer ("edge") whose hub asks, with Open messages, for more channels than a link may
  *   carry: edge opens at most LINK_MAX_CHANNELS and answers the rest with OpenFailed, as it
  *   refuses the channels a peer opens itself. (The test plays the hub's side of the Open requests
@@ -238,11 +239,24 @@ static void evil_event_cb(struct bufferevent *bev, short what, void *arg)
 static int evil_can_connect(void *arg) { return ((struct evil *)arg)->connect_ok; }
 static int evil_answered(void *arg) { return ((struct evil *)arg)->status != 0; }
 
+static void evil_free(struct evil *e)
+{
+    if (e->bev)
+        bufferevent_free(e->bev);
+    if (e->h2)
+        nghttp2_session_del(e->h2);
+    if (e->tx)
+        evbuffer_free(e->tx);
+    if (e->rx)
+        evbuffer_free(e->rx);
+    memset(e, 0, sizeof *e);
+}
+
 /* Connects to the hub and links as node `name` (the hub trusts our uid on loopback). Its own
  * windows stay at HTTP/2's 64 KiB and are never opened again while e->reading is 0. */
 static void evil_link(struct evil *e, const char *name)
 {
-    memset(e, 0, sizeof *e);
+    evil_free(e); /* what a failed test before left (zeroed otherwise) */
     e->tx = evbuffer_new();
     e->rx = evbuffer_new();
     e->bev = bufferevent_socket_new(g_base, -1, BEV_OPT_CLOSE_ON_FREE);
@@ -282,18 +296,6 @@ static void evil_link(struct evil *e, const char *name)
     assert_int_equal(e->status, 200);
 }
 
-static void evil_free(struct evil *e)
-{
-    if (e->bev)
-        bufferevent_free(e->bev);
-    if (e->h2)
-        nghttp2_session_del(e->h2);
-    if (e->tx)
-        evbuffer_free(e->tx);
-    if (e->rx)
-        evbuffer_free(e->rx);
-    memset(e, 0, sizeof *e);
-}
 
 /* (static: a failed assertion leaves it to teardown, with its callbacks still pointing at it) */
 static struct evil g_evil;
@@ -352,6 +354,7 @@ static void test_control_flood_not_read(void **state)
     size_t hl = tg_link_ctl_header(rec, ml);
     memcpy(rec + hl, msg, ml);
     struct flood fl = {e, 0};
+    uint64_t rebuilds0 = tg_fleet_status_rebuilds(g_hub);
     for (int i = 0; i < N_PINGS; i++) {
         evbuffer_add(e->tx, rec, hl + ml);
         fl.sent += hl + ml;
@@ -378,6 +381,11 @@ static void test_control_flood_not_read(void **state)
     assert_false(e->closed);
     assert_int_equal(e->replies, N_PINGS);
     assert_non_null(link_up_to(g_hub, "evil"));
+    /* nor does the flood make the hub render its status once per PING (20 a second at most: a
+     * few hundred in the longest this test may take, against one per PING before) */
+    uint64_t rebuilds = tg_fleet_status_rebuilds(g_hub) - rebuilds0;
+    if (rebuilds >= N_PINGS / 10)
+        fail_msg("%llu status rebuilds for %d ClockSync PINGs", (unsigned long long)rebuilds, N_PINGS);
     evil_free(e);
     struct tg_link *gone = tg_fleet_link_by_name(g_hub, "evil", NULL);
     if (gone)
