@@ -612,6 +612,9 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
     struct stream_ctx *x = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
     if (!x)
         return 0;
+    x->header_bytes += nl + vl + 32;
+    if (x->header_bytes > LINK_MAX_HEADER_LIST)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* the stream is reset; the link stays */
 #define IS(n) (nl == sizeof(n) - 1 && memcmp(name, n, nl) == 0)
     if (IS(":method"))
         copy_hdr(x, x->method, sizeof x->method, v, vl);
@@ -1066,7 +1069,7 @@ static nghttp2_session *new_session(struct link_conn *c)
     nghttp2_option *opt;
     nghttp2_option_new(&opt);
     nghttp2_option_set_no_auto_window_update(opt, 1);
-    nghttp2_option_set_max_send_header_block_length(opt, 16384);
+    nghttp2_option_set_max_send_header_block_length(opt, LINK_MAX_HEADER_LIST);
     nghttp2_session *s = NULL;
     int rv = c->dialer ? nghttp2_session_client_new2(&s, cb, c, opt) : nghttp2_session_server_new2(&s, cb, c, opt);
     nghttp2_option_del(opt);
@@ -1078,7 +1081,7 @@ static nghttp2_session *new_session(struct link_conn *c)
     iv[n++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, LINK_STREAM_WINDOW};
     iv[n++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_MAX_FRAME_SIZE, LINK_MAX_FRAME};
     iv[n++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, LINK_MAX_STREAMS};
-    iv[n++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 16384};
+    iv[n++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, LINK_MAX_HEADER_LIST};
     if (!c->dialer)
         iv[n++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1};
     nghttp2_submit_settings(s, NGHTTP2_FLAG_NONE, iv, n);

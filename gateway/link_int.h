@@ -46,6 +46,9 @@ struct Tracegate__Link__ClockSync;
  * more (508), so two nodes whose node lists disagree for a moment cannot bounce a channel between
  * them until every link's channel limit is spent. */
 #define LINK_MAX_HOPS 8u
+/* SETTINGS_MAX_HEADER_LIST_SIZE we advertise, and enforce: nghttp2 only advertises it, so a peer
+ * could send megabytes of headers (in CONTINUATION frames) that each stream would look through. */
+#define LINK_MAX_HEADER_LIST 16384u
 #define LINK_MAX_STREAMS 258u          /* SETTINGS_MAX_CONCURRENT_STREAMS: 256 channels, control, one spare */
 /* Control messages the peer sent are read only while what we owe it on the control stream (our
  * answers: clock sync replies, OpenFailed) is under this: a peer that sends but does not read
@@ -166,6 +169,7 @@ struct stream_ctx {
     struct link_channel *ch;
     int status;
     int bad;   /* a header was too long or repeated */
+    size_t header_bytes; /* of its header list so far, as HTTP/2 counts them (name + value + 32 each) */
     char method[16], protocol[32], path[128], channel[24], received[24], link_id[40], resumed[4], node[64];
     char traceparent[64];
     char principal[160], authorization[600], error[128], hops[8];

@@ -12,7 +12,9 @@
  *   directly, as a hub without its own limit would send them.)
  * - channels that claim to have crossed more links than LINK_MAX_HOPS (a routing loop between nodes
  *   whose node lists disagree) are refused with 508, and each node a channel passes counts one
- *   hop more, over a stream it opens (tracegate-hops) and over an Open request alike. */
+ *   hop more, over a stream it opens (tracegate-hops) and over an Open request alike;
+ * - a stream whose header list is over the 16 KiB the hub advertises is reset (nghttp2 itself
+ *   only advertises the limit), and the link goes on. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -125,6 +127,7 @@ struct evil {
     int connect_ok, status, closed;
     int32_t sid;
     int st[32];           /* :status of the other streams it opened, by stream id / 2 */
+    uint32_t reset[32];   /* 1 + the error code they were closed with, by stream id / 2 */
     struct evbuffer *tx;  /* control stream bytes still to send */
     struct evbuffer *rx;  /* control stream bytes received */
     int reading;          /* gives received bytes back to the windows */
@@ -184,6 +187,15 @@ static int evil_on_header(nghttp2_session *s, const nghttp2_frame *f, const uint
         else if (f->hd.stream_id / 2 < 32)
             e->st[f->hd.stream_id / 2] = st;
     }
+    return 0;
+}
+
+static int evil_on_close(nghttp2_session *s, int32_t sid, uint32_t error_code, void *user)
+{
+    (void)s;
+    struct evil *e = user;
+    if (sid != e->sid && sid / 2 < 32)
+        e->reset[sid / 2] = 1 + error_code;
     return 0;
 }
 
@@ -271,6 +283,7 @@ static void evil_link(struct evil *e, const char *name)
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, evil_on_frame);
     nghttp2_session_callbacks_set_on_header_callback(cb, evil_on_header);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, evil_on_data);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, evil_on_close);
     nghttp2_option *opt;
     nghttp2_option_new(&opt);
     nghttp2_option_set_no_auto_window_update(opt, 1);
@@ -468,20 +481,24 @@ static ssize_t nothing_to_send(nghttp2_session *s, int32_t sid, uint8_t *buf, si
 }
 
 /* A channel stream from evil to the hub's own consumer port, claiming `hops` links crossed (NULL:
- * no header); returns its stream id. */
-static int32_t evil_channel(struct evil *e, unsigned id, const char *hops)
+ * no header), with `pad` headers of 1000 bytes more; returns its stream id. */
+static int32_t evil_channel_padded(struct evil *e, unsigned id, const char *hops, int pad)
 {
     char authority[32], cid[16];
     snprintf(authority, sizeof authority, "127.0.0.1:%d", g_port);
     snprintf(cid, sizeof cid, "%x", id);
 #define NV(k, v) {(uint8_t *)(k), (uint8_t *)(v), sizeof(k) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE}
-    nghttp2_nv nv[7] = {
+    nghttp2_nv nv[7 + 40] = {
         NV(":method", "CONNECT"),   NV(":protocol", "perfetto-ipc"),    NV(":scheme", "http"),
         NV(":path", "/node/hub/consumer"), NV(":authority", authority), NV("tracegate-channel", cid),
     };
     size_t n = 6;
     if (hops)
         nv[n++] = (nghttp2_nv)NV("tracegate-hops", hops);
+    static char filler[1001];
+    memset(filler, 'p', 1000);
+    for (int i = 0; i < pad && i < 40; i++)
+        nv[n++] = (nghttp2_nv)NV("x-pad", filler);
 #undef NV
     nghttp2_data_provider prd = {.read_callback = nothing_to_send}; /* the stream stays open */
     int32_t sid = nghttp2_submit_request(e->h2, NULL, nv, n, &prd, NULL);
@@ -489,6 +506,8 @@ static int32_t evil_channel(struct evil *e, unsigned id, const char *hops)
     evil_flush(e);
     return sid;
 }
+
+static int32_t evil_channel(struct evil *e, unsigned id, const char *hops) { return evil_channel_padded(e, id, hops, 0); }
 
 struct answers {
     struct evil *e;
@@ -538,6 +557,40 @@ static void test_channel_hops_checked(void **state)
     assert_int_equal(seen[8], 1);
     assert_int_equal(seen[1], 2);
     assert_int_equal(l->n_channels, 3);
+    evil_free(e);
+    tg_link_close(l, "test over");
+}
+
+static int padded_settled(void *arg)
+{
+    struct answers *a = arg;
+    return a->e->closed || (a->e->reset[a->sids[0] / 2] && a->e->st[a->sids[1] / 2]);
+}
+
+static void test_header_list_limited(void **state)
+{
+    (void)state;
+    struct evil *e = &g_evil;
+    evil_link(e, "padder");
+    /* 20 headers of 1 KB: over the 16 KiB list the hub advertises; then a plain channel */
+    struct answers a = {e, {0}, 2};
+    tg_log_set_level(TG_LOG_ERROR);
+    a.sids[0] = evil_channel_padded(e, 1, NULL, 20);
+    a.sids[1] = evil_channel(e, 3, NULL);
+    assert_true(tg_test_run_until(g_base, padded_settled, &a, WAIT_MS));
+    tg_log_set_level(TG_LOG_WARN);
+    assert_false(e->closed);
+    if (e->st[a.sids[0] / 2])
+        fail_msg("a stream with 20 KB of headers was answered %d", e->st[a.sids[0] / 2]);
+    assert_int_not_equal(e->reset[a.sids[0] / 2], 1); /* closed with an error code, not NO_ERROR */
+    assert_int_equal(e->st[a.sids[1] / 2], 200);        /* the link goes on */
+    /* a list just under the limit (14 KB) is taken */
+    a.sids[0] = evil_channel_padded(e, 5, NULL, 14);
+    a.n = 1;
+    assert_true(tg_test_run_until(g_base, all_answered, &a, WAIT_MS));
+    assert_int_equal(e->st[a.sids[0] / 2], 200);
+    struct tg_link *l = link_up_to(g_hub, "padder");
+    assert_non_null(l);
     evil_free(e);
     tg_link_close(l, "test over");
 }
@@ -625,6 +678,7 @@ int main(void)
         cmocka_unit_test(test_open_requests_limited),
         cmocka_unit_test(test_channel_hops_checked),
         cmocka_unit_test(test_hops_forwarded),
+        cmocka_unit_test(test_header_list_limited),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
