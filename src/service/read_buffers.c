@@ -83,6 +83,8 @@ struct tg_svc_reader *tg_svc_reader_new(tg_svc_session *s)
     move_list(&r->pre, &s->events);
     move_list(&r->pre, &remote_clocks);
     move_list(&r->pre, &s->triggers);
+    s->trigger_bytes = 0;
+    s->trigger_drop_logged = false;
     return r;
 }
 

@@ -55,6 +55,10 @@ struct event_base;
 #define TG_SVC_MAX_STATE_REPLY (131072u - 256u)
 #define TG_SVC_NUM_BUFFER_IDS 65536u
 #define TG_SVC_RELAY_SYNC_KEEP 5
+/* Unread trigger packets a session keeps (bytes): one ActivateTriggers frame
+ * can name a trigger thousands of times, and each packet repeats the
+ * producer's name, so without a budget one 128 KiB frame became gigabytes. */
+#define TG_SVC_MAX_TRIGGER_BYTES (1024u * 1024u)
 
 /* FlushFlags (§2.4). */
 #define TG_FLUSH_REASON_PERIODIC 1u
@@ -211,6 +215,9 @@ struct tg_svc_session {
     struct tg_svc_pkt_list clock_snapshots;
     struct tg_svc_pkt_list events;
     struct tg_svc_pkt_list triggers;
+    size_t trigger_bytes;      /* bytes queued in triggers (TG_SVC_MAX_TRIGGER_BYTES) */
+    uint64_t triggers_dropped; /* matched triggers not recorded: budget spent */
+    bool trigger_drop_logged;  /* a drop was logged since the last read */
     unsigned sync_markers_pending;
     bool config_emitted, uuid_emitted, sysinfo_emitted, remote_emitted, stats_pending, read_completed_emitted;
     bool all_started_notified;

@@ -8,7 +8,31 @@
 #include "tracegate/log.h"
 
 #include <event2/event.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* Queues the trigger packet while the session's budget of unread trigger
+ * bytes lasts; past it the trigger still acts but is only counted (and logged
+ * once until the consumer reads). */
+static void record(tg_svc_session *s, const char *name, const char *producer_name, int32_t uid, uint32_t delay)
+{
+    struct tg_svc_pkt *pk = tg_svc_build_trigger(s->svc, name, producer_name, uid, delay);
+    if (pk && s->trigger_bytes + pk->len <= TG_SVC_MAX_TRIGGER_BYTES) {
+        s->trigger_bytes += pk->len;
+        tg_svc_pkt_list_append(&s->triggers, pk);
+        tg_info(TG_SVC_LOG, "session %llu: trigger %s from %s", (unsigned long long)s->id, name,
+                producer_name && *producer_name ? producer_name : "a consumer");
+        return;
+    }
+    free(pk);
+    s->triggers_dropped++;
+    if (!s->trigger_drop_logged) {
+        s->trigger_drop_logged = true;
+        tg_warn(TG_SVC_LOG, "session %llu: trigger %s from %s not recorded: %u bytes of unread triggers queued",
+                (unsigned long long)s->id, name, producer_name && *producer_name ? producer_name : "a consumer",
+                TG_SVC_MAX_TRIGGER_BYTES);
+    }
+}
 
 void tg_svc_activate_triggers(tg_service *svc, char **names, size_t n, const char *producer_name, int32_t uid)
 {
@@ -28,11 +52,7 @@ void tg_svc_activate_triggers(tg_service *svc, char **names, size_t n, const cha
                     !tg_svc_regex_full_match(tr->producer_name_regex, producer_name ? producer_name : ""))
                     continue;
                 uint32_t delay = tr->has_stop_delay_ms ? tr->stop_delay_ms : 0;
-                struct tg_svc_pkt *pk = tg_svc_build_trigger(svc, tr->name, producer_name, uid, delay);
-                if (pk)
-                    tg_svc_pkt_list_append(&s->triggers, pk);
-                tg_info(TG_SVC_LOG, "session %llu: trigger %s from %s", (unsigned long long)s->id, tr->name,
-                        producer_name && *producer_name ? producer_name : "a consumer");
+                record(s, tr->name, producer_name, uid, delay);
                 if (tc->trigger_mode == PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__START_TRACING &&
                     s->waiting_start_trigger) {
                     tg_svc_session_start(s);

@@ -1,0 +1,120 @@
+/* test_service_hostile.c: the embedded service against a malicious producer or consumer, one
+ * test per resource a peer could otherwise grow without bound:
+ * - a producer repeating a session's trigger name thousands of times in one ActivateTriggers
+ *   frame (with a long producer name, which every trigger packet repeats) gets at most
+ *   TG_SVC_MAX_TRIGGER_BYTES of unread trigger packets queued, and the trigger still acts;
+ * - a consumer principal cloning its own session from many connections holds at most
+ *   TG_SVC_MAX_SESSIONS_PER_UID clones, and other principals can still clone. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_service_util.h"
+
+#include "producer_port.pb-c.h"
+
+#include "service/svc.h"
+#include "tracegate/log.h"
+
+static int prod_started(void *arg) { return ((struct ts_prod *)arg)->n_start >= 1; }
+
+/* Trigger packets (TracePacket.trigger = 46) in a trace. */
+static size_t count_triggers(const struct ts_trace *t)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < t->n; i++)
+        if (ts_pkt_has(t->pk[i].data, t->pk[i].len, 46))
+            n++;
+    return n;
+}
+
+static void test_trigger_flood_is_bounded(void **state)
+{
+    (void)state;
+    struct ts_env e;
+    assert_int_equal(ts_env_init(&e), 0);
+    /* a 4 KiB producer name: every trigger packet carries it */
+    size_t name_len = 4096;
+    char *pname = malloc(name_len + 1);
+    assert_non_null(pname);
+    memset(pname, 'p', name_len);
+    pname[name_len] = '\0';
+    struct ts_prod p;
+    struct ts_prod_opts po;
+    memset(&po, 0, sizeof po);
+    po.name = pname;
+    po.ds_name = "test.ds";
+    po.auto_ack_flush = 1;
+    po.auto_notify_stop = 1;
+    assert_int_equal(ts_prod_connect(&e, &p, &po), 0);
+
+    /* STOP_TRACING with a long stop delay: the session stays STARTED while the flood arrives */
+    struct ts_cons c;
+    assert_int_equal(ts_cons_connect(&e, &c), 0);
+    struct ts_cfg cfg;
+    ts_cfg_init(&cfg, 64, 0, "test.ds", 0);
+    Perfetto__Protos__TraceConfig__TriggerConfig tc = PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__INIT;
+    Perfetto__Protos__TraceConfig__TriggerConfig__Trigger tr = PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER__INIT;
+    Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *trp = &tr;
+    tr.name = (char *)"t";
+    tr.has_stop_delay_ms = 1;
+    tr.stop_delay_ms = 600000;
+    tc.has_trigger_mode = 1;
+    tc.trigger_mode = PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__STOP_TRACING;
+    tc.n_triggers = 1;
+    tc.triggers = &trp;
+    tc.has_trigger_timeout_ms = 1;
+    tc.trigger_timeout_ms = 600000;
+    cfg.tc.trigger_config = &tc;
+    assert_true(ts_cons_enable(&c, &cfg.tc, -1) != 0);
+    assert_true(ts_pump_until(&e, prod_started, &p, 5000));
+
+    /* one frame (3 bytes a name) naming the trigger 2000 times: 2000 packets of over 4 KiB
+     * each, 8 MiB, were queued before the budget */
+    enum { N = 2000 };
+    char **names = calloc(N, sizeof *names);
+    assert_non_null(names);
+    for (size_t i = 0; i < N; i++)
+        names[i] = (char *)"t";
+    Perfetto__Protos__ActivateTriggersRequest rq = PERFETTO__PROTOS__ACTIVATE_TRIGGERS_REQUEST__INIT;
+    rq.n_trigger_names = N;
+    rq.trigger_names = names;
+    assert_int_equal(ts_prod_call(&p, TS_P_TRIGGERS, &rq.base, NULL), 1);
+
+    struct ts_trace t = {0};
+    assert_int_equal(ts_cons_read(&c, &t, 10000), 0);
+    size_t n = count_triggers(&t);
+    assert_true(n >= 1); /* recorded up to the budget ... */
+    assert_true(n * name_len <= TG_SVC_MAX_TRIGGER_BYTES); /* ... and no further */
+    ts_trace_free(&t);
+
+    /* the budget is for unread packets: once read, a new trigger is recorded again */
+    rq.n_trigger_names = 1;
+    assert_int_equal(ts_prod_call(&p, TS_P_TRIGGERS, &rq.base, NULL), 1);
+    t = (struct ts_trace){0};
+    assert_int_equal(ts_cons_read(&c, &t, 10000), 0);
+    assert_int_equal(count_triggers(&t), 1);
+    ts_trace_free(&t);
+
+    free(names);
+    free(pname);
+    ts_cons_close(&c);
+    ts_prod_close(&p);
+    ts_env_free(&e);
+}
+
+int main(void)
+{
+    tg_log_set_level(TG_LOG_ERROR); /* one info line per recorded trigger, each with a 4 KiB name */
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_trigger_flood_is_bounded),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
