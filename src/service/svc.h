@@ -41,6 +41,9 @@ struct event_base;
 #define TG_SVC_MAX_SESSIONS 15
 #define TG_SVC_MAX_SESSIONS_PER_UID 5
 #define TG_SVC_MAX_BUFFERS_PER_SESSION 128
+/* Read-only clones one principal may hold at once (ours: each is a full copy of its source's
+ * buffers and takes buffer ids, and one connection each was all it cost). */
+#define TG_SVC_MAX_CLONES_PER_UID 5
 #define TG_SVC_MAX_DURATION_MS (7ull * 24 * 3600 * 1000)
 #define TG_SVC_MAX_DURATION_GUARDRAILS_MS (24ull * 3600 * 1000)
 #define TG_SVC_MAX_PRODUCERS 65535

@@ -35,6 +35,27 @@ static size_t count_triggers(const struct ts_trace *t)
     return n;
 }
 
+static const struct tg_ipc_identity k_root = {.uid = 0, .pid = -1, .principal = NULL, .privileged = 1};
+static const struct tg_ipc_identity k_alice = {.uid = 1000, .pid = -1, .principal = NULL, .privileged = 0};
+
+/* CloneSession by id from c: 1 = cloned, 0 = refused (error copied). */
+static int clone_ok(struct ts_cons *c, uint64_t session_id, char *err, size_t errlen)
+{
+    Perfetto__Protos__CloneSessionRequest cr = PERFETTO__PROTOS__CLONE_SESSION_REQUEST__INIT;
+    cr.selector_case = PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID;
+    cr.session_id = session_id;
+    struct ts_frame f;
+    assert_int_equal(ts_cons_call(c, TS_C_CLONE, &cr.base, &f, 10000), 1);
+    Perfetto__Protos__CloneSessionResponse *r =
+        perfetto__protos__clone_session_response__unpack(NULL, f.fi.payload_len, f.fi.payload);
+    ts_frame_free(&f);
+    assert_non_null(r);
+    int ok = r->success;
+    snprintf(err, errlen, "%s", r->error ? r->error : "");
+    perfetto__protos__clone_session_response__free_unpacked(r, NULL);
+    return ok;
+}
+
 static void test_trigger_flood_is_bounded(void **state)
 {
     (void)state;
@@ -110,11 +131,58 @@ static void test_trigger_flood_is_bounded(void **state)
     ts_env_free(&e);
 }
 
+/* Every clone is a full copy of its source's buffers (up to 128 of them, each with its own
+ * buffer id) and was not counted anywhere: one principal opening connections and cloning its own
+ * session could take the service's memory and all 65535 buffer ids, after which nobody could
+ * start a session. */
+static void test_clones_per_principal_are_bounded(void **state)
+{
+    (void)state;
+    struct ts_env e;
+    assert_int_equal(ts_env_init(&e), 0);
+    struct ts_cons owner;
+    assert_int_equal(ts_cons_connect_as(&e, &owner, &k_alice), 0);
+    struct ts_cfg cfg;
+    ts_cfg_init(&cfg, 16, 0, NULL, 0);
+    assert_true(ts_cons_enable(&owner, &cfg.tc, -1) != 0);
+    assert_int_equal(ts_wait_svc_count(&e, TS_SVC_SESSIONS, 1, 5000), 1);
+    uint64_t sid = e.svc->sessions->id;
+
+    enum { N = TG_SVC_MAX_CLONES_PER_UID + 1 };
+    struct ts_cons cl[N];
+    char err[256];
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(ts_cons_connect_as(&e, &cl[i], &k_alice), 0);
+        int ok = clone_ok(&cl[i], sid, err, sizeof err);
+        if (i < TG_SVC_MAX_CLONES_PER_UID) {
+            assert_true(ok);
+        } else {
+            assert_false(ok);
+            assert_non_null(strstr(err, "Too many cloned sessions"));
+        }
+    }
+    /* the quota is the principal's: root still clones alice's session */
+    struct ts_cons root;
+    assert_int_equal(ts_cons_connect_as(&e, &root, &k_root), 0);
+    assert_true(clone_ok(&root, sid, err, sizeof err));
+    /* and a clone given back frees a place */
+    ts_cons_close(&cl[0]);
+    assert_int_equal(ts_wait_svc_count(&e, TS_SVC_SESSIONS, 1 + TG_SVC_MAX_CLONES_PER_UID, 5000), 1);
+    assert_true(clone_ok(&cl[N - 1], sid, err, sizeof err));
+
+    ts_cons_close(&root);
+    for (int i = 1; i < N; i++)
+        ts_cons_close(&cl[i]);
+    ts_cons_close(&owner);
+    ts_env_free(&e);
+}
+
 int main(void)
 {
     tg_log_set_level(TG_LOG_ERROR); /* one info line per recorded trigger, each with a 4 KiB name */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_trigger_flood_is_bounded),
+        cmocka_unit_test(test_clones_per_principal_are_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
