@@ -925,7 +925,7 @@ static int accept_link(struct tg_fleet *f, int fd, struct tg_tls_server *tls, co
     const char *label, *why;
     if (tg_gw_admit(f->gw, ai, &label, &why) != 0) {
         tg_gw_count_rejected(f->gw, label);
-        tg_warn(LOG, "%s: refused a link connection from %s: %s", where, ai->source, why);
+        tg_gw_log_refusal(f->gw, TG_LOG_WARN, LOG, "%s: refused a link connection from %s: %s", where, ai->source, why);
         close(fd);
         tg_link_conn_free(c);
         snprintf(err, errlen, "%s", why);

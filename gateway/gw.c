@@ -4,6 +4,7 @@
 #include "gw_core.h"
 
 #include <event2/event.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "gw_tls_status.h"
 #include "gw_upstream.h"
 #include "tracegate/frame.h"
+#include "tracegate/clock.h"
 #include "tracegate/log.h"
 #include "base/json_str.h"
 #include "tracegate/onepath.h"
@@ -91,7 +93,8 @@ static void refuse(struct tg_gw *gw, tg_conn *down, const struct tg_gw_client_in
                    const char *label, const char *why)
 {
     tg_gw_metrics_conn_rejected(gw->metrics, label);
-    tg_warn(LOG, "refused %s client %s: %s", tg_gw_transport_name(info->transport), info->peer, why);
+    tg_gw_log_refusal(gw, TG_LOG_WARN, LOG, "refused %s client %s: %s", tg_gw_transport_name(info->transport),
+                      info->peer, why);
     tg_conn_set_cbs(down, &k_null_cbs, NULL);
     tg_conn_close(down, why);
     if (l)
@@ -362,6 +365,24 @@ void tg_gw_count_auth_failure(struct tg_gw *gw, enum tg_gw_transport t, const ch
 }
 
 void tg_gw_count_rejected(struct tg_gw *gw, const char *reason) { tg_gw_metrics_conn_rejected(gw->metrics, reason); }
+
+#define REFUSAL_LOG_PER_S 20u
+
+void tg_gw_log_refusal(struct tg_gw *gw, enum tg_log_level level, const char *component, const char *fmt, ...)
+{
+    unsigned unlogged;
+    if (!tg_log_sample(&gw->refusal_log, tg_mono_us(), REFUSAL_LOG_PER_S, 1000000u, &unlogged))
+        return;
+    char line[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (unlogged)
+        tg_log(level, component, "%s (and %u similar refusals not logged)", line, unlogged);
+    else
+        tg_log(level, component, "%s", line);
+}
 
 /* ------------------------------------------------------------ periodic */
 

@@ -12,6 +12,7 @@
 #ifndef TRACEGATE_GATEWAY_GW_H
 #define TRACEGATE_GATEWAY_GW_H
 
+#include "tracegate/log.h"
 #include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -137,5 +138,10 @@ char *tg_gw_status_json(struct tg_gw *gw);
 /* Counters bumped by transports. */
 void tg_gw_count_auth_failure(struct tg_gw *gw, enum tg_gw_transport t, const char *reason);
 void tg_gw_count_rejected(struct tg_gw *gw, const char *reason);
+/* Logs a refusal or a failure a peer can cause at will before it is authenticated (refused at
+ * accept, a failed TLS handshake): at most 20 such lines a second for the whole gateway, the
+ * next line logged saying how many were not (metrics count every one). Event loop thread. */
+void tg_gw_log_refusal(struct tg_gw *gw, enum tg_log_level level, const char *component, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 #endif

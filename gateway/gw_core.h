@@ -20,6 +20,7 @@
 #include "gw_bridge.h"
 #include "gw_config.h"
 #include "gw_limits.h"
+#include "base/log_sample.h"
 
 struct event;
 struct event_base;
@@ -45,6 +46,7 @@ struct tg_gw {
     struct tg_gw_metrics *metrics;   /* any thread */
     struct tg_gw_upstream *upstream[2]; /* by enum tg_gw_port; NULL = not served */
     struct tg_gw_sources *sources;
+    struct tg_log_sampler refusal_log; /* tg_gw_log_refusal */
 
     struct tg_gw_session *sessions;  /* head; linked through the sessions (tg_gw_session_next) */
     struct tg_gw_session *watched;   /* sessions that may have output queued: the sweep's list (gw_bridge.c) */

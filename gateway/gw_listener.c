@@ -116,7 +116,8 @@ static void tls_accepted(void *arg, tg_conn *c, const struct tg_tls_peer *peer, 
     struct tg_gw *gw = l->gw;
     if (!c) {
         tg_gw_metrics_auth_failure(gw->metrics, TG_GW_T_TLS, "handshake");
-        tg_info(LOG, "%s: TLS handshake with %s failed: %s", l->bound, p->info.peer, error ? error : "?");
+        tg_gw_log_refusal(l->gw, TG_LOG_INFO, LOG, "%s: TLS handshake with %s failed: %s", l->bound, p->info.peer,
+                          error ? error : "?");
         tg_gw_accept_admitted(gw, NULL, &p->info, l); /* gives the slot back */
         free(p);
         return;
@@ -158,7 +159,8 @@ static void accept_one(struct tg_gw_listener *l, int fd)
     describe_peer(fd, is_unix, gw->limits.source_prefix6, &info);
     if (l->spec.max_conns && l->n_conns >= l->spec.max_conns) {
         tg_gw_metrics_conn_rejected(gw->metrics, "listener_max_connections");
-        tg_warn(LOG, "%s: refused %s: the listener has %zu connections", l->bound, info.peer, l->n_conns);
+        tg_gw_log_refusal(gw, TG_LOG_WARN, LOG, "%s: refused %s: the listener has %zu connections", l->bound, info.peer,
+                          l->n_conns);
         close(fd);
         return;
     }
@@ -202,7 +204,8 @@ static void accept_one(struct tg_gw_listener *l, int fd)
         const char *label, *why;
         if (tg_gw_admit(gw, &info, &label, &why) != 0) {
             tg_gw_metrics_conn_rejected(gw->metrics, label);
-            tg_warn(LOG, "%s: refused %s before the TLS handshake: %s", l->bound, info.peer, why);
+            tg_gw_log_refusal(gw, TG_LOG_WARN, LOG, "%s: refused %s before the TLS handshake: %s", l->bound, info.peer,
+                              why);
             close(fd);
             l->n_conns--;
             return;

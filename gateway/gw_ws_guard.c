@@ -27,14 +27,7 @@ static uint64_t timeout_us(const struct tg_gw_ws *ws)
  * summarised with the next one logged (metrics count every one). */
 static int log_sampled(struct tg_gw_ws *ws, uint64_t now, unsigned *suppressed)
 {
-    if (now - ws->log_window_us >= LOG_WINDOW_US) {
-        *suppressed = ws->log_suppressed >= LOG_PER_WINDOW ? ws->log_suppressed - LOG_PER_WINDOW : 0;
-        ws->log_window_us = now;
-        ws->log_suppressed = 0;
-    } else {
-        *suppressed = 0;
-    }
-    return ++ws->log_suppressed <= LOG_PER_WINDOW;
+    return tg_log_sample(&ws->refusal_log, now, LOG_PER_WINDOW, LOG_WINDOW_US, suppressed);
 }
 
 static void sync_count(struct tg_gw_ws *ws) { atomic_store(&ws->pending_count, tg_ws_pending_count(ws->pending)); }

@@ -12,6 +12,7 @@
 
 #include <libwebsockets.h>
 
+#include "base/log_sample.h"
 #include "gw.h"
 #include "gw_ws.h"
 #include "gw_ws_handoff.h"
@@ -45,8 +46,7 @@ struct tg_gw_ws {
     int admitted_fd;                    /* accepted by the filter, awaiting its wsi */
     char admitted_source[64];
     int admitted_loopback;
-    uint64_t log_window_us;             /* sampled logging of refusals and cuts */
-    unsigned log_suppressed;
+    struct tg_log_sampler refusal_log;  /* refusals and cuts, sampled (lws thread) */
     atomic_size_t pending_count;        /* mirror for tg_gw_ws_http_pending (any thread) */
 
     /* reload request, done on the lws thread */

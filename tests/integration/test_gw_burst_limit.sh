@@ -6,7 +6,9 @@
 # 100 are admitted and each completes a BindService + QueryCapabilities round trip, the other
 # 200 are closed at accept (EOF or reset before any reply, no connect lost), and /metrics counts
 # 200 refusals with reason max_connections_per_source. Once the clients are gone the slots are
-# free again: a second burst of 100 is served in full.
+# free again: a second burst of 100 is served in full. The refusals are logged sampled (at most
+# 20 lines a second for the gateway): fewer lines than refusals, and a later line says how many
+# were not logged.
 # Exit 77 = skipped (no non-loopback IPv4 address on this machine).
 set -u
 . "$(dirname "$0")/gw_lib.sh"
@@ -47,3 +49,13 @@ out=$(tg_timeout 120 "$CLIENT" burst "$ADDR" --count $LIMIT 2>"$T/burst2.err")
 rej=$(metric "$REJ")
 [ "$rej" = $((N - LIMIT)) ] || fail "refusals counted for a burst within the limit: $rej"
 echo "ok: $LIMIT admitted and served, $((N - LIMIT)) refused at accept and counted; then $LIMIT more served"
+
+# a flood of refusals is not a flood of log lines
+lines=$(grep -c "too many connections from this address" "$T/gw.log")
+[ "$lines" -lt $((N - LIMIT)) ] || fail "each of the $((N - LIMIT)) refusals was logged ($lines lines)"
+one_more() { # one more burst over the limit, until a refusal in a later second says what was not logged
+    tg_timeout 60 "$CLIENT" burst "$ADDR" --count $((LIMIT + 1)) >/dev/null 2>&1
+    grep -q "too many connections from this address (and [0-9]* similar refusals not logged)" "$T/gw.log"
+}
+wait_for 60 one_more || fail "no log line says how many refusals were not logged"
+echo "ok: $lines log lines for $((N - LIMIT)) refusals; $(grep -o "and [0-9]* similar refusals not logged" "$T/gw.log" | head -n 1)"
