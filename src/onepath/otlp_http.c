@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,6 +41,7 @@ struct tg_op_otlp_http {
     uint64_t stop_deadline; /* monotonic ms, set with stop */
     struct tg_op_export_stats *st;
     int failing; /* the last request failed: log the next success once */
+    int wake;    /* eventfd, readable once stop is set: a POST waiting on the network notices */
 };
 
 int tg_op_otlp_url_parse(const char *url, char *host, size_t host_cap, char *port, size_t port_cap, char *path,
@@ -91,15 +93,31 @@ int tg_op_otlp_url_parse(const char *url, char *host, size_t host_cap, char *por
 
 /* ---------------------------------------------------------------- one POST */
 
-static int wait_fd(int fd, short ev, uint64_t deadline_ms)
+/* Lowers *deadline_ms to the stop deadline once stop is set; returns whether it is. */
+static int cap_deadline(struct tg_op_otlp_http *h, uint64_t *deadline_ms)
+{
+    pthread_mutex_lock(&h->mu);
+    int stop = h->stop;
+    if (stop && h->stop_deadline < *deadline_ms)
+        *deadline_ms = h->stop_deadline;
+    pthread_mutex_unlock(&h->mu);
+    return stop;
+}
+
+/* Waits for ev on fd until the attempt's deadline, or the stop deadline once a stop comes in
+ * meanwhile (the wake eventfd interrupts the wait): a collector that accepts and never answers
+ * must not hold up shutdown for a whole ONEPATH_TRACE_OTLP_TIMEOUT_MS. */
+static int wait_fd(struct tg_op_otlp_http *h, int fd, short ev, uint64_t deadline_ms)
 {
     for (;;) {
+        int stopping = cap_deadline(h, &deadline_ms);
         uint64_t now = tg_mono_ms();
         if (now >= deadline_ms)
             return -1;
-        struct pollfd pfd = {fd, ev, 0};
-        int n = poll(&pfd, 1, (int)(deadline_ms - now));
-        if (n > 0)
+        /* once stopping, the eventfd stays readable: watch the socket alone */
+        struct pollfd pfd[2] = {{fd, ev, 0}, {h->wake, POLLIN, 0}};
+        int n = poll(pfd, stopping ? 1 : 2, (int)(deadline_ms - now));
+        if (n > 0 && pfd[0].revents)
             return 0;
         if (n < 0 && errno != EINTR)
             return -1;
@@ -122,7 +140,7 @@ static int connect_to(struct tg_op_otlp_http *h, uint64_t deadline_ms)
         if (connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
             int e = errno, soerr = 0;
             socklen_t sl = sizeof soerr;
-            if (e != EINPROGRESS || wait_fd(fd, POLLOUT, deadline_ms) != 0 ||
+            if (e != EINPROGRESS || wait_fd(h, fd, POLLOUT, deadline_ms) != 0 ||
                 getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0 || soerr != 0) {
                 close(fd);
                 fd = -1;
@@ -133,7 +151,7 @@ static int connect_to(struct tg_op_otlp_http *h, uint64_t deadline_ms)
     return fd;
 }
 
-static int send_all(int fd, const char *p, size_t n, uint64_t deadline_ms)
+static int send_all(struct tg_op_otlp_http *h, int fd, const char *p, size_t n, uint64_t deadline_ms)
 {
     while (n) {
         ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
@@ -143,7 +161,7 @@ static int send_all(int fd, const char *p, size_t n, uint64_t deadline_ms)
         } else if (w < 0 && errno == EINTR) {
             continue;
         } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (wait_fd(fd, POLLOUT, deadline_ms) != 0)
+            if (wait_fd(h, fd, POLLOUT, deadline_ms) != 0)
                 return -1;
         } else {
             return -1;
@@ -154,7 +172,7 @@ static int send_all(int fd, const char *p, size_t n, uint64_t deadline_ms)
 
 /* The status of the response, -1 for a transport error or a response that is not HTTP.
  * *retry_after_ms = the Retry-After header in ms, 0 if none. */
-static int read_status(int fd, uint64_t deadline_ms, unsigned *retry_after_ms)
+static int read_status(struct tg_op_otlp_http *h, int fd, uint64_t deadline_ms, unsigned *retry_after_ms)
 {
     char buf[8192];
     size_t len = 0;
@@ -173,7 +191,7 @@ static int read_status(int fd, uint64_t deadline_ms, unsigned *retry_after_ms)
         } else if (errno == EINTR) {
             continue;
         } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            if (wait_fd(fd, POLLIN, deadline_ms) != 0)
+            if (wait_fd(h, fd, POLLIN, deadline_ms) != 0)
                 return -1;
         } else {
             return -1;
@@ -207,9 +225,9 @@ static int post(struct tg_op_otlp_http *h, const struct req *r, uint64_t deadlin
                       h->path, strchr(h->host, ':') ? "[" : "", h->host, strchr(h->host, ':') ? "]" : "", h->port,
                       r->len);
     int status = -1;
-    if (hn > 0 && (size_t)hn < sizeof head && send_all(fd, head, (size_t)hn, deadline_ms) == 0 &&
-        send_all(fd, r->body, r->len, deadline_ms) == 0)
-        status = read_status(fd, deadline_ms, retry_after_ms);
+    if (hn > 0 && (size_t)hn < sizeof head && send_all(h, fd, head, (size_t)hn, deadline_ms) == 0 &&
+        send_all(h, fd, r->body, r->len, deadline_ms) == 0)
+        status = read_status(h, fd, deadline_ms, retry_after_ms);
     close(fd);
     return status;
 }
@@ -240,10 +258,7 @@ static int backoff_wait(struct tg_op_otlp_http *h, unsigned ms)
 static uint64_t attempt_deadline(struct tg_op_otlp_http *h)
 {
     uint64_t d = tg_mono_ms() + h->cfg.timeout_ms;
-    pthread_mutex_lock(&h->mu);
-    if (h->stop && h->stop_deadline < d)
-        d = h->stop_deadline;
-    pthread_mutex_unlock(&h->mu);
+    cap_deadline(h, &d);
     return d;
 }
 
@@ -336,8 +351,9 @@ struct tg_op_otlp_http *tg_op_otlp_http_start(const struct tg_op_otlp_http_cfg *
     h->st = tg_op_stats(ONEPATH_EXPORT_OTLP_HTTP);
     h->q = calloc(h->cfg.queue, sizeof *h->q);
     char *url = strdup(cfg->url);
+    h->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     pthread_condattr_t ca;
-    int ok = h->q && url && pthread_condattr_init(&ca) == 0;
+    int ok = h->q && url && h->wake >= 0 && pthread_condattr_init(&ca) == 0;
     if (ok) {
         pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
         ok = pthread_cond_init(&h->cv, &ca) == 0;
@@ -360,6 +376,8 @@ struct tg_op_otlp_http *tg_op_otlp_http_start(const struct tg_op_otlp_http_cfg *
         pthread_sigmask(SIG_SETMASK, &old, NULL);
     }
     if (!ok) {
+        if (h->wake >= 0)
+            close(h->wake);
         free(url);
         free(h->q);
         free(h);
@@ -395,7 +413,12 @@ void tg_op_otlp_http_stop(struct tg_op_otlp_http *h)
     h->stop_deadline = tg_mono_ms() + TG_OP_STOP_STALL_MS;
     pthread_cond_broadcast(&h->cv);
     pthread_mutex_unlock(&h->mu);
+    uint64_t one = 1;
+    if (write(h->wake, &one, sizeof one) < 0) {
+        /* cannot fail on a fresh eventfd; the wait then ends at its own deadline */
+    }
     pthread_join(h->th, NULL);
+    close(h->wake);
     atomic_store(&h->st->active, 0);
     pthread_mutex_destroy(&h->mu);
     pthread_cond_destroy(&h->cv);

@@ -1,0 +1,128 @@
+/* test_onepath_otlp_http.c: the OTLP/HTTP sender against a collector that never answers. The
+ * listening socket takes the connection and the whole POST, then says nothing: shutdown must
+ * still return within the documented ~2 s stop allowance (not after ONEPATH_TRACE_OTLP_TIMEOUT_MS)
+ * and count the request's spans as lost. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "onepath_test_util.h"
+#include "tracegate/onepath.h"
+
+static int g_listen = -1;
+static unsigned g_port;
+
+static int setup(void **state)
+{
+    (void)state;
+    onepath_trace_shutdown();
+    ot_clear_env();
+    g_listen = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (g_listen < 0)
+        return -1;
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t al = sizeof a;
+    if (bind(g_listen, (struct sockaddr *)&a, sizeof a) != 0 || listen(g_listen, 8) != 0 ||
+        getsockname(g_listen, (struct sockaddr *)&a, &al) != 0)
+        return -1;
+    g_port = ntohs(a.sin_port);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    onepath_trace_shutdown();
+    ot_clear_env();
+    if (g_listen >= 0)
+        close(g_listen);
+    g_listen = -1;
+    return 0;
+}
+
+/* Accepts one connection and reads one whole request (head and Content-Length body) from it,
+ * waiting at most timeout_ms for each step. Returns the connection, -1 on timeout or error. */
+static int accept_request(int timeout_ms)
+{
+    struct pollfd p = {g_listen, POLLIN, 0};
+    if (poll(&p, 1, timeout_ms) != 1)
+        return -1;
+    int c = accept(g_listen, NULL, NULL);
+    if (c < 0)
+        return -1;
+    char buf[65536];
+    size_t len = 0;
+    for (;;) {
+        struct pollfd q = {c, POLLIN, 0};
+        if (len == sizeof buf - 1 || poll(&q, 1, timeout_ms) != 1)
+            break;
+        ssize_t r = read(c, buf + len, sizeof buf - 1 - len);
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+        buf[len] = 0;
+        char *end = strstr(buf, "\r\n\r\n");
+        const char *cl = strcasestr(buf, "Content-Length:");
+        if (end && cl && (size_t)(end + 4 - buf) + strtoul(cl + 15, NULL, 10) <= len)
+            return c;
+    }
+    close(c);
+    return -1;
+}
+
+static void test_shutdown_does_not_wait_for_a_silent_collector(void **state)
+{
+    (void)state;
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/v1/traces", g_port);
+    setenv("ONEPATH_TRACE_ENABLE", "1", 1);
+    setenv("ONEPATH_TRACE_FLUSH_MS", "10", 1);
+    setenv("ONEPATH_TRACE_OTLP_RETRIES", "0", 1);
+    setenv("ONEPATH_TRACE_OTLP_TIMEOUT_MS", "30000", 1); /* far beyond the stop allowance */
+    onepath_trace_opts_t o = ONEPATH_TRACE_OPTS_DEFAULT;
+    o.ndjson_path = "";
+    o.sample_ratio = 1.0;
+    o.otlp_http = url;
+    assert_int_equal(onepath_trace_init(&o), ONEPATH_OK);
+    onepath_span_end(onepath_span_start("quiet", ONEPATH_SPAN_KIND_CLIENT, NULL));
+
+    /* the sender has posted the span and now waits for an answer that never comes */
+    int c = accept_request(10000);
+    assert_true(c >= 0);
+    uint64_t t0 = ot_now_ns();
+    onepath_trace_shutdown();
+    uint64_t ms = (ot_now_ns() - t0) / 1000000u;
+    close(c);
+    print_message("shutdown took %llu ms\n", (unsigned long long)ms);
+    assert_true(ms < 8000); /* the stop allowance is ~2 s; the attempt's own timeout is 30 s */
+
+    onepath_export_stats_t st;
+    assert_int_equal(onepath_export_stats(ONEPATH_EXPORT_OTLP_HTTP, &st, NULL, 0), ONEPATH_OK);
+    assert_int_equal(st.queued, 1);
+    assert_int_equal(st.written, 0);
+    assert_int_equal(st.lost, 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_shutdown_does_not_wait_for_a_silent_collector, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
