@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "onepath/jsonbuf.h"
 #include "tracegate/log.h"
 
 static const char *env(const char *name)
@@ -63,7 +64,11 @@ static double env_ratio(const char *name)
     if (!v)
         return 0.0;
     char *end;
+    /* '.' is the decimal separator whatever LC_NUMERIC the application set before the init */
+    locale_t c = tg_op_c_locale(), old = c ? uselocale(c) : (locale_t)0;
     double r = strtod(v, &end);
+    if (c)
+        uselocale(old);
     if (*end || end == v || isnan(r)) {
         tg_warn("onepath", "%s=%s is not a ratio in [0,1]: using 0.0", name, v);
         return 0.0;

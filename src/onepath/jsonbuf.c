@@ -3,6 +3,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,17 @@ void tg_op_jb_i64(struct tg_op_jb *b, int64_t v)
     tg_op_jb_put(b, t, (size_t)n);
 }
 
+static locale_t g_c_locale;
+static pthread_once_t g_c_locale_once = PTHREAD_ONCE_INIT;
+
+static void make_c_locale(void) { g_c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0); }
+
+locale_t tg_op_c_locale(void)
+{
+    pthread_once(&g_c_locale_once, make_c_locale);
+    return g_c_locale;
+}
+
 void tg_op_jb_f64(struct tg_op_jb *b, double v)
 {
     if (isnan(v)) {
@@ -89,7 +101,12 @@ void tg_op_jb_f64(struct tg_op_jb *b, double v)
         return;
     }
     char t[40];
+    /* %g follows LC_NUMERIC: under a comma-decimal locale the application set it would print
+     * "3,25", which is not JSON; this thread formats in "C" for the call */
+    locale_t c = tg_op_c_locale(), old = c ? uselocale(c) : (locale_t)0;
     int n = snprintf(t, sizeof t, "%.17g", v);
+    if (c)
+        uselocale(old);
     /* %g may print "1e+20" (valid JSON) but never "inf"/"nan" here; it prints no leading '+' */
     tg_op_jb_put(b, t, (size_t)n);
 }

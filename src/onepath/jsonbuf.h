@@ -5,6 +5,7 @@
 #ifndef TG_ONEPATH_JSONBUF_H
 #define TG_ONEPATH_JSONBUF_H
 
+#include <locale.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,7 +25,8 @@ void tg_op_jb_puts(struct tg_op_jb *b, const char *s);
 void tg_op_jb_putc(struct tg_op_jb *b, char c);
 void tg_op_jb_u64(struct tg_op_jb *b, uint64_t v);
 void tg_op_jb_i64(struct tg_op_jb *b, int64_t v);
-/* A JSON number, or the strings "NaN", "Infinity", "-Infinity" for values JSON cannot hold. */
+/* A JSON number (always with a '.', whatever LC_NUMERIC the application set), or the strings
+ * "NaN", "Infinity", "-Infinity" for values JSON cannot hold. */
 void tg_op_jb_f64(struct tg_op_jb *b, double v);
 /* A quoted JSON string of n bytes: ", \ and control characters escaped, invalid UTF-8 replaced by
  * U+FFFD. */
@@ -32,5 +34,9 @@ void tg_op_jb_str(struct tg_op_jb *b, const char *s, size_t n);
 void tg_op_jb_cstr(struct tg_op_jb *b, const char *s);
 /* A quoted string of lower-case hex. */
 void tg_op_jb_hex(struct tg_op_jb *b, const uint8_t *bytes, size_t n);
+
+/* The "C" locale (made once, never freed) for formatting and parsing numbers with uselocale()
+ * independently of the application's setlocale(); (locale_t)0 if it could not be made. */
+locale_t tg_op_c_locale(void);
 
 #endif

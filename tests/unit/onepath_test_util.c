@@ -3,11 +3,15 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <ftw.h>
 #include <inttypes.h>
+#include <locale.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -158,5 +162,55 @@ int ot_wait_for(int (*cond)(void *arg), void *arg, int timeout_ms)
             return 0;
         struct timespec d = {0, 2 * 1000 * 1000};
         nanosleep(&d, NULL);
+    }
+}
+
+static char g_locale_dir[512];
+
+static int comma_decimal(void)
+{
+    const struct lconv *lc = localeconv();
+    return lc && strcmp(lc->decimal_point, ",") == 0;
+}
+
+int ot_comma_locale_begin(void)
+{
+    static const char *const names[] = {"de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8", "fr_FR.utf8"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (setlocale(LC_NUMERIC, names[i]) && comma_decimal())
+            return 1;
+    const char *d = ot_tmpdir("locale");
+    if (!d)
+        return 0;
+    snprintf(g_locale_dir, sizeof g_locale_dir, "%s", d);
+    char out[600];
+    snprintf(out, sizeof out, "%s/de_DE.UTF-8", g_locale_dir);
+    char *argv[] = {"localedef", "-i", "de_DE", "-f", "UTF-8", out, NULL};
+    pid_t pid;
+    int status = -1;
+    if (posix_spawnp(&pid, "localedef", NULL, NULL, argv, environ) != 0 || waitpid(pid, &status, 0) != pid)
+        return 0;
+    setenv("LOCPATH", g_locale_dir, 1);
+    if (setlocale(LC_NUMERIC, "de_DE.UTF-8") && comma_decimal())
+        return 1;
+    ot_comma_locale_end();
+    return 0;
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+void ot_comma_locale_end(void)
+{
+    setlocale(LC_NUMERIC, "C");
+    if (g_locale_dir[0]) {
+        unsetenv("LOCPATH");
+        nftw(g_locale_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        g_locale_dir[0] = 0;
     }
 }

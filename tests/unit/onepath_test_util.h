@@ -1,6 +1,6 @@
 /* onepath_test_util.h: helpers for the OnePath unit tests: JSON reading (tracectl's reader, to
  * read the NDJSON exports back), a scratch directory, reading a file's lines, clearing the ONEPATH_*
- * environment, and waiting (with a generous deadline) for a condition.
+ * environment, waiting (with a generous deadline) for a condition, and a comma-decimal locale.
  * Nothing here calls cmocka; not thread-safe unless noted. */
 #ifndef ONEPATH_TEST_UTIL_H
 #define ONEPATH_TEST_UTIL_H
@@ -39,5 +39,12 @@ void ot_clear_env(void);
 /* Calls cond(arg) every few ms until it returns non-zero (1) or timeout_ms passes (0). */
 int ot_wait_for(int (*cond)(void *arg), void *arg, int timeout_ms);
 uint64_t ot_now_ns(void);
+
+/* Switches LC_NUMERIC to a locale whose decimal separator is ',' (as an application calling
+ * setlocale(LC_ALL, "") in Germany or France has): an installed one, else one compiled with
+ * localedef into a scratch directory named by LOCPATH. 1 on success, 0 when no such locale can be
+ * had (the caller skips). ot_comma_locale_end() restores "C" and removes the scratch locale. */
+int ot_comma_locale_begin(void);
+void ot_comma_locale_end(void);
 
 #endif

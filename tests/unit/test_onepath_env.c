@@ -1,4 +1,5 @@
-/* test_onepath_env.c: the ONEPATH_* environment: defaults, boolean and ratio parsing, service
+/* test_onepath_env.c: the ONEPATH_* environment: defaults, boolean and ratio parsing (also under a
+ * comma-decimal LC_NUMERIC), service
  * name and paths, AUTO_INJECT, lazy init at the first send/receive or span (and its failure, or a
  * failed explicit init, retried only after shutdown), later environment changes ignored until shutdown + init, re-init with new
  * settings, opts overriding the environment, and "disabled" starting no thread and creating no
@@ -165,6 +166,25 @@ static void test_ratio_parsing(void **state)
             if (root_sampled() != cases[i].sampled)
                 fail_msg("RATIO=%s: expected sampled=%d", cases[i].v, cases[i].sampled);
     }
+}
+
+/* The ratio is read with a '.' whatever LC_NUMERIC the application set before the (lazy) init:
+ * under a comma-decimal locale "1.0" was taken for "1" followed by junk, i.e. ratio 0.0. */
+static void test_ratio_under_comma_locale(void **state)
+{
+    (void)state;
+    if (!ot_comma_locale_begin())
+        skip();
+    setenv("ONEPATH_TRACE_ENABLE", "1", 1);
+    setenv("ONEPATH_TRACE_SAMPLE_RATIO", "1.0", 1);
+    reinit();
+    int sampled = root_sampled();
+    setenv("ONEPATH_TRACE_SAMPLE_RATIO", "1,0", 1); /* not a ratio in the documented syntax */
+    reinit();
+    int comma = root_sampled();
+    ot_comma_locale_end();
+    assert_int_equal(sampled, 1);
+    assert_int_equal(comma, 0);
 }
 
 static void test_service_and_path(void **state)
@@ -414,6 +434,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_defaults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_booleans, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ratio_parsing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ratio_under_comma_locale, setup, teardown),
         cmocka_unit_test_setup_teardown(test_service_and_path, setup, teardown),
         cmocka_unit_test_setup_teardown(test_auto_inject, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lazy_init, setup, teardown),

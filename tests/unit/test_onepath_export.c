@@ -1,6 +1,7 @@
 /* test_onepath_export.c: the asynchronous NDJSON span exporter: every record parsed back and
  * checked field by field (ids, parent links, kinds, times, status, escaped attributes, events,
- * resource), attribute limits, periodic flushing without shutdown, unsampled spans not exported,
+ * resource), attribute limits, periodic flushing without shutdown, doubles written with a '.'
+ * whatever the application's LC_NUMERIC, unsampled spans not exported,
  * an unopenable path, and the non-blocking guarantee: with the export file a FIFO nobody reads,
  * the flush thread is stuck in its write while span_end keeps returning, drops are counted, and
  * everything accepted arrives once the FIFO is drained. A FIFO whose reader went away (EPIPE,
@@ -333,6 +334,33 @@ static void test_periodic_flush(void **state)
     free_all(v, n);
 }
 
+/* An application that called setlocale() with a comma-decimal LC_NUMERIC: double attributes are
+ * still JSON numbers with a '.' (not "3,25", which made the whole line invalid JSON). */
+static void test_doubles_under_comma_locale(void **state)
+{
+    (void)state;
+    if (!ot_comma_locale_begin())
+        skip();
+    start(g_path, 1.0, 0, NULL);
+    onepath_span_t s = onepath_span_start("locale", ONEPATH_SPAN_KIND_INTERNAL, NULL);
+    onepath_span_set_attr_f64(s, "pi", 3.25);
+    onepath_span_set_attr_f64(s, "tiny", 1.5e-300);
+    onepath_span_end(s);
+    onepath_trace_shutdown(); /* rendered on the flush thread, under the application's locale */
+    ot_comma_locale_end();    /* the reader below converts numbers with strtod */
+    struct tj **v;
+    long n = load(g_path, &v); /* every line valid JSON */
+    assert_int_equal(n, 1);
+    const struct tj *attrs = tj_get(v[0], "attributes");
+    const struct tj *pi = tj_get(attrs, "pi"), *tiny = tj_get(attrs, "tiny");
+    assert_non_null(pi);
+    assert_non_null(tiny);
+    assert_int_equal(pi->type, TJ_NUM);
+    assert_true(pi->d == 3.25);
+    assert_true(tiny->d == 1.5e-300);
+    free_all(v, n);
+}
+
 static void test_unsampled_not_exported(void **state)
 {
     (void)state;
@@ -564,6 +592,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_schema, setup, teardown),
         cmocka_unit_test_setup_teardown(test_limits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_periodic_flush, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_doubles_under_comma_locale, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unsampled_not_exported, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unopenable_path, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fifo_nobody_reads, setup, teardown),
