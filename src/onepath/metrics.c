@@ -118,6 +118,8 @@ static struct metric *do_register(const char *name, const char *desc, int type, 
             m->nb = nb;
             m->log2 = bounds == g_log2_bounds;
             atomic_init(&m->min, UINT64_MAX);
+            /* a child forked right here sees m complete once it is linked (after_fork) */
+            atomic_signal_fence(memory_order_seq_cst);
             if (g_last)
                 g_last->next = m;
             else
@@ -235,12 +237,28 @@ void onepath_metrics_snapshot(onepath_metric_cb cb, void *userdata)
     pthread_rwlock_unlock(&g_lock);
 }
 
+/* ---- fork ---- */
+
+static pthread_mutex_t g_builtins_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void tg_op_metrics_after_fork(void)
+{
+    pthread_rwlock_init(&g_lock, NULL);
+    pthread_mutex_init(&g_builtins_mu, NULL);
+    /* a registration cut short by the fork may have linked its metric without moving the tail */
+    g_last = NULL;
+    g_count = 0;
+    for (struct metric *m = g_head; m; m = m->next) {
+        g_last = m;
+        g_count++;
+    }
+}
+
 /* ---- built-ins ---- */
 
 /* Registered once per process (metrics persist, so later generations find them registered). */
 static struct tg_op_builtins g_builtins;
 static atomic_int g_builtins_ready;
-static pthread_mutex_t g_builtins_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static onepath_histogram_t latency_hist(const char *name, const char *desc)
 {

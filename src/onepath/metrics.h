@@ -26,5 +26,8 @@ void tg_op_metrics_ndjson(struct tg_op_jb *b, uint64_t ts_ns, const char *servic
 void tg_op_prom_name(struct tg_op_jb *b, const char *name);
 /* Appends the Prometheus text of every metric. */
 void tg_op_metrics_prometheus(struct tg_op_jb *b);
+/* In a forked child: the registry's locks may have been held by threads the child does not
+ * have (the metrics flush thread in its snapshot): made fresh, the list's tail re-found. */
+void tg_op_metrics_after_fork(void);
 
 #endif

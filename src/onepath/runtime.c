@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "onepath/env_config.h"
+#include "onepath/metrics.h"
 #include "onepath/metrics_export.h"
 #include "onepath/ndjson_file.h"
 #include "onepath/recent.h"
@@ -51,6 +52,7 @@ static void after_fork_child(void)
     memset(&g_cfg, 0, sizeof g_cfg);
     tg_op_rec_forget_thread();
     tg_op_recent_after_fork();
+    tg_op_metrics_after_fork();
     atomic_fetch_add(&tg_op_g_epoch, 1);
     atomic_store(&g_lazy_failed, 0);
     atomic_store(&tg_op_g_up, 0);

@@ -1,8 +1,8 @@
 /* test_onepath_metrics.c: counters, gauges and histograms: NULL handles when metrics are off,
  * idempotent registration and its refusals, log2 and fixed bucket placement, exact totals from 4
  * concurrent writers while snapshots run (and never go backwards), the built-in onepath.* metrics,
- * Prometheus text (names, HELP/TYPE, cumulative buckets, +Inf = _count) and the metrics NDJSON
- * export parsed back. */
+ * Prometheus text (names, HELP/TYPE, cumulative buckets, +Inf = _count), the metrics NDJSON
+ * export parsed back, and a child forked while another thread walked the registry. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -452,6 +454,69 @@ static void test_ndjson_export(void **state)
     assert_int_equal(st.lost, 0);
 }
 
+/* A thread holding the registry's read lock (the metrics flush thread taking its snapshot, here
+ * parked inside the snapshot callback) while another thread forks: the child inherited the lock
+ * read-held by a thread it does not have, and its first registration waited forever. */
+struct parked {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int inside, go;
+};
+
+static void park_cb(const onepath_metric_sample_t *s, void *arg)
+{
+    (void)s;
+    struct parked *p = arg;
+    pthread_mutex_lock(&p->mu);
+    p->inside = 1;
+    pthread_cond_broadcast(&p->cv);
+    while (!p->go)
+        pthread_cond_wait(&p->cv, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+}
+
+static void *park_thread(void *arg)
+{
+    onepath_metrics_snapshot(park_cb, arg);
+    return NULL;
+}
+
+static void test_fork_during_snapshot(void **state)
+{
+    (void)state;
+    assert_non_null(onepath_counter_register("parent.counter", "")); /* something to walk */
+    struct parked p = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, park_thread, &p), 0);
+    pthread_mutex_lock(&p.mu);
+    while (!p.inside)
+        pthread_cond_wait(&p.cv, &p.mu);
+    pthread_mutex_unlock(&p.mu);
+
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(20); /* a deadlocked child dies of SIGALRM instead of hanging the test */
+        if (onepath_metrics_init() != ONEPATH_OK)
+            _exit(2);
+        onepath_counter_t c = onepath_counter_register("child.counter", "");
+        onepath_counter_t again = onepath_counter_register("parent.counter", "");
+        _exit(c && again ? 0 : 3);
+    }
+    int status = 0;
+    pid_t w = waitpid(pid, &status, 0);
+    pthread_mutex_lock(&p.mu);
+    p.go = 1;
+    pthread_cond_broadcast(&p.cv);
+    pthread_mutex_unlock(&p.mu);
+    pthread_join(th, NULL);
+    assert_int_equal(w, pid);
+    if (WIFSIGNALED(status))
+        fail_msg("the child died of signal %d (SIGALRM: its registration deadlocked)", WTERMSIG(status));
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -462,6 +527,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_builtins, setup, teardown),
         cmocka_unit_test_setup_teardown(test_prometheus, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ndjson_export, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fork_during_snapshot, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
