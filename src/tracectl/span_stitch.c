@@ -199,12 +199,16 @@ static int place(struct ctx *c, struct item *it, uint32_t *warned, size_t *n_war
         c->st->remote++;
     }
     it->clock_id = mc->clock_id;
-    if (tc_clock_map(mc, s->start_ns, &it->b) != 0) {
+    /* trace processor keeps timestamps as int64: a slice must begin and end within it (an
+     * end_ns of 2^64-1 used to wrap and put the SLICE_END before the SLICE_BEGIN) */
+    uint64_t dur = s->end_ns - s->start_ns;
+    if (tc_clock_map(mc, s->start_ns, &it->b) != 0 || it->b > (uint64_t)INT64_MAX ||
+        dur > (uint64_t)INT64_MAX - it->b) {
         c->st->unplaceable++;
         it->skip = 1;
         return 0;
     }
-    it->e = it->b + (s->end_ns - s->start_ns);
+    it->e = it->b + dur;
     return 0;
 }
 
@@ -828,7 +832,8 @@ int tc_stitch(const struct tc_span_set *set, const struct tc_trace_clocks *clock
     if (st->duplicates)
         warn(&c, "%zu span record(s) repeated a trace and span id already seen: skipped", st->duplicates);
     if (st->unplaceable)
-        warn(&c, "%zu span(s) lie before the start of the trace clock: skipped", st->unplaceable);
+        warn(&c, "%zu span(s) lie before the start of the trace clock or beyond its range: skipped",
+             st->unplaceable);
     if (layout(&c) || flows(&c, &x) || write_all(&c))
         goto out;
     rc = 0;

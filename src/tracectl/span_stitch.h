@@ -46,7 +46,7 @@ struct tc_stitch_stats {
     size_t spans;       /* spans given */
     size_t placed;      /* slices written */
     size_t duplicates;  /* same trace and span id seen again: skipped */
-    size_t unplaceable; /* timestamps that map before the trace clock's zero: skipped */
+    size_t unplaceable; /* times that map before the trace clock's zero or past 2^63-1: skipped */
     size_t on_host_clock; /* spans of a machine unknown to the trace, placed with the host's clocks */
     size_t remote;      /* spans placed on a remote machine's clocks */
     size_t tracks;      /* track descriptors written (process and thread tracks) */

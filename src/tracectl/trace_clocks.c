@@ -212,6 +212,8 @@ int tc_clock_map(const struct tc_machine_clocks *mc, uint64_t real_ns, uint64_t 
         }
     }
     if (real_ns >= best->real) {
+        if (real_ns - best->real > UINT64_MAX - best->target)
+            return -1; /* beyond the clock's range */
         *out = best->target + (real_ns - best->real);
         return 0;
     }

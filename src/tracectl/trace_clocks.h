@@ -41,7 +41,7 @@ int tc_trace_clocks_add_packet(struct tc_trace_clocks *c, const uint8_t *pkt, si
 const struct tc_machine_clocks *tc_trace_clocks_machine(const struct tc_trace_clocks *c, uint32_t machine_id);
 /* Maps a REALTIME timestamp onto the machine's trace clock with the pair whose REALTIME is
  * nearest (so drift between snapshots costs at most half a snapshot period's drift). Returns 0,
- * or -1 when the machine has no pair or the result would be negative. */
+ * or -1 when the machine has no pair or the result would be negative or above 2^64-1. */
 int tc_clock_map(const struct tc_machine_clocks *mc, uint64_t real_ns, uint64_t *out);
 void tc_trace_clocks_free(struct tc_trace_clocks *c);
 

@@ -2,7 +2,8 @@
  * span_load.c, trace_clocks.c, json_read.c): clock mapping for the host and for a remote machine
  * with a different offset, the nearest clock snapshot, a machine the trace does not know, tracks
  * per process and thread with lanes, flows across tracks and machines, annotations, sequence ids,
- * duplicates, orphans, bad lines and a trace without clock snapshots. Packets are decoded back with
+ * duplicates, orphans, bad lines, span times beyond the trace clock's range and a trace without
+ * clock snapshots. Packets are decoded back with
  * the protobuf-c TracePacket messages. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -497,6 +498,45 @@ static void test_host_map_and_errors(void **state)
     tc_spans_free(&set);
 }
 
+/* Untrusted span times that do not fit the trace clock: an end_ns of 2^64-1 (a "never ended"
+ * sentinel) and a start far in the future. Their slices wrapped around 2^64, so a SLICE_END came
+ * before its SLICE_BEGIN and the track's later slices all nested under a slice that never ended.
+ * Now such spans are skipped and counted; every slice written ends at or after its begin. */
+static void test_times_out_of_range(void **state)
+{
+    (void)state;
+    struct buf tr = make_trace(1);
+    struct tc_trace_clocks clocks;
+    char err[256];
+    assert_int_equal(tc_trace_clocks_scan(tr.p, tr.len, &clocks, err, sizeof err), 0);
+    struct tc_span_set set;
+    memset(&set, 0, sizeof set);
+    add(&set, span_line(SA, "", "ok.before", R0 + 1000, R0 + 2000, "hub", 100, 100, NULL, NULL));
+    add(&set, span_line(SB, "", "never.ended", R0 + 3000, UINT64_MAX, "hub", 100, 100, NULL, NULL));
+    add(&set, span_line(SC, "", "far.future", UINT64_MAX - 10, UINT64_MAX, "hub", 100, 100, NULL, NULL));
+    add(&set, span_line(SD, "", "ok.after", R0 + 4000, R0 + 5000, "hub", 100, 100, NULL, NULL));
+    struct out o;
+    struct tc_stitch_stats st;
+    memset(&o, 0, sizeof o);
+    assert_int_equal(tc_stitch(&set, &clocks, NULL, collect, &o, &st, err, sizeof err), 0);
+    assert_int_equal(st.unplaceable, 2);
+    assert_int_equal(st.placed, 2);
+    /* per track, begins and ends pair up in time order */
+    for (size_t i = 0; i < o.n; i++) {
+        const Perfetto__Protos__TrackEvent *te = o.pkt[i]->track_event;
+        if (o.pkt[i]->data_case != PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_EVENT)
+            continue;
+        assert_true(o.pkt[i]->timestamp <= (uint64_t)INT64_MAX);
+        if (te->type == PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_BEGIN)
+            assert_true(strcmp(te->name, "never.ended") && strcmp(te->name, "far.future"));
+    }
+    assert_int_equal(begin_of(&o, "ok.after")->timestamp, B0 + 4000);
+    out_free(&o);
+    tc_spans_free(&set);
+    tc_trace_clocks_free(&clocks);
+    free(tr.p);
+}
+
 static void test_json_depth(void **state)
 {
     (void)state;
@@ -521,6 +561,7 @@ int main(void)
         cmocka_unit_test(test_clock_mapping),    cmocka_unit_test(test_tracks_and_sequences),
         cmocka_unit_test(test_flows),            cmocka_unit_test(test_annotations),
         cmocka_unit_test(test_host_map_and_errors), cmocka_unit_test(test_json_depth),
+        cmocka_unit_test(test_times_out_of_range),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
