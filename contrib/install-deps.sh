@@ -15,6 +15,7 @@ PKGS=(
   protobuf-compiler
   adb   # tests: a real ADB server for /adb (test_ws_adb.sh)
   nftables openssh-server openssh-client util-linux   # tests: test_link_netns.sh (NAT), test_link_ssh.sh (sshd), setpriv
+  locales   # tests: OnePath under a comma-decimal locale (a de_DE locale compiled with localedef)
 )
 # browser tests (issue 4): chromium + node for playwright-core
 if [ "${TRACEGATE_BROWSER_DEPS:-0}" = "1" ]; then
