@@ -99,6 +99,10 @@ struct tg_trace_buffer {
     enum tg_tb_fill_policy policy;
     bool discarding; /* DISCARD policy hit the end: refuse every new chunk */
 
+    /* Hash buckets hold the complement of an offset/index (bucket_get/bucket_set), so that zeroed
+     * memory reads as empty (NONE): they come from calloc and cost a page only once something
+     * hashes into it. (A 4 GB buffer has 4M buckets, 16 MiB; filling them with NONE up front made
+     * EnableTracing with 128 such buffers take 2 GiB before any data came.) */
     uint32_t *chunk_buckets;
     uint32_t chunk_mask;
 
@@ -170,12 +174,17 @@ static uint32_t pow2_at_least(uint32_t v)
     return p;
 }
 
+/* ---- hash buckets: the complement of the first entry's offset or index (0 = empty) ---- */
+
+static inline uint32_t bucket_get(const uint32_t *b) { return ~*b; }
+static inline void bucket_set(uint32_t *b, uint32_t v) { *b = ~v; }
+
 /* ---- chunk index ---- */
 
 static uint32_t chunk_find(const struct tg_trace_buffer *tb, uint32_t producer_id, uint16_t writer_id,
                            uint32_t chunk_id)
 {
-    uint32_t off = tb->chunk_buckets[chunk_hash(producer_id, writer_id, chunk_id) & tb->chunk_mask];
+    uint32_t off = bucket_get(&tb->chunk_buckets[chunk_hash(producer_id, writer_id, chunk_id) & tb->chunk_mask]);
     while (off != NONE) {
         const struct tb_rec *r = rec_at(tb, off);
         if (r->chunk_id == chunk_id && r->writer_id == writer_id && r->producer_id == producer_id)
@@ -189,20 +198,26 @@ static void chunk_index_add(struct tg_trace_buffer *tb, uint32_t off)
 {
     struct tb_rec *r = rec_at(tb, off);
     uint32_t *b = &tb->chunk_buckets[chunk_hash(r->producer_id, r->writer_id, r->chunk_id) & tb->chunk_mask];
-    r->hash_next = *b;
-    *b = off;
+    r->hash_next = bucket_get(b);
+    bucket_set(b, off);
 }
 
 static void chunk_index_remove(struct tg_trace_buffer *tb, uint32_t off)
 {
     struct tb_rec *r = rec_at(tb, off);
-    uint32_t *link = &tb->chunk_buckets[chunk_hash(r->producer_id, r->writer_id, r->chunk_id) & tb->chunk_mask];
-    while (*link != NONE) {
-        if (*link == off) {
-            *link = r->hash_next;
+    uint32_t *b = &tb->chunk_buckets[chunk_hash(r->producer_id, r->writer_id, r->chunk_id) & tb->chunk_mask];
+    uint32_t cur = bucket_get(b);
+    if (cur == off) {
+        bucket_set(b, r->hash_next);
+        return;
+    }
+    while (cur != NONE) {
+        struct tb_rec *c = rec_at(tb, cur);
+        if (c->hash_next == off) {
+            c->hash_next = r->hash_next;
             return;
         }
-        link = &rec_at(tb, *link)->hash_next;
+        cur = c->hash_next;
     }
 }
 
@@ -210,7 +225,7 @@ static void chunk_index_remove(struct tg_trace_buffer *tb, uint32_t off)
 
 static uint32_t seq_find(const struct tg_trace_buffer *tb, uint32_t producer_id, uint16_t writer_id)
 {
-    uint32_t i = tb->seq_buckets[seq_hash(producer_id, writer_id) & tb->seq_mask];
+    uint32_t i = bucket_get(&tb->seq_buckets[seq_hash(producer_id, writer_id) & tb->seq_mask]);
     while (i != NONE) {
         const struct tb_seq *s = &tb->seqs[i];
         if (s->producer_id == producer_id && s->writer_id == writer_id)
@@ -223,11 +238,16 @@ static uint32_t seq_find(const struct tg_trace_buffer *tb, uint32_t producer_id,
 static void seq_release(struct tg_trace_buffer *tb, uint32_t idx)
 {
     struct tb_seq *s = &tb->seqs[idx];
-    uint32_t *link = &tb->seq_buckets[seq_hash(s->producer_id, s->writer_id) & tb->seq_mask];
-    while (*link != NONE && *link != idx)
-        link = &tb->seqs[*link].hnext;
-    if (*link == idx)
-        *link = s->hnext;
+    uint32_t *b = &tb->seq_buckets[seq_hash(s->producer_id, s->writer_id) & tb->seq_mask];
+    uint32_t cur = bucket_get(b);
+    if (cur == idx) {
+        bucket_set(b, s->hnext);
+    } else {
+        while (cur != NONE && tb->seqs[cur].hnext != idx)
+            cur = tb->seqs[cur].hnext;
+        if (cur != NONE)
+            tb->seqs[cur].hnext = s->hnext;
+    }
     s->in_use = 0;
     s->hnext = tb->seq_free;
     tb->seq_free = idx;
@@ -278,8 +298,8 @@ static uint32_t seq_get(struct tg_trace_buffer *tb, uint32_t producer_id, uint16
     s->bits = SEQ_LOSS; /* the first packet read from a sequence is marked, as traced does */
     s->head = s->tail = NONE;
     uint32_t *b = &tb->seq_buckets[seq_hash(producer_id, writer_id) & tb->seq_mask];
-    s->hnext = *b;
-    *b = idx;
+    s->hnext = bucket_get(b);
+    bucket_set(b, idx);
     tb->seq_live++;
     tb->seq_idle++;
     return idx;
@@ -454,12 +474,12 @@ struct tg_trace_buffer *tg_trace_buffer_new(size_t size_bytes, enum tg_tb_fill_p
     if (nb > (1u << 22))
         nb = 1u << 22;
     tb->chunk_mask = nb - 1;
-    tb->chunk_buckets = malloc((size_t)nb * sizeof(uint32_t));
+    tb->chunk_buckets = calloc(nb, sizeof(uint32_t)); /* all empty (see bucket_get) */
     uint32_t limit = tb->cap / 256;
     tb->seq_limit = limit < 64 ? 64 : limit > 65536 ? 65536 : limit;
     uint32_t sb = pow2_at_least(tb->seq_limit);
     tb->seq_mask = sb - 1;
-    tb->seq_buckets = malloc((size_t)sb * sizeof(uint32_t));
+    tb->seq_buckets = calloc(sb, sizeof(uint32_t));
     tb->seq_free = NONE;
     tb->slices_cap = 16;
     tb->slices = malloc(tb->slices_cap * sizeof(*tb->slices));
@@ -467,8 +487,6 @@ struct tg_trace_buffer *tg_trace_buffer_new(size_t size_bytes, enum tg_tb_fill_p
         tg_trace_buffer_free(tb);
         return NULL;
     }
-    memset(tb->chunk_buckets, 0xff, (size_t)nb * sizeof(uint32_t));
-    memset(tb->seq_buckets, 0xff, (size_t)sb * sizeof(uint32_t));
     tb->stats.buffer_size = tb->cap;
     return tb;
 }
