@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/name_fit.h"
 #include "tracegate/ipc_host.h"
 #include "tracegate/peer_cred.h"
 
@@ -49,8 +50,15 @@ unsigned tg_gw_identity_local(struct tg_gw_client_info *info, const struct tg_pe
 
 static void set_named(struct tg_gw_client_info *info, const char *kind, const char *name, unsigned roles)
 {
-    /* long names are cut, never overflowed; a principal is a name, not a secret */
-    snprintf(info->principal, sizeof info->principal, "%s:%s", kind, name && *name ? name : "?");
+    /* A principal is what the service keeps sessions apart by: a long name is never cut (every
+     * certificate subject sharing the kept prefix would be one principal), it ends in a digest of
+     * the whole name instead (tg_name_fit). */
+    char pre[16];
+    snprintf(pre, sizeof pre, "%s:", kind);
+    if (tg_name_fit(info->principal, sizeof info->principal, pre, name && *name ? name : "?") < 0) {
+        info->principal[0] = '\0';
+        roles = 0; /* no name that is surely its own: no roles */
+    }
     info->roles = roles;
 }
 

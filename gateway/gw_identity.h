@@ -7,6 +7,8 @@
  *   "token:<name>"   a bearer token's name from the token file;
  *   "cert:<subject>" a verified TLS client certificate;
  *   "anonymous"      an `auth=none` listener (everyone is this one principal).
+ * A name too long for the principal buffer ends in a digest of the whole
+ * name instead of being cut (base/name_fit.h): principals never merge.
  *
  * Local roles: root and the daemon's own uid are the owners and get the
  * listener's roles (?roles=, else --local-roles, default admin); any other

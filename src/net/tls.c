@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/name_fit.h"
 #include "net/tls_path.h"
 #include "tracegate/log.h"
 
@@ -301,6 +302,22 @@ static void deadline_cb(evutil_socket_t fd, short what, void *arg)
     accept_done(pa, NULL, NULL, "TLS handshake timed out");
 }
 
+int tg_tls_subject_text(const void *cert, char *out, size_t cap)
+{
+    if (!cap)
+        return -1;
+    out[0] = '\0';
+    const X509_NAME *n = cert ? X509_get_subject_name((const X509 *)cert) : NULL;
+    if (!n)
+        return 0;
+    char *full = X509_NAME_oneline(n, NULL, 0); /* the whole text, however long */
+    int rc = full && tg_name_fit(out, cap, "", full) >= 0 ? 0 : -1;
+    if (rc)
+        out[0] = '\0';
+    OPENSSL_free(full);
+    return rc;
+}
+
 static void accept_event_cb(struct bufferevent *bev, short what, void *arg)
 {
     struct pending_accept *pa = arg;
@@ -310,8 +327,9 @@ static void accept_event_cb(struct bufferevent *bev, short what, void *arg)
         SSL *ssl = bufferevent_openssl_get_ssl(bev);
         X509 *cert = SSL_get_peer_certificate(ssl);
         if (cert) {
-            peer.cert_verified = SSL_get_verify_result(ssl) == X509_V_OK;
-            X509_NAME_oneline(X509_get_subject_name(cert), peer.subject, sizeof peer.subject);
+            /* a subject that cannot be named surely (out of memory) vouches for nobody */
+            peer.cert_verified = SSL_get_verify_result(ssl) == X509_V_OK &&
+                                 tg_tls_subject_text(cert, peer.subject, sizeof peer.subject) == 0;
             X509_free(cert);
         }
         tg_conn *c = tg_conn_new_bev(pa->base, bev, &pa->opts, NULL, NULL);
@@ -468,8 +486,8 @@ void tg_tls_bev_peer(struct bufferevent *bev, struct tg_tls_peer *peer, char *al
         return;
     X509 *cert = SSL_get_peer_certificate(ssl);
     if (cert) {
-        peer->cert_verified = SSL_get_verify_result(ssl) == X509_V_OK;
-        X509_NAME_oneline(X509_get_subject_name(cert), peer->subject, sizeof peer->subject);
+        peer->cert_verified = SSL_get_verify_result(ssl) == X509_V_OK &&
+                              tg_tls_subject_text(cert, peer->subject, sizeof peer->subject) == 0;
         X509_free(cert);
     }
     const unsigned char *p = NULL;

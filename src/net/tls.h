@@ -57,8 +57,14 @@ void tg_tls_server_free(struct tg_tls_server *s);
  * none). On failure c is NULL and error says why. */
 struct tg_tls_peer {
     int cert_verified;
-    char subject[256];
+    char subject[256]; /* X509_NAME_oneline text; a longer one ends in a digest (tg_tls_subject_text) */
 };
+
+/* The subject of cert (an X509 *) as X509_NAME_oneline writes it, into out: as is when it fits,
+ * else its start and a digest of the whole text (base/name_fit.h), so two certificates whose
+ * subjects differ only past the buffer's end never get the same text. "" if cert has none.
+ * 0, or -1 (out of memory; out is "") when no text that is surely this subject's was made. */
+int tg_tls_subject_text(const void *cert, char *out, size_t cap);
 typedef void (*tg_tls_accept_cb)(void *arg, tg_conn *c, const struct tg_tls_peer *peer, const char *error);
 
 /* Starts a server handshake on an accepted socket (takes ownership of fd);
