@@ -224,7 +224,7 @@ static int serve_static(struct tg_gw_ws *ws, struct lws *wsi, struct tg_ws_pss *
 /* /metrics and /api/status off loopback: a bearer token or a client certificate with observer+. */
 static int check_access(struct tg_gw_ws *ws, struct lws *wsi, enum tg_ws_route route)
 {
-    char auth[TG_WS_MAX_TOKEN + 64], cert[128];
+    char auth[TG_WS_MAX_TOKEN + 64], cert[256];
     int total = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION);
     const char *authz = NULL;
     if (total > 0) {

@@ -97,7 +97,8 @@ int tg_gw_ws_http_done(struct tg_gw_ws *ws, struct lws *wsi);
 /* Printable copy of client-supplied text for logs (at most 120 characters;
  * control characters, quotes and non-ASCII become '?'). */
 const char *tg_gw_ws_printable(const char *s, char *out, size_t cap);
-/* The verified client certificate's common name, if any (TLS only). */
+/* The verified client certificate's subject as the TLS listener names it (tg_tls_subject_text: one
+ * principal per certificate on every transport), or NULL (no TLS, none, not verified). */
 const char *tg_gw_ws_cert_subject(struct lws *wsi, char *out, size_t cap);
 /* The peer's printable IP (IPv4-mapped addresses as IPv4) and port. */
 void tg_gw_ws_peer_of(struct lws *wsi, char *ip, size_t iplen, int *port);

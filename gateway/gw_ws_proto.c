@@ -12,6 +12,7 @@
 #include "gw_ws_int.h"
 #include "tracegate/addr.h"
 #include "gw_ws_policy.h"
+#include "net/tls.h"
 #include "net/ws_close_note.h"
 #include "net/ws_link.h"
 #include "tracegate/log.h"
@@ -20,7 +21,7 @@
 /* Header copies for one request. */
 struct req_bufs {
     char path[512], origin[256], host[256], protocols[512], token[TG_WS_MAX_TOKEN + 8], ip[INET6_ADDRSTRLEN];
-    char cert[128];
+    char cert[256]; /* as struct tg_tls_peer's subject */
     char traceparent[96]; /* lws copies "traceparent=" and the value */
     struct tg_peer_cred cred;
 };
@@ -63,16 +64,11 @@ const char *tg_gw_ws_cert_subject(struct lws *wsi, char *out, size_t cap)
     X509 *x = SSL_get_peer_certificate(ssl);
     if (!x)
         return NULL;
-    const char *r = NULL;
-    if (SSL_get_verify_result(ssl) == X509_V_OK) {
-        X509_NAME *n = X509_get_subject_name(x);
-        if (n && X509_NAME_get_text_by_NID(n, NID_commonName, out, (int)cap) > 0)
-            r = out;
-        else if (n) {
-            snprintf(out, cap, "(certificate without CN)");
-            r = out;
-        }
-    }
+    /* the whole subject, as the TLS listener names it (one principal per certificate on every
+     * transport; a CN alone made certificates with one CN and different O or OU one principal) */
+    const char *r = SSL_get_verify_result(ssl) == X509_V_OK && tg_tls_subject_text(x, out, cap) == 0 && out[0]
+                        ? out
+                        : NULL;
     X509_free(x);
     return r;
 }

@@ -176,13 +176,24 @@ timeout 30 "$TRACECTL" query "ws://127.0.0.1:$PORT/traced" >/dev/null 2>&1 || fa
 wait_log "$T/main.log" "(loopback, roles 0x6, uid:" || fail "SIGHUP's local-roles did not reach new WebSocket clients"
 echo "SIGHUP: new WebSocket clients get the new local-roles"
 
+# ---- a client certificate over WSS is the principal it is over TLS: its whole subject ----
+bash "$S/certs/make-dev-pki.sh" "$T/pki" >/dev/null 2>&1 || fail "cannot make a development PKI"
+start_http wss 127.0.0.1 --http-tls --tls-cert "$T/pki/server.crt" --tls-key "$T/pki/server.key" \
+    --tls-ca "$T/pki/ca.crt"
+timeout 30 "$TRACECTL" --cacert "$T/pki/ca.crt" --cert "$T/pki/client.crt" --key "$T/pki/client.key" \
+    query "wss://127.0.0.1:$PORT/traced" >"$T/wssq.out" 2>&1 || fail "a WSS query with a client certificate failed: $(tail -n 3 "$T/wssq.out")"
+wait_log "$T/wss.log" "(certificate, roles 0x[0-9a-f]*, cert:/CN=tracegate-client)" ||
+    fail "the WSS client certificate's principal is not its subject: $(grep -o '(certificate[^)]*)' "$T/wss.log" | head -n 1)"
+kill "$GW_PID"
+wait "$GW_PID" 2>/dev/null
+echo "WSS: a client certificate is cert:/CN=tracegate-client, as over TLS"
+
 # ---- non-loopback --http: /metrics and /api/status need credentials ----
 EXT=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -E '^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$' | grep -v '^127\.' | head -n 1)
 if [ -z "$EXT" ]; then
     echo "PASS (the non-loopback part was skipped: this machine has no non-loopback IPv4 address)"
     exit 0
 fi
-bash "$S/certs/make-dev-pki.sh" "$T/pki" >/dev/null 2>&1 || fail "cannot make a development PKI"
 start_http ext "$EXT" --http-tls --tls-cert "$T/pki/server.crt" --tls-key "$T/pki/server.key" \
     --tls-ca "$T/pki/ca.crt" --token-file "$T/tokens"
 E=https://$EXT:$PORT
