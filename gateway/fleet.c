@@ -3,6 +3,7 @@
  * inbound channels handed to the gateway, routing for the bridge, and the node list
  * (see fleet.h, docs/link-protocol.md). */
 #include "fleet.h"
+#include "base/name_fit.h"
 #include "fd_splice.h"
 #include "fleet_fanout.h"
 #include "gw_adb_target.h"
@@ -641,9 +642,12 @@ int tg_fleet_accept_channel(struct tg_fleet *f, struct tg_link *l, struct link_c
     info.roles = l->roles;
     info.pid = -1;
     info.link_hops = ch->hops; /* a further link takes it one hop on, up to LINK_MAX_HOPS */
-    /* the peer speaks for its own users only, under its own name */
-    snprintf(info.principal, sizeof info.principal, "node:%.60s/%.90s", l->peer_name,
-             ch->principal[0] ? ch->principal : "-");
+    /* the peer speaks for its own users only, under its own name; a long principal (one that came
+     * over several links) ends in a digest rather than being cut into another's (tg_name_fit) */
+    char scope[80];
+    snprintf(scope, sizeof scope, "node:%s/", l->peer_name);
+    if (tg_name_fit(info.principal, sizeof info.principal, scope, ch->principal[0] ? ch->principal : "-") < 0)
+        return 503;
     if (strcmp(ch->node, f->name) != 0)
         snprintf(info.node, sizeof info.node, "%s", ch->node);
     if (ch->producer == LINK_KIND_ADB)

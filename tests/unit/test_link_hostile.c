@@ -36,6 +36,7 @@
 
 #include "fleet.h"
 #include "gw_config.h"
+#include "gw_bridge.h"
 #include "gw_core.h"
 #include "link_int.h"
 #include "link_wire.h"
@@ -482,19 +483,21 @@ static ssize_t nothing_to_send(nghttp2_session *s, int32_t sid, uint8_t *buf, si
 
 /* A channel stream from evil to the hub's own consumer port, claiming `hops` links crossed (NULL:
  * no header), with `pad` headers of 1000 bytes more; returns its stream id. */
-static int32_t evil_channel_padded(struct evil *e, unsigned id, const char *hops, int pad)
+static int32_t evil_channel_as(struct evil *e, unsigned id, const char *hops, int pad, const char *principal)
 {
     char authority[32], cid[16];
     snprintf(authority, sizeof authority, "127.0.0.1:%d", g_port);
     snprintf(cid, sizeof cid, "%x", id);
 #define NV(k, v) {(uint8_t *)(k), (uint8_t *)(v), sizeof(k) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE}
-    nghttp2_nv nv[7 + 40] = {
+    nghttp2_nv nv[8 + 40] = {
         NV(":method", "CONNECT"),   NV(":protocol", "perfetto-ipc"),    NV(":scheme", "http"),
         NV(":path", "/node/hub/consumer"), NV(":authority", authority), NV("tracegate-channel", cid),
     };
     size_t n = 6;
     if (hops)
         nv[n++] = (nghttp2_nv)NV("tracegate-hops", hops);
+    if (principal)
+        nv[n++] = (nghttp2_nv)NV("tracegate-principal", principal);
     static char filler[1001];
     memset(filler, 'p', 1000);
     for (int i = 0; i < pad && i < 40; i++)
@@ -505,6 +508,11 @@ static int32_t evil_channel_padded(struct evil *e, unsigned id, const char *hops
     assert_true(sid > 0 && sid / 2 < 32);
     evil_flush(e);
     return sid;
+}
+
+static int32_t evil_channel_padded(struct evil *e, unsigned id, const char *hops, int pad)
+{
+    return evil_channel_as(e, id, hops, pad, NULL);
 }
 
 static int32_t evil_channel(struct evil *e, unsigned id, const char *hops) { return evil_channel_padded(e, id, hops, 0); }
@@ -595,6 +603,52 @@ static void test_header_list_limited(void **state)
     tg_link_close(l, "test over");
 }
 
+/* The hub gateway's sessions whose principal starts with `prefix`: how many, and the first two. */
+static int principals_with(const char *prefix, const char **a, const char **b)
+{
+    int n = 0;
+    for (const struct tg_gw_session *s = g_hub_gw->sessions; s; s = tg_gw_session_next(s)) {
+        const char *p = tg_gw_session_info(s)->principal;
+        if (strncmp(p, prefix, strlen(prefix)) != 0)
+            continue;
+        if (n == 0)
+            *a = p;
+        else if (n == 1)
+            *b = p;
+        n++;
+    }
+    return n;
+}
+
+static void test_long_principals_kept_apart(void **state)
+{
+    (void)state;
+    struct evil *e = &g_evil;
+    evil_link(e, "longnames");
+    /* two users of the far node whose principals differ only past what a principal holds once
+     * scoped under the link (node:longnames/...): they must stay two principals */
+    char p1[150], p2[150];
+    memset(p1, 'u', sizeof p1 - 1);
+    p1[sizeof p1 - 1] = '\0';
+    memcpy(p2, p1, sizeof p2);
+    p1[sizeof p1 - 2] = '1';
+    p2[sizeof p2 - 2] = '2';
+    struct answers a = {e, {0}, 2};
+    a.sids[0] = evil_channel_as(e, 1, NULL, 0, p1);
+    a.sids[1] = evil_channel_as(e, 3, NULL, 0, p2);
+    assert_true(tg_test_run_until(g_base, all_answered, &a, WAIT_MS));
+    assert_int_equal(e->st[a.sids[0] / 2], 200);
+    assert_int_equal(e->st[a.sids[1] / 2], 200);
+    const char *x = NULL, *y = NULL;
+    assert_int_equal(principals_with("node:longnames/", &x, &y), 2);
+    if (!strcmp(x, y))
+        fail_msg("two users of node longnames are one principal: %s", x);
+    struct tg_link *l = link_up_to(g_hub, "longnames");
+    assert_non_null(l);
+    evil_free(e);
+    tg_link_close(l, "test over");
+}
+
 /* A channel of the link `l` whose hops are `hops`, bound to its stream. */
 static int has_channel_with_hops(struct tg_link *l, unsigned hops)
 {
@@ -679,6 +733,7 @@ int main(void)
         cmocka_unit_test(test_channel_hops_checked),
         cmocka_unit_test(test_hops_forwarded),
         cmocka_unit_test(test_header_list_limited),
+        cmocka_unit_test(test_long_principals_kept_apart),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
