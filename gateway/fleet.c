@@ -664,29 +664,16 @@ int tg_fleet_accept_channel(struct tg_fleet *f, struct tg_link *l, struct link_c
 
 /* ------------------------------------------------------------ authentication of links */
 
-/* The CN of an X509_NAME_oneline subject ("/C=DE/CN=board-7/O=lab"), "" if none. */
-static void cn_of(const char *subject, char *cn, size_t n)
-{
-    cn[0] = 0;
-    const char *p = strstr(subject, "/CN=");
-    if (p)
-        snprintf(cn, n, "%.*s", (int)strcspn(p + 4, "/"), p + 4);
-}
-
 /* A credential links under its own name: a token named NODE, a certificate whose CN is NODE.
  * Local root or our own uid, ssh (our own child) and admin credentials may use any name. */
-static int name_bound(struct tg_fleet *f, const char *principal, unsigned cred_roles, const char *node)
+static int name_bound(const struct link_conn *c, const char *principal, unsigned cred_roles, const char *node)
 {
-    (void)f;
     if (cred_roles & TG_GW_ROLE_ADMIN)
         return 1;
     if (!strncmp(principal, "token:", 6))
         return !strcmp(principal + 6, node);
-    if (!strncmp(principal, "cert:", 5)) {
-        char cn[128];
-        cn_of(principal + 5, cn, sizeof cn);
-        return !strcmp(cn, node);
-    }
+    if (!strncmp(principal, "cert:", 5)) /* the CN as the certificate holds it, not parsed from text */
+        return c->tinfo.cn[0] && !strcmp(c->tinfo.cn, node);
     return 1; /* uid:, ssh:uid: */
 }
 
@@ -702,11 +689,12 @@ unsigned tg_fleet_auth_link(struct tg_fleet *f, struct link_conn *c, const char 
     }
     if (!c->auth_principal[0] && c->tinfo.tls && c->tinfo.cert_verified && c->tinfo.subject[0]) {
         /* a client certificate verified against --tls-ca: its roles are --link-cert-roles */
-        snprintf(c->auth_principal, sizeof c->auth_principal, "cert:%.150s", c->tinfo.subject);
+        if (tg_name_fit(c->auth_principal, sizeof c->auth_principal, "cert:", c->tinfo.subject) < 0)
+            return 0; /* no name that is surely this certificate's */
         c->auth_roles = f->cfg.link_cert_roles;
     }
     if (c->auth_principal[0] && (c->auth_roles & (TG_GW_ROLE_LINK | TG_GW_ROLE_ADMIN))) {
-        if (!name_bound(f, c->auth_principal, c->auth_roles, node)) {
+        if (!name_bound(c, c->auth_principal, c->auth_roles, node)) {
             *status = 403;
             *why = "this certificate links only under its CN as the node name";
             tg_warn(LOG, "link from %s (%s): refused the node name \"%s\" (a certificate links as its CN)",
@@ -731,7 +719,7 @@ unsigned tg_fleet_auth_link(struct tg_fleet *f, struct link_conn *c, const char 
             return 0;
         }
         snprintf(principal, plen, "token:%s", name);
-        if (!name_bound(f, principal, roles, node)) {
+        if (!name_bound(c, principal, roles, node)) {
             *status = 403;
             *why = "this token links only under its own name as the node name";
             tg_warn(LOG, "link from %s: token %s may link only as node \"%s\", not \"%s\"", c->tinfo.peer, name, name,

@@ -92,6 +92,7 @@ static void become_up(struct tg_link_tr *t)
             t->info.ktls_recv = ti.ktls_recv;
         }
         snprintf(t->info.subject, sizeof t->info.subject, "%s", peer.cert_verified ? peer.subject : "");
+        snprintf(t->info.cn, sizeof t->info.cn, "%s", peer.cert_verified ? peer.cn : "");
         if (t->want_alpn_h2 && strcmp(t->info.alpn, "h2") != 0) {
             fail(t, "the TLS peer did not agree on ALPN h2");
             return;

@@ -26,6 +26,7 @@ struct tg_link_tr_info {
     int tls;
     int cert_verified;
     char subject[256]; /* verified client/server certificate subject, "" if none */
+    char cn[64];       /* its commonName, read from the certificate (struct tg_tls_peer), "" if none */
     char alpn[32];
     char peer[128];    /* printable */
     char source[64];   /* address without port, for per-source limits */

@@ -318,6 +318,27 @@ int tg_tls_subject_text(const void *cert, char *out, size_t cap)
     return rc;
 }
 
+void tg_tls_subject_cn(const void *cert, char *out, size_t cap)
+{
+    if (!cap)
+        return;
+    out[0] = '\0';
+    const X509_NAME *n = cert ? X509_get_subject_name((const X509 *)cert) : NULL;
+    int i = -1, last = -1;
+    while (n && (i = X509_NAME_get_index_by_NID(n, NID_commonName, i)) >= 0)
+        last = i;
+    if (last < 0)
+        return;
+    const ASN1_STRING *s = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(n, last));
+    unsigned char *utf8 = NULL;
+    int len = s ? ASN1_STRING_to_UTF8(&utf8, s) : -1;
+    if (len > 0 && (size_t)len < cap && !memchr(utf8, 0, (size_t)len)) {
+        memcpy(out, utf8, (size_t)len);
+        out[len] = '\0';
+    }
+    OPENSSL_free(utf8);
+}
+
 static void accept_event_cb(struct bufferevent *bev, short what, void *arg)
 {
     struct pending_accept *pa = arg;
@@ -330,6 +351,7 @@ static void accept_event_cb(struct bufferevent *bev, short what, void *arg)
             /* a subject that cannot be named surely (out of memory) vouches for nobody */
             peer.cert_verified = SSL_get_verify_result(ssl) == X509_V_OK &&
                                  tg_tls_subject_text(cert, peer.subject, sizeof peer.subject) == 0;
+            tg_tls_subject_cn(cert, peer.cn, sizeof peer.cn);
             X509_free(cert);
         }
         tg_conn *c = tg_conn_new_bev(pa->base, bev, &pa->opts, NULL, NULL);
@@ -488,6 +510,7 @@ void tg_tls_bev_peer(struct bufferevent *bev, struct tg_tls_peer *peer, char *al
     if (cert) {
         peer->cert_verified = SSL_get_verify_result(ssl) == X509_V_OK &&
                               tg_tls_subject_text(cert, peer->subject, sizeof peer->subject) == 0;
+        tg_tls_subject_cn(cert, peer->cn, sizeof peer->cn);
         X509_free(cert);
     }
     const unsigned char *p = NULL;

@@ -58,6 +58,9 @@ void tg_tls_server_free(struct tg_tls_server *s);
 struct tg_tls_peer {
     int cert_verified;
     char subject[256]; /* X509_NAME_oneline text; a longer one ends in a digest (tg_tls_subject_text) */
+    char cn[64];       /* the subject's commonName as the certificate holds it (the last one if it
+                        * has several), "" if none or longer: never parsed back out of `subject`,
+                        * where a "/CN=" inside another field's value would look like one */
 };
 
 /* The subject of cert (an X509 *) as X509_NAME_oneline writes it, into out: as is when it fits,
@@ -65,6 +68,9 @@ struct tg_tls_peer {
  * subjects differ only past the buffer's end never get the same text. "" if cert has none.
  * 0, or -1 (out of memory; out is "") when no text that is surely this subject's was made. */
 int tg_tls_subject_text(const void *cert, char *out, size_t cap);
+/* The commonName of cert's subject (the last entry if several), into out (cap bytes); "" when it
+ * has none, it does not fit, or it holds a NUL. */
+void tg_tls_subject_cn(const void *cert, char *out, size_t cap);
 typedef void (*tg_tls_accept_cb)(void *arg, tg_conn *c, const struct tg_tls_peer *peer, const char *error);
 
 /* Starts a server handshake on an accepted socket (takes ownership of fd);

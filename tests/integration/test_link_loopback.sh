@@ -16,7 +16,8 @@
 #  - refused links, with a clear message on both sides: a duplicate node name (already linked,
 #    and the acceptor's own name), a certificate from another CA (either side); as another uid
 #    (root only): a wrong token, no credentials, a token or certificate without the link role,
-#    and a token or certificate used under another node name than its own.
+#    and a token or certificate used under another node name than its own (also a certificate whose
+#    O holds "/CN=NAME": its CN is read from the certificate, not from the subject text).
 # Environment (from `make check`): TG_BUILDDIR, TG_SRCDIR. Exit 77 = skipped.
 . "$(dirname "$0")/link_lib.sh"
 command -v openssl >/dev/null 2>&1 || { echo "SKIP: openssl is needed for the test certificates"; exit 77; }
@@ -36,6 +37,13 @@ openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -sha256 -subj "/C
     printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n' >"$T/nodea.ext" &&
     openssl x509 -req -in "$T/nodea.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" -CAcreateserial -days 2 -sha256 \
         -extfile "$T/nodea.ext" -out "$T/nodea.crt" 2>/dev/null || fail "cannot make nodea's certificate"
+# a certificate whose O holds "/CN=cert_cn_in_o" (a CA that copies fields from the request): in the
+# one-line subject text it reads /O=x\/CN=cert_cn_in_o/CN=nodez (with "/CN=cert_cn_in_o" in it), but
+# its CN is nodez
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -sha256 -subj "/O=x\/CN=cert_cn_in_o/CN=nodez" \
+    -keyout "$T/nodez.key" -out "$T/nodez.csr" 2>/dev/null &&
+    openssl x509 -req -in "$T/nodez.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" -CAcreateserial -days 2 -sha256 \
+        -extfile "$T/nodea.ext" -out "$T/nodez.crt" 2>/dev/null || fail "cannot make nodez's certificate"
 # what nodea (maybe nobody) reads
 cp "$P/ca.crt" "$P/rogue-client.crt" "$P/rogue-client.key" "$P/rogue-ca.crt" "$T/"
 chmod 0644 "$T"/*.crt "$T"/*.key
@@ -180,6 +188,9 @@ if [ -n "$FOREIGN" ]; then
     refused cert_other_name nodec 'link from 127\.0\.0\.1:[0-9]* \(cert:/CN=nodea\): refused the node name "cert_other_name"' \
         'the peer refused the link \(403\): this certificate links only under its CN as the node name' "$FOREIGN" -- \
         --peer "tls://127.0.0.1:$PC" $CERT
+    refused cert_cn_in_o nodec 'link from 127\.0\.0\.1:[0-9]* \(cert:/O=x[\\]*/CN=cert_cn_in_o/CN=nodez\): refused the node name "cert_cn_in_o"' \
+        'the peer refused the link \(403\): this certificate links only under its CN as the node name' "$FOREIGN" -- \
+        --peer "tls://127.0.0.1:$PC" --peer-ca "$T/ca.crt" --peer-cert "$T/nodez.crt" --peer-key "$T/nodez.key"
     refused token_other_name nodeb 'link from 127\.0\.0\.1:[0-9]*: token nodea may link only as node "nodea", not "token_other_name"' \
         'the peer refused the link \(403\): this token links only under its own name as the node name' "$FOREIGN" -- \
         --peer "tcp://127.0.0.1:$PB" --link-token-file "$T/a.token"
@@ -195,8 +206,8 @@ fi
 # the refused ones never became nodes; the real links stayed up
 expect_state nodec nodea "up -"
 expect_state nodeb nodea "up -"
-for n in dup_linked dup_own rogue_client rogue_server cert_no_link cert_other_name token_other_name bad_token no_token \
-    rec_token; do
+for n in dup_linked dup_own rogue_client rogue_server cert_no_link cert_other_name cert_cn_in_o token_other_name \
+    bad_token no_token rec_token; do
     for v in nodeb nodec noded; do
         [ -z "$(node_state "$v" "$n")" ] || fail "$v lists the refused node $n"
     done
