@@ -274,6 +274,15 @@ static void m_flush(tg_ipc_call *call, const ProtobufCMessage *msg, void *svc_ct
         tg_ipc_call_reject(call);
         return;
     }
+    size_t pending = 0;
+    for (const tg_svc_flush *f = c->session->flushes; f; f = f->next)
+        pending++;
+    if (pending >= TG_SVC_MAX_PENDING_FLUSHES) { /* fails at once, like one that timed out */
+        tg_debug(TG_SVC_LOG, "session %llu: Flush refused: %zu flushes are waiting",
+                 (unsigned long long)c->session->id, pending);
+        tg_ipc_call_reject(call);
+        return;
+    }
     uint32_t timeout = req->has_timeout_ms ? req->timeout_ms : 0;
     uint64_t flags = req->has_flags ? req->flags : 0;
     tg_svc_session_flush(c->session, timeout, flags, consumer_flush_done, call, NULL);

@@ -336,12 +336,24 @@ static void m_register_data_source(tg_ipc_call *call, const ProtobufCMessage *ms
         return;
     const Perfetto__Protos__RegisterDataSourceRequest *req = (const void *)msg;
     const Perfetto__Protos__DataSourceDescriptor *d = req->data_source_descriptor;
+    if (d && d->name && *d->name && p->n_sources >= TG_SVC_MAX_DATA_SOURCES_PER_PRODUCER) {
+        if (!p->ds_limit_logged) { /* once per producer */
+            p->ds_limit_logged = true;
+            tg_warn(TG_SVC_LOG, "producer %u (%s): refused data sources past %u", p->id, p->name ? p->name : "?",
+                    TG_SVC_MAX_DATA_SOURCES_PER_PRODUCER);
+        }
+        Perfetto__Protos__RegisterDataSourceResponse r = PERFETTO__PROTOS__REGISTER_DATA_SOURCE_RESPONSE__INIT;
+        r.error = (char *)"too many data sources registered by this producer";
+        tg_ipc_call_reply(call, &r.base, 0, -1);
+        return;
+    }
     if (d && d->name && *d->name) {
         struct tg_svc_ds_reg *r = calloc(1, sizeof *r);
         Perfetto__Protos__DataSourceDescriptor *c = r ? copy_desc(d) : NULL;
         if (c) {
             r->desc = c;
             r->name = c->name;
+            p->n_sources++;
             struct tg_svc_ds_reg **tail = &p->sources;
             while (*tail)
                 tail = &(*tail)->next;
@@ -371,6 +383,7 @@ static void m_unregister_data_source(tg_ipc_call *call, const ProtobufCMessage *
             *pp = r->next;
             protobuf_c_message_free_unpacked(&r->desc->base, NULL);
             free(r);
+            p->n_sources--;
             break;
         }
     }

@@ -62,6 +62,13 @@ struct event_base;
  * can name a trigger thousands of times, and each packet repeats the
  * producer's name, so without a budget one 128 KiB frame became gigabytes. */
 #define TG_SVC_MAX_TRIGGER_BYTES (1024u * 1024u)
+/* Data sources one producer may have registered at once (ours: each registration walks what the
+ * producer has and every session's instances, so an endless stream of them was quadratic work
+ * on the service loop and memory without bound; real producers register tens). */
+#define TG_SVC_MAX_DATA_SOURCES_PER_PRODUCER 4096u
+/* Consumer Flush requests one session may have waiting (ours: with timeout_ms up to 49 days, a
+ * consumer could pile up flush records and commands to every producer of the session). */
+#define TG_SVC_MAX_PENDING_FLUSHES 64u
 
 /* FlushFlags (§2.4). */
 #define TG_FLUSH_REASON_PERIODIC 1u
@@ -124,6 +131,8 @@ struct tg_svc_producer {
     tg_ipc_call *async;     /* open GetAsyncCommand stream */
     struct tg_svc_cmd *cmds, **cmds_tail;
     struct tg_svc_ds_reg *sources;
+    size_t n_sources;     /* registered now (TG_SVC_MAX_DATA_SOURCES_PER_PRODUCER) */
+    bool ds_limit_logged; /* a registration past it was refused and logged */
     uint16_t *writer_buf; /* [32768] writer id -> registered buffer id (0 = none); lazily allocated */
     uint16_t *allowed;    /* buffer ids given to this producer in configs */
     size_t n_allowed, cap_allowed;

@@ -4,7 +4,11 @@
  *   frame (with a long producer name, which every trigger packet repeats) gets at most
  *   TG_SVC_MAX_TRIGGER_BYTES of unread trigger packets queued, and the trigger still acts;
  * - a consumer principal cloning its own session from many connections holds at most
- *   TG_SVC_MAX_SESSIONS_PER_UID clones, and other principals can still clone. */
+ *   TG_SVC_MAX_SESSIONS_PER_UID clones, and other principals can still clone;
+ * - a producer registering data sources without end holds at most
+ *   TG_SVC_MAX_DATA_SOURCES_PER_PRODUCER (each registration walked all it had: quadratic);
+ * - a consumer sending Flush after Flush with a long timeout to a producer that never acks has at
+ *   most TG_SVC_MAX_PENDING_FLUSHES waiting; the rest fail at once. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -177,12 +181,125 @@ static void test_clones_per_principal_are_bounded(void **state)
     ts_env_free(&e);
 }
 
+/* RegisterDataSource of `name` on p: "" when registered, else the service's error. */
+static void register_ds(struct ts_prod *p, const char *name, char *err, size_t errlen)
+{
+    Perfetto__Protos__DataSourceDescriptor d = PERFETTO__PROTOS__DATA_SOURCE_DESCRIPTOR__INIT;
+    d.name = (char *)name;
+    Perfetto__Protos__RegisterDataSourceRequest rq = PERFETTO__PROTOS__REGISTER_DATA_SOURCE_REQUEST__INIT;
+    rq.data_source_descriptor = &d;
+    struct ts_frame f;
+    assert_int_equal(ts_prod_call(p, TS_P_REG_DS, &rq.base, &f), 1);
+    Perfetto__Protos__RegisterDataSourceResponse *r =
+        perfetto__protos__register_data_source_response__unpack(NULL, f.fi.payload_len, f.fi.payload);
+    ts_frame_free(&f);
+    assert_non_null(r);
+    snprintf(err, errlen, "%s", r->error ? r->error : "");
+    perfetto__protos__register_data_source_response__free_unpacked(r, NULL);
+}
+
+static void test_data_sources_per_producer_bounded(void **state)
+{
+    (void)state;
+    struct ts_env e;
+    assert_int_equal(ts_env_init(&e), 0);
+    struct ts_prod p;
+    struct ts_prod_opts po;
+    memset(&po, 0, sizeof po);
+    po.name = "many.sources";
+    po.ds_name = "ds.0"; /* the first one */
+    assert_int_equal(ts_prod_connect(&e, &p, &po), 0);
+    char name[32], err[256];
+    size_t refused = 0;
+    for (unsigned i = 1; i < TG_SVC_MAX_DATA_SOURCES_PER_PRODUCER + 50; i++) {
+        snprintf(name, sizeof name, "ds.%u", i);
+        register_ds(&p, name, err, sizeof err);
+        if (i < TG_SVC_MAX_DATA_SOURCES_PER_PRODUCER)
+            assert_string_equal(err, "");
+        else if (err[0])
+            refused++;
+    }
+    assert_int_equal(refused, 50);
+    assert_non_null(strstr(err, "too many data sources"));
+    /* one goes: one more may come */
+    Perfetto__Protos__UnregisterDataSourceRequest ur = PERFETTO__PROTOS__UNREGISTER_DATA_SOURCE_REQUEST__INIT;
+    ur.data_source_name = (char *)"ds.7";
+    assert_int_equal(ts_prod_call(&p, TS_P_UNREG_DS, &ur.base, NULL), 1);
+    register_ds(&p, "ds.again", err, sizeof err);
+    assert_string_equal(err, "");
+    register_ds(&p, "ds.over", err, sizeof err);
+    assert_string_not_equal(err, "");
+    ts_prod_close(&p);
+    ts_env_free(&e);
+}
+
+struct flush_replies {
+    struct ts_cons *c;
+    uint64_t first, last;
+    size_t failed;
+};
+
+/* Counts failed Flush replies among request ids first..last. */
+static int flushes_failed(void *arg)
+{
+    struct flush_replies *fr = arg;
+    struct ts_frame f;
+    for (uint64_t rid = fr->first; rid <= fr->last; rid++) {
+        if (ts_raw_take(&fr->c->r, rid, &f)) {
+            if (!f.fi.success)
+                fr->failed++;
+            ts_frame_free(&f);
+        }
+    }
+    return fr->failed >= 40;
+}
+
+static void test_pending_flushes_bounded(void **state)
+{
+    (void)state;
+    struct ts_env e;
+    assert_int_equal(ts_env_init(&e), 0);
+    struct ts_prod p;
+    struct ts_prod_opts po;
+    memset(&po, 0, sizeof po);
+    po.name = "never.acks";
+    po.ds_name = "test.ds";
+    po.auto_ack_flush = 0; /* flushes stay pending until their timeout */
+    assert_int_equal(ts_prod_connect(&e, &p, &po), 0);
+    struct ts_cons c;
+    assert_int_equal(ts_cons_connect(&e, &c), 0);
+    struct ts_cfg cfg;
+    ts_cfg_init(&cfg, 64, 0, "test.ds", 0);
+    assert_true(ts_cons_enable(&c, &cfg.tc, -1) != 0);
+    assert_true(ts_pump_until(&e, prod_started, &p, 5000));
+    /* MAX + 40 Flush requests with a timeout of a day, sent without waiting for replies */
+    Perfetto__Protos__FlushRequest fq = PERFETTO__PROTOS__FLUSH_REQUEST__INIT;
+    fq.has_timeout_ms = 1;
+    fq.timeout_ms = 86400000u;
+    struct flush_replies fr = {&c, c.rid + 1, 0, 0};
+    for (unsigned i = 0; i < TG_SVC_MAX_PENDING_FLUSHES + 40; i++)
+        assert_int_equal(ts_raw_invoke(&e, &c.r, ++c.rid, 1, TS_C_FLUSH, &fq.base, 0, -1), 0);
+    fr.last = c.rid;
+    /* the 40 over the limit fail at once; the others wait for their producer */
+    assert_true(ts_pump_until(&e, flushes_failed, &fr, 10000));
+    size_t pending = 0;
+    for (tg_svc_flush *f = e.svc->sessions->flushes; f; f = f->next)
+        pending++;
+    assert_true(pending <= TG_SVC_MAX_PENDING_FLUSHES);
+    assert_int_equal(fr.failed, 40);
+    ts_cons_close(&c);
+    ts_prod_close(&p);
+    ts_env_free(&e);
+}
+
 int main(void)
 {
     tg_log_set_level(TG_LOG_ERROR); /* one info line per recorded trigger, each with a 4 KiB name */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_trigger_flood_is_bounded),
         cmocka_unit_test(test_clones_per_principal_are_bounded),
+        cmocka_unit_test(test_data_sources_per_producer_bounded),
+        cmocka_unit_test(test_pending_flushes_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
