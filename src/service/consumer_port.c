@@ -504,11 +504,12 @@ static void reply_clone(tg_ipc_call *call, const tg_svc_session *clone, bool was
 
 /* Read-only clones a principal holds: they are not counted with its sessions (a principal at
  * its quota may still clone), so they have their own. */
+/* Read-only clones held by `principal` (NULL: by anyone). */
 static int count_clones(const tg_service *svc, const char *principal)
 {
     int n = 0;
     for (const tg_svc_session *s = svc->sessions; s; s = s->next)
-        if (s->read_only && strcmp(s->principal, principal) == 0)
+        if (s->read_only && (!principal || strcmp(s->principal, principal) == 0))
             n++;
     return n;
 }
@@ -522,6 +523,12 @@ static void do_clone(tg_svc_session *src, tg_svc_consumer *c, tg_ipc_call *call)
     char err[200] = "";
     if (count_clones(c->svc, c->principal) >= TG_SVC_MAX_CLONES_PER_UID) {
         snprintf(err, sizeof err, "Too many cloned sessions for %s (%d)", c->principal, TG_SVC_MAX_CLONES_PER_UID);
+        tg_info(TG_SVC_LOG, "CloneSession refused: %s", err);
+        reply_clone(call, NULL, false, err);
+        return;
+    }
+    if (count_clones(c->svc, NULL) >= TG_SVC_MAX_CLONES) {
+        snprintf(err, sizeof err, "Too many cloned sessions (%d)", TG_SVC_MAX_CLONES);
         tg_info(TG_SVC_LOG, "CloneSession refused: %s", err);
         reply_clone(call, NULL, false, err);
         return;

@@ -44,6 +44,10 @@ struct event_base;
 /* Read-only clones one principal may hold at once (ours: each is a full copy of its source's
  * buffers and takes buffer ids, and one connection each was all it cost). */
 #define TG_SVC_MAX_CLONES_PER_UID 5
+/* ... and all principals together: 64 clones of 128 buffers and 15 sessions of 128 take 10,112 of
+ * the 65,535 buffer ids, so clones from many principals can never leave EnableTracing without
+ * buffer ids (one principal cannot fill this alone either: 5 each). */
+#define TG_SVC_MAX_CLONES 64
 #define TG_SVC_MAX_DURATION_MS (7ull * 24 * 3600 * 1000)
 #define TG_SVC_MAX_DURATION_GUARDRAILS_MS (24ull * 3600 * 1000)
 #define TG_SVC_MAX_PRODUCERS 65535

@@ -4,7 +4,8 @@
  *   frame (with a long producer name, which every trigger packet repeats) gets at most
  *   TG_SVC_MAX_TRIGGER_BYTES of unread trigger packets queued, and the trigger still acts;
  * - a consumer principal cloning its own session from many connections holds at most
- *   TG_SVC_MAX_SESSIONS_PER_UID clones, and other principals can still clone;
+ *   TG_SVC_MAX_CLONES_PER_UID clones, and other principals can still clone; all principals
+ *   together hold at most TG_SVC_MAX_CLONES, and sessions can still start;
  * - a producer registering data sources without end holds at most
  *   TG_SVC_MAX_DATA_SOURCES_PER_PRODUCER (each registration walked all it had: quadratic);
  * - a consumer sending Flush after Flush with a long timeout to a producer that never acks has at
@@ -181,6 +182,52 @@ static void test_clones_per_principal_are_bounded(void **state)
     ts_env_free(&e);
 }
 
+/* Clones from many principals together stop at TG_SVC_MAX_CLONES, so they can never take the
+ * buffer ids every session needs; sessions themselves are unaffected. */
+static void test_clones_bounded_overall(void **state)
+{
+    (void)state;
+    struct ts_env e;
+    assert_int_equal(ts_env_init(&e), 0);
+    struct ts_cons owner;
+    assert_int_equal(ts_cons_connect_as(&e, &owner, &k_alice), 0);
+    struct ts_cfg cfg;
+    ts_cfg_init(&cfg, 16, 0, NULL, 0);
+    assert_true(ts_cons_enable(&owner, &cfg.tc, -1) != 0);
+    assert_int_equal(ts_wait_svc_count(&e, TS_SVC_SESSIONS, 1, 5000), 1);
+    uint64_t sid = e.svc->sessions->id;
+    /* principals that may see alice's session (privileged), TG_SVC_MAX_CLONES_PER_UID clones each */
+    enum { PER = TG_SVC_MAX_CLONES_PER_UID, N = TG_SVC_MAX_CLONES + 1 };
+    static struct ts_cons cl[N];
+    char err[256];
+    int cloned = 0;
+    for (int i = 0; i < N; i++) {
+        struct tg_ipc_identity id = {.uid = (uid_t)(3000 + i / PER), .pid = -1, .principal = NULL, .privileged = 1};
+        assert_int_equal(ts_cons_connect_as(&e, &cl[i], &id), 0);
+        int ok = clone_ok(&cl[i], sid, err, sizeof err);
+        if (i < TG_SVC_MAX_CLONES) {
+            if (!ok)
+                fail_msg("clone %d refused: %s", i, err);
+            cloned++;
+        } else {
+            assert_false(ok);
+            assert_non_null(strstr(err, "Too many cloned sessions"));
+        }
+    }
+    assert_int_equal(cloned, TG_SVC_MAX_CLONES);
+    /* a new session is still possible */
+    struct ts_cons bob;
+    struct tg_ipc_identity bob_id = {.uid = 1001, .pid = -1, .principal = NULL, .privileged = 0};
+    assert_int_equal(ts_cons_connect_as(&e, &bob, &bob_id), 0);
+    assert_true(ts_cons_enable(&bob, &cfg.tc, -1) != 0);
+    assert_int_equal(ts_wait_svc_count(&e, TS_SVC_SESSIONS, 1 + TG_SVC_MAX_CLONES + 1, 5000), 1);
+    ts_cons_close(&bob);
+    for (int i = 0; i < N; i++)
+        ts_cons_close(&cl[i]);
+    ts_cons_close(&owner);
+    ts_env_free(&e);
+}
+
 /* RegisterDataSource of `name` on p: "" when registered, else the service's error. */
 static void register_ds(struct ts_prod *p, const char *name, char *err, size_t errlen)
 {
@@ -298,6 +345,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_trigger_flood_is_bounded),
         cmocka_unit_test(test_clones_per_principal_are_bounded),
+        cmocka_unit_test(test_clones_bounded_overall),
         cmocka_unit_test(test_data_sources_per_producer_bounded),
         cmocka_unit_test(test_pending_flushes_bounded),
     };
