@@ -41,6 +41,12 @@ void tg_svc_activate_triggers(tg_service *svc, char **names, size_t n, const cha
         if (s->read_only || !tc || !tc->has_trigger_mode ||
             (s->state != TG_SESS_CONFIGURED && s->state != TG_SESS_STARTED))
             continue;
+        /* whether each trigger's producer_name_regex admits this producer: the same for every name
+         * of the frame, so compiled and run once per trigger (a frame may name a trigger 40,000
+         * times; a regcomp per name stalled the service loop); -1 = not asked yet */
+        signed char *admits = tc->n_triggers ? malloc(tc->n_triggers) : NULL;
+        if (admits)
+            memset(admits, -1, tc->n_triggers);
         for (size_t i = 0; i < n; i++) {
             if (!names[i])
                 continue;
@@ -48,9 +54,15 @@ void tg_svc_activate_triggers(tg_service *svc, char **names, size_t n, const cha
                 const Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *tr = tc->triggers[t];
                 if (!tr->name || strcmp(tr->name, names[i]) != 0)
                     continue;
-                if (tr->producer_name_regex && *tr->producer_name_regex &&
-                    !tg_svc_regex_full_match(tr->producer_name_regex, producer_name ? producer_name : ""))
-                    continue;
+                if (tr->producer_name_regex && *tr->producer_name_regex) {
+                    signed char ok = admits ? admits[t] : -1;
+                    if (ok < 0)
+                        ok = tg_svc_regex_full_match(tr->producer_name_regex, producer_name ? producer_name : "");
+                    if (admits)
+                        admits[t] = ok;
+                    if (!ok)
+                        continue;
+                }
                 uint32_t delay = tr->has_stop_delay_ms ? tr->stop_delay_ms : 0;
                 record(s, tr->name, producer_name, uid, delay);
                 if (tc->trigger_mode == PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__START_TRACING &&
@@ -66,5 +78,6 @@ void tg_svc_activate_triggers(tg_service *svc, char **names, size_t n, const cha
                 break;
             }
         }
+        free(admits);
     }
 }

@@ -136,6 +136,71 @@ static void test_trigger_flood_is_bounded(void **state)
     ts_env_free(&e);
 }
 
+/* A trigger with a producer_name_regex: a frame naming it thousands of times from a producer the
+ * regex does not admit records nothing (the regex is run once per frame, not once per name), and
+ * one from a producer it admits is recorded. */
+static void test_trigger_regex_once_per_frame(void **state)
+{
+    (void)state;
+    struct ts_env e;
+    assert_int_equal(ts_env_init(&e), 0);
+    struct ts_prod bad, good;
+    struct ts_prod_opts po;
+    memset(&po, 0, sizeof po);
+    po.name = "bad.producer";
+    po.ds_name = "test.ds";
+    po.auto_ack_flush = 1;
+    po.auto_notify_stop = 1;
+    assert_int_equal(ts_prod_connect(&e, &bad, &po), 0);
+    po.name = "good.producer";
+    po.ds_name = "other.ds";
+    assert_int_equal(ts_prod_connect(&e, &good, &po), 0);
+    struct ts_cons c;
+    assert_int_equal(ts_cons_connect(&e, &c), 0);
+    struct ts_cfg cfg;
+    ts_cfg_init(&cfg, 64, 0, "test.ds", 0);
+    Perfetto__Protos__TraceConfig__TriggerConfig tc = PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__INIT;
+    Perfetto__Protos__TraceConfig__TriggerConfig__Trigger tr = PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER__INIT;
+    Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *trp = &tr;
+    tr.name = (char *)"t";
+    tr.producer_name_regex = (char *)"good\\..*";
+    tr.has_stop_delay_ms = 1;
+    tr.stop_delay_ms = 600000;
+    tc.has_trigger_mode = 1;
+    tc.trigger_mode = PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__STOP_TRACING;
+    tc.n_triggers = 1;
+    tc.triggers = &trp;
+    tc.has_trigger_timeout_ms = 1;
+    tc.trigger_timeout_ms = 600000;
+    cfg.tc.trigger_config = &tc;
+    assert_true(ts_cons_enable(&c, &cfg.tc, -1) != 0);
+    assert_true(ts_pump_until(&e, prod_started, &bad, 5000));
+    enum { N = 2000 };
+    char **names = calloc(N, sizeof *names);
+    assert_non_null(names);
+    for (size_t i = 0; i < N; i++)
+        names[i] = (char *)"t";
+    Perfetto__Protos__ActivateTriggersRequest rq = PERFETTO__PROTOS__ACTIVATE_TRIGGERS_REQUEST__INIT;
+    rq.n_trigger_names = N;
+    rq.trigger_names = names;
+    assert_int_equal(ts_prod_call(&bad, TS_P_TRIGGERS, &rq.base, NULL), 1);
+    struct ts_trace t = {0};
+    assert_int_equal(ts_cons_read(&c, &t, 10000), 0);
+    assert_int_equal(count_triggers(&t), 0);
+    ts_trace_free(&t);
+    rq.n_trigger_names = 3;
+    assert_int_equal(ts_prod_call(&good, TS_P_TRIGGERS, &rq.base, NULL), 1);
+    t = (struct ts_trace){0};
+    assert_int_equal(ts_cons_read(&c, &t, 10000), 0);
+    assert_int_equal(count_triggers(&t), 3);
+    ts_trace_free(&t);
+    free(names);
+    ts_cons_close(&c);
+    ts_prod_close(&good);
+    ts_prod_close(&bad);
+    ts_env_free(&e);
+}
+
 /* Every clone is a full copy of its source's buffers (up to 128 of them, each with its own
  * buffer id) and was not counted anywhere: one principal opening connections and cloning its own
  * session could take the service's memory and all 65535 buffer ids, after which nobody could
@@ -344,6 +409,7 @@ int main(void)
     tg_log_set_level(TG_LOG_ERROR); /* one info line per recorded trigger, each with a 4 KiB name */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_trigger_flood_is_bounded),
+        cmocka_unit_test(test_trigger_regex_once_per_frame),
         cmocka_unit_test(test_clones_per_principal_are_bounded),
         cmocka_unit_test(test_clones_bounded_overall),
         cmocka_unit_test(test_data_sources_per_producer_bounded),
