@@ -4,6 +4,7 @@
  * DataSourceConfig sent to producers (perfetto-wire-facts §4.3, §6.3). */
 #include "service/svc.h"
 
+#include "tracegate/log.h"
 #include "tracegate/pbwire.h"
 
 #include <regex.h>
@@ -11,10 +12,43 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Whether a consumer's regex may be run on the service loop. glibc's matcher takes time
+ * exponential in the subject's length with back-references ("(a*)*\2b" on a producer named with
+ * 400 a's: 1.8 s; with 1500, minutes) and builds a node per repetition of counted intervals
+ * ("((a{64}){64}){64}": 262,144 nodes), and both regex and producer name are anyone's to choose.
+ * Without them POSIX EREs match in polynomial time. Refused: back-references (a backslash and a
+ * digit), intervals ({ and a digit), patterns over TG_SVC_MAX_REGEX. (A bracket expression such
+ * as [\1] is refused too: harmless, and the names these filter never need it.) */
+static bool regex_is_safe(const char *re, size_t n)
+{
+    if (n > TG_SVC_MAX_REGEX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        if (re[i] == '\\') {
+            if (re[i + 1] >= '0' && re[i + 1] <= '9')
+                return false;
+            if (re[i + 1])
+                i++;
+        } else if (re[i] == '{' && re[i + 1] >= '0' && re[i + 1] <= '9') {
+            return false;
+        }
+    }
+    return true;
+}
+
 /* std::regex_match semantics: the whole name must match. */
 bool tg_svc_regex_full_match(const char *re, const char *s)
 {
     size_t n = strlen(re);
+    if (!regex_is_safe(re, n)) {
+        static bool warned; /* (one service thread) */
+        if (!warned) {
+            warned = true;
+            tg_warn(TG_SVC_LOG, "a producer name regex with back-references or {m,n} intervals (or over %u "
+                                "characters) matches nothing here: \"%.64s\"", TG_SVC_MAX_REGEX, re);
+        }
+        return false;
+    }
     char *anch = malloc(n + 5);
     if (!anch)
         return false;

@@ -73,6 +73,8 @@ struct event_base;
 /* Consumer Flush requests one session may have waiting (ours: with timeout_ms up to 49 days, a
  * consumer could pile up flush records and commands to every producer of the session). */
 #define TG_SVC_MAX_PENDING_FLUSHES 64u
+/* Longest producer name regex a config may use (tg_svc_regex_full_match). */
+#define TG_SVC_MAX_REGEX 1024u
 
 /* FlushFlags (§2.4). */
 #define TG_FLUSH_REASON_PERIODIC 1u
@@ -408,6 +410,9 @@ const char *tg_svc_session_state_name(const tg_svc_session *s);
 
 /* ---- data_source_match.c ---- */
 /* POSIX extended regex matching the whole string (std::regex_match). */
+/* Whether s matches the POSIX extended regex re as a whole (std::regex_match). A regex with
+ * back-references or {m,n} intervals, or over TG_SVC_MAX_REGEX characters, matches nothing
+ * (their matching time is exponential or their size explodes; logged once). */
 bool tg_svc_regex_full_match(const char *re, const char *s);
 bool tg_svc_ds_matches(const Perfetto__Protos__TraceConfig *cfg, const Perfetto__Protos__TraceConfig__DataSource *cds,
                        const tg_svc_producer *p, const struct tg_svc_ds_reg *reg);

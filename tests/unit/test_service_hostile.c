@@ -201,6 +201,31 @@ static void test_trigger_regex_once_per_frame(void **state)
     ts_env_free(&e);
 }
 
+/* Producer name regexes come from any recorder and producer names from any producer: a regex
+ * whose matching time explodes (back-references) or whose size does (intervals) matches nothing
+ * rather than holding the service loop (glibc took minutes for the one below on 1500 a's). */
+static void test_unsafe_regex_refused(void **state)
+{
+    (void)state;
+    assert_true(tg_svc_regex_full_match("trig_.*", "trig_prod"));
+    assert_true(tg_svc_regex_full_match("com\\.example\\.(a|b)+", "com.example.abba"));
+    assert_true(tg_svc_regex_full_match("x\\{1\\}", "x{1}")); /* escaped braces are plain characters */
+    assert_false(tg_svc_regex_full_match("trig_.*", "other"));
+    /* these would match, and are refused */
+    assert_false(tg_svc_regex_full_match("(a)\\1", "aa"));
+    assert_false(tg_svc_regex_full_match("a{2}", "aa"));
+    char *long_re = malloc(TG_SVC_MAX_REGEX + 2);
+    assert_non_null(long_re);
+    memset(long_re, 'a', TG_SVC_MAX_REGEX + 1);
+    long_re[TG_SVC_MAX_REGEX + 1] = '\0';
+    assert_false(tg_svc_regex_full_match(long_re, long_re));
+    free(long_re);
+    /* and the one that would hold the loop for minutes answers at once */
+    static char name[1501];
+    memset(name, 'a', 1500);
+    assert_false(tg_svc_regex_full_match("(a*)*\\2b", name));
+}
+
 /* Every clone is a full copy of its source's buffers (up to 128 of them, each with its own
  * buffer id) and was not counted anywhere: one principal opening connections and cloning its own
  * session could take the service's memory and all 65535 buffer ids, after which nobody could
@@ -410,6 +435,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_trigger_flood_is_bounded),
         cmocka_unit_test(test_trigger_regex_once_per_frame),
+        cmocka_unit_test(test_unsafe_regex_refused),
         cmocka_unit_test(test_clones_per_principal_are_bounded),
         cmocka_unit_test(test_clones_bounded_overall),
         cmocka_unit_test(test_data_sources_per_producer_bounded),
