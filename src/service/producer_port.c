@@ -62,6 +62,16 @@ static void send_or_queue(tg_svc_producer *p, uint8_t *data, size_t len, int wit
         free(data);
         return;
     }
+    if (p->n_cmds >= TG_SVC_MAX_QUEUED_CMDS) {
+        free(data);
+        if (!p->cmds_refused) { /* once: the close is on its way */
+            p->cmds_refused = true;
+            tg_warn(TG_SVC_LOG, "producer %u (%s): %u commands queued and GetAsyncCommand never opened: disconnecting",
+                    p->id, p->name ? p->name : "?", TG_SVC_MAX_QUEUED_CMDS);
+            tg_ipc_peer_disconnect(p->peer, "too many commands queued: the producer never asked for them");
+        }
+        return;
+    }
     struct tg_svc_cmd *c = calloc(1, sizeof *c);
     if (!c) {
         free(data);
@@ -72,6 +82,7 @@ static void send_or_queue(tg_svc_producer *p, uint8_t *data, size_t len, int wit
     c->with_smb_fd = with_smb_fd;
     *p->cmds_tail = c;
     p->cmds_tail = &c->next;
+    p->n_cmds++;
 }
 
 static void flush_cmds(tg_svc_producer *p)
@@ -81,6 +92,7 @@ static void flush_cmds(tg_svc_producer *p)
         p->cmds = c->next;
         if (!p->cmds)
             p->cmds_tail = &p->cmds;
+        p->n_cmds--;
         int fd = c->with_smb_fd && p->smb.fd >= 0 ? p->smb.fd : -1;
         tg_ipc_call_reply_bytes(p->async, c->data, c->len, 1, fd);
         free(c->data);

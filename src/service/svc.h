@@ -73,6 +73,10 @@ struct event_base;
 /* Consumer Flush requests one session may have waiting (ours: with timeout_ms up to 49 days, a
  * consumer could pile up flush records and commands to every producer of the session). */
 #define TG_SVC_MAX_PENDING_FLUSHES 64u
+/* Commands the service queues for a producer that has not opened GetAsyncCommand (an SDK opens it
+ * right after InitializeConnection): past this the producer is disconnected, as one that never
+ * reads its commands (every flush period, flush request and session added one, without bound). */
+#define TG_SVC_MAX_QUEUED_CMDS 256u
 /* Longest producer name regex a config may use (tg_svc_regex_full_match). */
 #define TG_SVC_MAX_REGEX 1024u
 
@@ -136,6 +140,8 @@ struct tg_svc_producer {
     bool setup_tracing_sent;
     tg_ipc_call *async;     /* open GetAsyncCommand stream */
     struct tg_svc_cmd *cmds, **cmds_tail;
+    size_t n_cmds;          /* queued in cmds (TG_SVC_MAX_QUEUED_CMDS) */
+    bool cmds_refused;      /* one was refused past it: the producer is being disconnected */
     struct tg_svc_ds_reg *sources;
     size_t n_sources;     /* registered now (TG_SVC_MAX_DATA_SOURCES_PER_PRODUCER) */
     bool ds_limit_logged; /* a registration past it was refused and logged */

@@ -9,7 +9,9 @@
  * - a producer registering data sources without end holds at most
  *   TG_SVC_MAX_DATA_SOURCES_PER_PRODUCER (each registration walked all it had: quadratic);
  * - a consumer sending Flush after Flush with a long timeout to a producer that never acks has at
- *   most TG_SVC_MAX_PENDING_FLUSHES waiting; the rest fail at once. */
+ *   most TG_SVC_MAX_PENDING_FLUSHES waiting; the rest fail at once;
+ * - a producer that never opens GetAsyncCommand is disconnected once TG_SVC_MAX_QUEUED_CMDS
+ *   commands wait for it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -429,6 +431,44 @@ static void test_pending_flushes_bounded(void **state)
     ts_env_free(&e);
 }
 
+static int svc_has_no_producers(void *arg) { return ((struct ts_env *)arg)->svc->producers == NULL; }
+
+/* A producer that never opens GetAsyncCommand: the commands meant for it (here one Flush each)
+ * are queued up to TG_SVC_MAX_QUEUED_CMDS, then it is disconnected, not queued for without end. */
+static void test_unread_commands_bounded(void **state)
+{
+    (void)state;
+    struct ts_env e;
+    assert_int_equal(ts_env_init(&e), 0);
+    struct ts_prod p;
+    struct ts_prod_opts po;
+    memset(&po, 0, sizeof po);
+    po.name = "never.asks";
+    po.ds_name = "test.ds";
+    po.no_async = 1;
+    assert_int_equal(ts_prod_connect(&e, &p, &po), 0);
+    struct ts_cons c;
+    assert_int_equal(ts_cons_connect(&e, &c), 0);
+    struct ts_cfg cfg;
+    ts_cfg_init(&cfg, 64, 0, "test.ds", 0);
+    assert_true(ts_cons_enable(&c, &cfg.tc, -1) != 0);
+    assert_int_equal(ts_wait_svc_count(&e, TS_SVC_SESSIONS, 1, 5000), 1);
+    /* Flushes that time out at once, each one more command for the producer */
+    Perfetto__Protos__FlushRequest fq = PERFETTO__PROTOS__FLUSH_REQUEST__INIT;
+    fq.has_timeout_ms = 1;
+    fq.timeout_ms = 1;
+    tg_log_set_level(TG_LOG_ERROR); /* a warning per timed-out flush */
+    for (unsigned i = 0; i < TG_SVC_MAX_QUEUED_CMDS + 20 && e.svc->producers; i++) {
+        assert_true(e.svc->producers->n_cmds <= TG_SVC_MAX_QUEUED_CMDS);
+        (void)ts_cons_call(&c, TS_C_FLUSH, &fq.base, NULL, 5000);
+    }
+    tg_log_set_level(TG_LOG_WARN);
+    assert_true(ts_pump_until(&e, svc_has_no_producers, &e, 10000));
+    ts_cons_close(&c);
+    ts_prod_close(&p);
+    ts_env_free(&e);
+}
+
 int main(void)
 {
     tg_log_set_level(TG_LOG_ERROR); /* one info line per recorded trigger, each with a 4 KiB name */
@@ -440,6 +480,7 @@ int main(void)
         cmocka_unit_test(test_clones_bounded_overall),
         cmocka_unit_test(test_data_sources_per_producer_bounded),
         cmocka_unit_test(test_pending_flushes_bounded),
+        cmocka_unit_test(test_unread_commands_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

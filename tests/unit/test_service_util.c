@@ -586,7 +586,7 @@ int ts_prod_connect(struct ts_env *e, struct ts_prod *p, const struct ts_prod_op
     if (ts_raw_invoke(e, &p->r, init_rid, 1, TS_P_INIT, &ic.base, 0, -1) != 0)
         return -1;
     p->async_rid = ++p->rid;
-    if (ts_raw_invoke(e, &p->r, p->async_rid, 1, TS_P_ASYNC, NULL, 0, -1) != 0)
+    if (!o->no_async && ts_raw_invoke(e, &p->r, p->async_rid, 1, TS_P_ASYNC, NULL, 0, -1) != 0)
         return -1;
     struct ts_frame f;
     if (!ts_raw_wait(e, &p->r, init_rid, &f, 5000))

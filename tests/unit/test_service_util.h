@@ -112,6 +112,7 @@ struct ts_prod_opts {
     int notify_start, notify_stop, no_flush, handles_clear;
     int auto_ack_flush;     /* answer Flush with CommitData{flush_request_id} */
     int auto_notify_stop;   /* answer StopDataSource with NotifyDataSourceStopped */
+    int no_async;           /* never open GetAsyncCommand (commands stay queued at the service) */
     const char *identity_hint; /* TCP only: send SetPeerIdentity{machine_id_hint} first */
     const char *machine_name;
     const char *addr;       /* connect to this address (e.g. a gateway listener) instead of the service;
