@@ -438,17 +438,30 @@ int tg_fleet_route_up(struct tg_fleet *f, const char *name)
 
 /* ------------------------------------------------------------ routing (the bridge's upstreams) */
 
-/* The hops a channel for `who` to `node` crosses once it takes one more link, or 0 (err set) when
- * that is more than LINK_MAX_HOPS: a routing loop, or a fleet deeper than links carry. */
-static unsigned next_hops(const struct tg_gw_client_info *who, const char *node, char *err, size_t errlen)
+/* A new channel of link l to `node` for `who` (its local end: *fd, or *bev when bev is not NULL),
+ * or NULL with err set: the link has LINK_MAX_CHANNELS, or the channel would cross more than
+ * LINK_MAX_HOPS links (a routing loop, or a fleet deeper than links carry). */
+static struct link_channel *new_channel(struct tg_link *l, const char *node, int kind,
+                                        const struct tg_gw_client_info *who, int *fd, struct bufferevent **bev,
+                                        char *err, size_t errlen)
 {
+    if (l->n_channels >= LINK_MAX_CHANNELS) {
+        snprintf(err, errlen, "the link to %s has too many channels", l->peer_name);
+        return NULL;
+    }
     unsigned hops = (who ? who->link_hops : 0) + 1;
     if (hops > LINK_MAX_HOPS) {
         snprintf(err, errlen, "node %s: the channel would cross more than %u links (a routing loop?)", node,
                  LINK_MAX_HOPS);
-        return 0;
+        return NULL;
     }
-    return hops;
+    struct link_channel *ch = tg_link_channel_new(l, 0, node, kind, who ? who->principal : "", 0, fd, bev);
+    if (!ch) {
+        snprintf(err, errlen, "cannot create a channel to %s", node);
+        return NULL;
+    }
+    ch->hops = hops;
+    return ch;
 }
 
 /* A stream to node `node` for `who`: out->fd, or (when bev_ok and the node is across a link)
@@ -492,20 +505,9 @@ static int fleet_open(struct tg_fleet *f, const char *node, int producer, const 
         snprintf(err, errlen, "no node %s (not linked)", node);
         return -1;
     }
-    if (l->n_channels >= LINK_MAX_CHANNELS) {
-        snprintf(err, errlen, "the link to %s has too many channels", l->peer_name);
+    struct link_channel *ch = new_channel(l, node, producer, who, &out->fd, bev_ok ? &out->bev : NULL, err, errlen);
+    if (!ch)
         return -1;
-    }
-    unsigned hops = next_hops(who, node, err, errlen);
-    if (!hops)
-        return -1;
-    struct link_channel *ch = tg_link_channel_new(l, 0, node, producer, who ? who->principal : "", 0, &out->fd,
-                                                  bev_ok ? &out->bev : NULL);
-    if (!ch) {
-        snprintf(err, errlen, "cannot create a channel to %s", node);
-        return -1;
-    }
-    ch->hops = hops;
     tg_link_op_channel_open(ch, who ? who->traceparent : NULL, ch->traceparent);
     int r = l->dialer ? tg_link_submit_channel(l, ch) : tg_link_send_open(l, ch);
     if (r != 0) {
@@ -595,21 +597,10 @@ int tg_fleet_adb_connect(void *fleet, const char *node, const struct tg_gw_clien
         snprintf(err, errlen, "no node %s here", node);
         return -1;
     }
-    if (l->n_channels >= LINK_MAX_CHANNELS) {
-        snprintf(err, errlen, "the link to %s has too many channels", l->peer_name);
-        return -1;
-    }
-    unsigned hops = next_hops(who, node, err, errlen);
-    if (!hops)
-        return -1;
     int fd = -1;
-    struct link_channel *ch =
-        tg_link_channel_new(l, 0, node, LINK_KIND_ADB, who ? who->principal : "", 0, &fd, NULL);
-    if (!ch) {
-        snprintf(err, errlen, "cannot create a channel to %s", node);
+    struct link_channel *ch = new_channel(l, node, LINK_KIND_ADB, who, &fd, NULL, err, errlen);
+    if (!ch)
         return -1;
-    }
-    ch->hops = hops;
     if ((l->dialer ? tg_link_submit_channel(l, ch) : tg_link_send_open(l, ch)) != 0) {
         tg_link_channel_free(ch);
         close(fd);
