@@ -430,23 +430,30 @@ static int opens_settled(void *arg)
     return 1;
 }
 
-static void test_open_requests_limited(void **state)
+/* A real dialer node `name` (on the edge gateway) that links to the hub. */
+static struct tg_fleet *edge_new(const char *name)
 {
-    (void)state;
     char err[512], peer[64];
     char *peers[1] = {peer};
     snprintf(peer, sizeof peer, "tcp://127.0.0.1:%d", g_port);
     struct tg_fleet_config ec;
     memset(&ec, 0, sizeof ec);
-    ec.node_name = "edge";
+    ec.node_name = name;
     ec.peers = peers;
     ec.n_peers = 1;
     ec.resume_window_ms = (uint32_t)tg_test_ms(600000);
     ec.ping_interval_ms = (uint32_t)tg_test_ms(600000);
+    struct tg_fleet *f = tg_fleet_new(g_base, g_edge_gw, &ec, err, sizeof err);
+    if (!f)
+        fail_msg("%s: %s", name, err);
+    return f;
+}
+
+static void test_open_requests_limited(void **state)
+{
+    (void)state;
     struct opens o = {NULL, 0};
-    o.edge = tg_fleet_new(g_base, g_edge_gw, &ec, err, sizeof err);
-    if (!o.edge)
-        fail_msg("edge: %s", err);
+    o.edge = edge_new("edge");
     assert_true(tg_test_run_until(g_base, edge_up, &o, WAIT_MS));
     struct tg_link *hl = link_up_to(g_hub, "edge");
     /* the hub asks for 40 channels more than a link may carry: each a channel of its own (its
@@ -683,19 +690,8 @@ static void route_free(struct tg_gw_route *r)
 static void test_hops_forwarded(void **state)
 {
     (void)state;
-    char err[512], peer[64];
-    char *peers[1] = {peer};
-    snprintf(peer, sizeof peer, "tcp://127.0.0.1:%d", g_port);
-    struct tg_fleet_config ec;
-    memset(&ec, 0, sizeof ec);
-    ec.node_name = "edge2";
-    ec.peers = peers;
-    ec.n_peers = 1;
-    ec.resume_window_ms = (uint32_t)tg_test_ms(600000);
-    ec.ping_interval_ms = (uint32_t)tg_test_ms(600000);
-    struct tg_fleet *edge = tg_fleet_new(g_base, g_edge_gw, &ec, err, sizeof err);
-    if (!edge)
-        fail_msg("edge2: %s", err);
+    char err[512];
+    struct tg_fleet *edge = edge_new("edge2");
     assert_true(tg_test_run_until(g_base, edge2_up, edge, WAIT_MS));
 
     /* a client that came over 2 links already: the hub (acceptor) asks edge2 with Open, hops 3 */

@@ -63,6 +63,34 @@ static int clone_ok(struct ts_cons *c, uint64_t session_id, char *err, size_t er
     return ok;
 }
 
+/* A session on test.ds stopped by trigger "t" (from producers whose name matches regex, when not
+ * NULL) after a 600 s stop delay: it stays STARTED while a test fires the trigger. */
+struct stop_trigger {
+    struct ts_cfg cfg;
+    Perfetto__Protos__TraceConfig__TriggerConfig tc;
+    Perfetto__Protos__TraceConfig__TriggerConfig__Trigger tr, *trp;
+};
+
+static void stop_trigger_enable(struct ts_cons *c, struct stop_trigger *st, const char *regex)
+{
+    ts_cfg_init(&st->cfg, 64, 0, "test.ds", 0);
+    st->tc = (Perfetto__Protos__TraceConfig__TriggerConfig)PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__INIT;
+    st->tr = (Perfetto__Protos__TraceConfig__TriggerConfig__Trigger)PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER__INIT;
+    st->trp = &st->tr;
+    st->tr.name = (char *)"t";
+    st->tr.producer_name_regex = (char *)regex;
+    st->tr.has_stop_delay_ms = 1;
+    st->tr.stop_delay_ms = 600000;
+    st->tc.has_trigger_mode = 1;
+    st->tc.trigger_mode = PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__STOP_TRACING;
+    st->tc.n_triggers = 1;
+    st->tc.triggers = &st->trp;
+    st->tc.has_trigger_timeout_ms = 1;
+    st->tc.trigger_timeout_ms = 600000;
+    st->cfg.tc.trigger_config = &st->tc;
+    assert_true(ts_cons_enable(c, &st->cfg.tc, -1) != 0);
+}
+
 static void test_trigger_flood_is_bounded(void **state)
 {
     (void)state;
@@ -86,22 +114,8 @@ static void test_trigger_flood_is_bounded(void **state)
     /* STOP_TRACING with a long stop delay: the session stays STARTED while the flood arrives */
     struct ts_cons c;
     assert_int_equal(ts_cons_connect(&e, &c), 0);
-    struct ts_cfg cfg;
-    ts_cfg_init(&cfg, 64, 0, "test.ds", 0);
-    Perfetto__Protos__TraceConfig__TriggerConfig tc = PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__INIT;
-    Perfetto__Protos__TraceConfig__TriggerConfig__Trigger tr = PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER__INIT;
-    Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *trp = &tr;
-    tr.name = (char *)"t";
-    tr.has_stop_delay_ms = 1;
-    tr.stop_delay_ms = 600000;
-    tc.has_trigger_mode = 1;
-    tc.trigger_mode = PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__STOP_TRACING;
-    tc.n_triggers = 1;
-    tc.triggers = &trp;
-    tc.has_trigger_timeout_ms = 1;
-    tc.trigger_timeout_ms = 600000;
-    cfg.tc.trigger_config = &tc;
-    assert_true(ts_cons_enable(&c, &cfg.tc, -1) != 0);
+    struct stop_trigger st;
+    stop_trigger_enable(&c, &st, NULL);
     assert_true(ts_pump_until(&e, prod_started, &p, 5000));
 
     /* one frame (3 bytes a name) naming the trigger 2000 times: 2000 packets of over 4 KiB
@@ -159,23 +173,8 @@ static void test_trigger_regex_once_per_frame(void **state)
     assert_int_equal(ts_prod_connect(&e, &good, &po), 0);
     struct ts_cons c;
     assert_int_equal(ts_cons_connect(&e, &c), 0);
-    struct ts_cfg cfg;
-    ts_cfg_init(&cfg, 64, 0, "test.ds", 0);
-    Perfetto__Protos__TraceConfig__TriggerConfig tc = PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__INIT;
-    Perfetto__Protos__TraceConfig__TriggerConfig__Trigger tr = PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER__INIT;
-    Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *trp = &tr;
-    tr.name = (char *)"t";
-    tr.producer_name_regex = (char *)"good\\..*";
-    tr.has_stop_delay_ms = 1;
-    tr.stop_delay_ms = 600000;
-    tc.has_trigger_mode = 1;
-    tc.trigger_mode = PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__STOP_TRACING;
-    tc.n_triggers = 1;
-    tc.triggers = &trp;
-    tc.has_trigger_timeout_ms = 1;
-    tc.trigger_timeout_ms = 600000;
-    cfg.tc.trigger_config = &tc;
-    assert_true(ts_cons_enable(&c, &cfg.tc, -1) != 0);
+    struct stop_trigger st;
+    stop_trigger_enable(&c, &st, "good\\..*");
     assert_true(ts_pump_until(&e, prod_started, &bad, 5000));
     enum { N = 2000 };
     char **names = calloc(N, sizeof *names);
