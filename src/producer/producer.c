@@ -16,12 +16,12 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "data_source_config.pb-c.h"
 #include "data_source_descriptor.pb-c.h"
 #include "producer_port.pb-c.h"
+#include "smb/smb_fd.h"
 #include "tracegate/addr.h"
 #include "tracegate/log.h"
 #include "tracegate/service.h"
@@ -144,13 +144,14 @@ static int setup_smb(tg_producer *p, uint32_t page_kb, int fd)
             tg_error(LOG, "SetupTracing carried no shared memory fd");
             return -1;
         }
-        struct stat st;
-        if (fstat(fd, &st) != 0 || st.st_size <= 0) {
-            tg_error(LOG, "SetupTracing: cannot stat the SMB fd: %s", strerror(errno));
+        const char *why;
+        if (tg_smb_fd_check(fd, &len, &why) != 0) {
+            /* a file the service could shrink under the mapping would turn
+             * this process's next write into SIGBUS */
+            tg_error(LOG, "SetupTracing: refusing the shared memory buffer: %s", why);
             close(fd);
             return -1;
         }
-        len = (size_t)st.st_size;
         mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         close(fd);
         if (mem == MAP_FAILED) {

@@ -4,13 +4,14 @@
 
 #include "service/smb_host.h"
 
+#include "smb/smb_fd.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #ifndef F_ADD_SEALS
@@ -124,19 +125,13 @@ int tg_smb_host_adopt(struct tg_smb_host *h, int fd, size_t page)
     tg_smb_host_release(h);
     if (fd < 0)
         return -1;
-#ifdef HAVE_MEMFD_CREATE
-    int seals = fcntl(fd, F_GET_SEALS);
-    if (seals < 0 || (seals & REQUIRED_SEALS) != REQUIRED_SEALS) {
+    size_t size;
+    const char *why;
+    if (tg_smb_fd_check(fd, &size, &why) != 0 || !tg_smb_sizes_valid(size, page)) {
         close(fd);
         return -1;
     }
-#endif
-    struct stat st;
-    if (fstat(fd, &st) != 0 || st.st_size <= 0 || !tg_smb_sizes_valid((size_t)st.st_size, page)) {
-        close(fd);
-        return -1;
-    }
-    if (map_fd(h, fd, (size_t)st.st_size, page) != 0) {
+    if (map_fd(h, fd, size, page) != 0) {
         close(fd);
         return -1;
     }

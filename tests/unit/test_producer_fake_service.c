@@ -717,6 +717,23 @@ static void test_no_service(void **state)
     assert_null(tg_producer_new(c->base, &o, err, sizeof err));
 }
 
+/* A service (or whatever squats on its socket) handing out a memfd it can
+ * still shrink could turn the app's next trace write into SIGBUS: the
+ * producer refuses an unsealed SMB and drops that connection, as the SDK
+ * does. (A sealed one is what every other test here maps.) */
+static void test_unsealed_smb_refused(void **state)
+{
+    struct ctx *c = *state;
+    c->fs = fake_svc_new(c->base, c->path);
+    assert_non_null(c->fs);
+    c->fs->unsealed_smb = true;
+    assert_int_equal(start_producer(c, c->path, false), 0);
+    assert_true(tg_test_run_until(c->base, is_connected, c, 5000));
+    assert_int_equal(fake_setup_tracing(c->fs, 4, 256 * 1024), 0);
+    assert_true(tg_test_run_until(c->base, is_disconnected, c, 5000));
+    assert_null(tg_producer_create_writer(c->p, 1));
+}
+
 /* Old services send StartDataSource without SetupDataSource; unregistering a
  * data source stops its instances; triggers and unregistration are
  * fire-and-forget (drop_reply) like the SDK's. */
@@ -818,6 +835,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_clear_incremental_state, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reconnect, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_service, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unsealed_smb_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_start_only_unregister_triggers, setup, teardown),
         cmocka_unit_test(test_category_matching),
     };

@@ -2,6 +2,7 @@
 #include "test_producer_util.h"
 
 #include <event2/event.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -351,8 +352,10 @@ int fake_setup_tracing(struct fake_svc *fs, uint32_t page_kb, size_t smb_size)
 {
     int fd = -1;
     if (!fs->emulation) {
-        fd = memfd_create("perfetto_shmem", MFD_CLOEXEC);
+        fd = memfd_create("perfetto_shmem", MFD_CLOEXEC | MFD_ALLOW_SEALING);
         if (fd < 0 || ftruncate(fd, (off_t)smb_size) != 0)
+            return -1;
+        if (!fs->unsealed_smb && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
             return -1;
         fs->smb_mem = mmap(NULL, smb_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (fs->smb_mem == MAP_FAILED) {
