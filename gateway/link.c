@@ -1,6 +1,7 @@
 /* link.c: one gateway link: the HTTP/2 connection (nghttp2 on the event loop), the control
- * stream (hello, reverse opens, node lists; clock sync in link_clock.c), channel streams' requests and responses,
- * PING keepalive, and resumption (docs/link-protocol.md). */
+ * and channel streams' requests and responses, PING keepalive, and resumption
+ * (docs/link-protocol.md). The control stream's messages are link_control.c's, clock sync
+ * link_clock.c's. */
 #include "link_int.h"
 
 #include "config.h"
@@ -24,10 +25,8 @@
 #define LOG "link"
 #define OUT_HIGH (1u << 20) /* transport output above which we stop producing HTTP/2 frames */
 
-static void conn_lost(struct link_conn *c, const char *why);
 static void ctx_free(struct link_conn *c, struct stream_ctx *x);
 static void link_down(struct tg_link *l, const char *why);
-static void send_hello(struct link_conn *c);
 
 static uint64_t now_us(void) { return tg_mono_us(); }
 
@@ -49,7 +48,7 @@ void tg_link_conn_flush(struct link_conn *c)
         ssize_t n = nghttp2_session_mem_send(c->h2, &data);
         if (n < 0) {
             c->in_callback = 0;
-            conn_lost(c, nghttp2_strerror((int)n));
+            tg_link_conn_lost(c, nghttp2_strerror((int)n));
             return;
         }
         if (n == 0)
@@ -62,289 +61,7 @@ void tg_link_conn_flush(struct link_conn *c)
     if (c->dead)
         return;
     if (!nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2) && evbuffer_get_length(out) == 0)
-        conn_lost(c, "the HTTP/2 session ended");
-}
-
-/* ------------------------------------------------------------ control messages */
-
-int tg_link_send_control(struct link_conn *c, const Tracegate__Link__Control *m)
-{
-    if (!c || c->ctl_sid < 0 || !c->ctl_tx)
-        return -1;
-    size_t n = tracegate__link__control__get_packed_size(m);
-    uint8_t hdr[10];
-    size_t hl = tg_link_rec_header(hdr, TG_LINK_REC_IPC, n) - 1; /* the varint only */
-    uint8_t *buf = malloc(n ? n : 1);
-    if (!buf)
-        return -1;
-    tracegate__link__control__pack(m, buf);
-    evbuffer_add(c->ctl_tx, hdr + 1, hl);
-    evbuffer_add(c->ctl_tx, buf, n);
-    free(buf);
-    nghttp2_session_resume_data(c->h2, c->ctl_sid);
-    return 0;
-}
-
-static ssize_t ctl_read_cb(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,
-                           nghttp2_data_source *src, void *user)
-{
-    (void)s;
-    (void)sid;
-    (void)src;
-    struct link_conn *c = user;
-    size_t have = c->ctl_tx ? evbuffer_get_length(c->ctl_tx) : 0;
-    if (have == 0)
-        return NGHTTP2_ERR_DEFERRED;
-    (void)flags;
-    size_t n = have < len ? have : len;
-    evbuffer_remove(c->ctl_tx, buf, n);
-    if (c->ctl_paused && evbuffer_get_length(c->ctl_tx) < LINK_CTL_TX_HIGH && c->ctl_ev)
-        event_active(c->ctl_ev, EV_TIMEOUT, 0); /* ctl_resume_cb */
-    return (ssize_t)n;
-}
-
-static void send_hello(struct link_conn *c)
-{
-    struct tg_node_desc d;
-    memset(&d, 0, sizeof d);
-    snprintf(d.name, sizeof d.name, "%s", tg_fleet_node_name(c->fleet));
-    d.machine_id = tg_fleet_machine_id(c->fleet, "");
-    snprintf(d.version, sizeof d.version, "%s", PACKAGE_VERSION);
-    static const char *const caps[] = {"resume", "reverse-open", "clock-sync", "nodes", TG_LINK_CAP_LOST};
-    char err[128];
-    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++)
-        tg_node_desc_add_cap(&d, caps[i], err, sizeof err);
-    tg_node_desc_read_clocks(&d);
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    if (tg_node_desc_encode(&d, &buf, &len, err, sizeof err) != 0) {
-        tg_warn(LOG, "cannot encode the node descriptor: %s", err);
-        return;
-    }
-    Tracegate__Link__Hello h = TRACEGATE__LINK__HELLO__INIT;
-    h.has_node_desc = 1;
-    h.node_desc.data = buf;
-    h.node_desc.len = len;
-    Tracegate__Link__Control m = TRACEGATE__LINK__CONTROL__INIT;
-    m.msg_case = TRACEGATE__LINK__CONTROL__MSG_HELLO;
-    m.hello = &h;
-    tg_link_send_control(c, &m);
-    free(buf);
-}
-
-void tg_link_send_nodes(struct tg_link *l)
-{
-    if (!l->conn || l->state != LINK_UP)
-        return;
-    struct tg_fleet_node nodes[32];
-    size_t n = tg_fleet_nodes(l->fleet, nodes, 32);
-    if (n > 32)
-        n = 32;
-    Tracegate__Link__NodeInfo ni[32], *pni[32];
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        /* what we reach directly (or are), not the receiver itself, not through others */
-        if (nodes[i].via[0] || !strcmp(nodes[i].name, l->peer_name) || !strcmp(nodes[i].state, "down"))
-            continue;
-        tracegate__link__node_info__init(&ni[k]);
-        ni[k].name = nodes[i].name;
-        ni[k].has_hops = 1;
-        ni[k].hops = strcmp(nodes[i].state, "self") == 0 ? 0 : 1;
-        pni[k] = &ni[k];
-        k++;
-    }
-    Tracegate__Link__Nodes ns = TRACEGATE__LINK__NODES__INIT;
-    ns.n_nodes = k;
-    ns.nodes = pni;
-    Tracegate__Link__Control m = TRACEGATE__LINK__CONTROL__INIT;
-    m.msg_case = TRACEGATE__LINK__CONTROL__MSG_NODES;
-    m.nodes = &ns;
-    tg_link_send_control(l->conn, &m);
-    tg_link_conn_flush(l->conn);
-}
-
-static void on_open(struct tg_link *l, const Tracegate__Link__Open *o)
-{
-    /* the acceptor asks us (the dialer) to open a channel it needs */
-    char node[64];
-    int producer;
-    uint64_t id = o->has_channel_id ? o->channel_id : 0;
-    const char *path = o->path ? o->path : "";
-    int status = 0;
-    const char *reason = "";
-    if (!id || (id & 1) || tg_link_channel_find(l, id)) {
-        status = 400;
-        reason = "bad channel id";
-    } else if (tg_link_parse_path(path, strlen(path), node, sizeof node, &producer) != 0) {
-        status = 400;
-        reason = "bad path";
-    } else if (!tg_fleet_can_route(l->fleet, node)) {
-        status = 404;
-        reason = "no such node here";
-    } else if (l->n_channels >= LINK_MAX_CHANNELS) {
-        status = 503; /* the same limit as for the channels the peer opens itself */
-        reason = "too many channels on this link";
-    } else if (o->has_hops && (o->hops == 0 || o->hops > LINK_MAX_HOPS)) {
-        status = o->hops ? 508 : 400;
-        reason = o->hops ? "the channel crossed too many links (a routing loop?)" : "bad hops";
-    }
-    if (!status) {
-        int fd = -1;
-        struct bufferevent *bev = NULL;
-        struct link_channel *ch = tg_link_channel_new(l, id, node, producer, o->principal ? o->principal : "", 1, &fd,
-                                                      producer == LINK_KIND_ADB ? NULL : &bev);
-        if (ch)
-            ch->hops = o->has_hops ? o->hops : 1; /* (a peer that predates hops: a direct link) */
-        if (!ch) {
-            status = 503;
-            reason = "cannot create the channel";
-        } else if ((status = tg_fleet_accept_channel(l->fleet, l, ch, fd, bev)) != 0) {
-            reason = "refused";
-            tg_link_channel_free(ch);
-        } else if (tg_link_submit_channel(l, ch) != 0) {
-            tg_link_channel_abort(ch, "cannot open the stream");
-            return;
-        }
-    }
-    if (status) {
-        tg_warn(LOG, "link %s: refused %s's request for a channel to %s: %s", l->peer_name, l->peer_name, path, reason);
-        Tracegate__Link__OpenFailed of = TRACEGATE__LINK__OPEN_FAILED__INIT;
-        of.has_channel_id = of.has_status = 1;
-        of.channel_id = id;
-        of.status = (uint32_t)status;
-        of.reason = (char *)reason;
-        Tracegate__Link__Control m = TRACEGATE__LINK__CONTROL__INIT;
-        m.msg_case = TRACEGATE__LINK__CONTROL__MSG_OPEN_FAILED;
-        m.open_failed = &of;
-        tg_link_send_control(l->conn, &m);
-    }
-}
-
-static int on_control_message(struct link_conn *c, const uint8_t *msg, size_t len)
-{
-    struct tg_link *l = c->link;
-    Tracegate__Link__Control *m = tracegate__link__control__unpack(NULL, len, msg);
-    if (!m)
-        return -1;
-    char err[160];
-    switch (m->msg_case) {
-    case TRACEGATE__LINK__CONTROL__MSG_HELLO:
-        if (!m->hello->has_node_desc ||
-            tg_node_desc_decode(m->hello->node_desc.data, m->hello->node_desc.len, &l->peer_desc, err, sizeof err) != 0) {
-            tg_warn(LOG, "link %s: bad hello: %s", l->peer_name, m->hello->has_node_desc ? err : "no descriptor");
-            tracegate__link__control__free_unpacked(m, NULL);
-            return -1;
-        }
-        if (strcmp(l->peer_desc.name, l->peer_name) != 0) {
-            tg_warn(LOG, "link %s: its hello names it \"%s\"", l->peer_name, l->peer_desc.name);
-            tracegate__link__control__free_unpacked(m, NULL);
-            return -1;
-        }
-        l->have_desc = 1;
-        tg_info(LOG, "link %s: node version %s, %zu capabilities", l->peer_name, l->peer_desc.version,
-                l->peer_desc.ncaps);
-        break;
-    case TRACEGATE__LINK__CONTROL__MSG_OPEN:
-        if (c->dialer)
-            on_open(l, m->open);
-        break;
-    case TRACEGATE__LINK__CONTROL__MSG_OPEN_FAILED: {
-        struct link_channel *ch = m->open_failed->has_channel_id ? tg_link_channel_find(l, m->open_failed->channel_id)
-                                                                   : NULL;
-        if (ch && !c->dialer)
-            tg_link_channel_abort(ch, m->open_failed->reason ? m->open_failed->reason : "refused by the peer");
-        break;
-    }
-    case TRACEGATE__LINK__CONTROL__MSG_CLOCK_SYNC: tg_link_on_clock_sync(l, m->clock_sync); break;
-    case TRACEGATE__LINK__CONTROL__MSG_NODES:
-        l->n_reach = 0;
-        for (size_t i = 0; i < m->nodes->n_nodes && l->n_reach < 32; i++) {
-            const char *nm = m->nodes->nodes[i]->name;
-            if (nm && tg_link_node_name_ok(nm) && strcmp(nm, l->peer_name) != 0 &&
-                strcmp(nm, tg_fleet_node_name(l->fleet)) != 0)
-                snprintf(l->reach[l->n_reach++], sizeof l->reach[0], "%s", nm);
-        }
-        tg_fleet_reach_changed(l->fleet, l);
-        break;
-    case TRACEGATE__LINK__CONTROL__MSG_GOODBYE:
-        tg_info(LOG, "link %s: the peer closed the link: %s", l->peer_name,
-                m->goodbye->reason ? m->goodbye->reason : "goodbye");
-        tracegate__link__control__free_unpacked(m, NULL);
-        tg_link_close(l, "closed by the peer");
-        return 1;
-    default: break; /* a newer message: ignored */
-    }
-    tracegate__link__control__free_unpacked(m, NULL);
-    return 0;
-}
-
-/* Reads the control messages waiting in ctl_rx, while what we owe the peer is under
- * LINK_CTL_TX_HIGH (link_int.h); gives their bytes back to the stream's window once read. */
-static void ctl_process(struct link_conn *c)
-{
-    for (;;) {
-        size_t have = evbuffer_get_length(c->ctl_rx);
-        if (!have || !c->link)
-            break;
-        if (evbuffer_get_length(c->ctl_tx) >= LINK_CTL_TX_HIGH) {
-            /* the peer does not take our answers: read no more of its messages until it does
-             * (ctl_read_cb); their bytes stay unconsumed, so its window closes too */
-            c->ctl_paused = 1;
-            return;
-        }
-        /* the size first, from the length prefix alone: the message is made contiguous once,
-         * when all of it is here (not at every DATA chunk of a large one) */
-        uint8_t pre[8];
-        size_t peek = have < sizeof pre ? have : sizeof pre;
-        evbuffer_copyout(c->ctl_rx, pre, peek);
-        long n = tg_link_ctl_size(pre, peek);
-        const uint8_t *msg = NULL;
-        size_t mlen = 0;
-        if (n > 0 && (size_t)n > have)
-            break; /* more to come */
-        if (n > 0)
-            n = tg_link_ctl_parse(evbuffer_pullup(c->ctl_rx, n), (size_t)n, &msg, &mlen);
-        if (n < 0) {
-            conn_lost(c, "malformed control message");
-            return;
-        }
-        if (n == 0)
-            break;
-        int r = on_control_message(c, msg, mlen);
-        if (r < 0) {
-            conn_lost(c, "bad control message");
-            return;
-        }
-        if (r > 0)
-            return; /* the link is gone */
-        evbuffer_drain(c->ctl_rx, (size_t)n);
-    }
-    c->ctl_paused = 0;
-    if (c->ctl_unconsumed && c->h2 && c->ctl_sid >= 0 && !c->dead) {
-        nghttp2_session_consume(c->h2, c->ctl_sid, c->ctl_unconsumed);
-        c->ctl_unconsumed = 0;
-    }
-}
-
-static void on_control_data(struct link_conn *c, const uint8_t *data, size_t len)
-{
-    evbuffer_add(c->ctl_rx, data, len);
-    c->ctl_unconsumed += len;
-    if (!c->ctl_paused)
-        ctl_process(c);
-}
-
-/* The peer took enough of our control messages: read the ones that waited (from the loop, not
- * from inside nghttp2's callbacks). */
-static void ctl_resume_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    struct link_conn *c = arg;
-    if (c->dead || !c->h2 || !c->ctl_paused)
-        return;
-    ctl_process(c);
-    tg_link_conn_flush(c);
+        tg_link_conn_lost(c, "the HTTP/2 session ended");
 }
 
 /* ------------------------------------------------------------ links: state */
@@ -359,7 +76,7 @@ static void ping_cb(evutil_socket_t fd, short what, void *arg)
     if (!l->conn || !l->conn->h2)
         return;
     if (l->ping_outstanding && now_us() - l->ping_sent_us > 3ull * iv * 1000u) {
-        conn_lost(l->conn, "no PING answer");
+        tg_link_conn_lost(l->conn, "no PING answer");
         return;
     }
     if (!l->ping_outstanding) {
@@ -397,7 +114,7 @@ static void link_up(struct tg_link *l, struct link_conn *c, int resumed)
     event_active(l->clock_ev, EV_TIMEOUT, 0);
     if (l->window_ev)
         event_del(l->window_ev);
-    send_hello(c);
+    tg_link_send_hello(c);
     /* channels waiting for this connection */
     for (struct link_channel *ch = l->channels, *next; ch; ch = next) {
         next = ch->next;
@@ -501,7 +218,7 @@ static void conn_free_cb(evutil_socket_t fd, short what, void *arg)
     tg_link_conn_free(arg);
 }
 
-static void conn_lost(struct link_conn *c, const char *why)
+void tg_link_conn_lost(struct link_conn *c, const char *why)
 {
     if (c->dead)
         return;
@@ -742,7 +459,7 @@ static void accept_control(struct link_conn *c, int32_t sid, struct stream_ctx *
         struct link_conn *old = l->conn;
         l->conn = NULL;
         old->link = NULL;
-        conn_lost(old, "replaced by a resumed connection");
+        tg_link_conn_lost(old, "replaced by a resumed connection");
     }
     l->roles = roles;
     c->ctl_sid = sid;
@@ -757,7 +474,7 @@ static void accept_control(struct link_conn *c, int32_t sid, struct stream_ctx *
                                NGHTTP2_NV_FLAG_NONE};
     if (resumed)
         extra[ne++] = (nghttp2_nv){(uint8_t *)"tracegate-link-resumed", (uint8_t *)"1", 22, 1, NGHTTP2_NV_FLAG_NONE};
-    nghttp2_data_provider prd = {.source.ptr = x, .read_callback = ctl_read_cb};
+    nghttp2_data_provider prd = {.source.ptr = x, .read_callback = tg_link_ctl_read_cb};
     respond(c, sid, 200, NULL, extra, ne, &prd);
     c->ctl_open = 1;
     link_up(l, c, resumed);
@@ -884,17 +601,17 @@ static void on_control_response(struct link_conn *c, struct stream_ctx *x)
         tg_warn(LOG, "link %s: the peer refused the link (%d): %s", l->peer_name[0] ? l->peer_name : c->tinfo.peer,
                 x->status, x->error[0] ? x->error : "no reason given");
         snprintf(l->last_error, sizeof l->last_error, "refused (%d): %s", x->status, x->error);
-        conn_lost(c, "refused by the peer");
+        tg_link_conn_lost(c, "refused by the peer");
         return;
     }
     uint8_t id[16];
     if (!tg_link_node_name_ok(x->node) || tg_hex_decode(id, sizeof id, x->link_id) != 0) {
-        conn_lost(c, "the peer's answer lacks its node name or link id");
+        tg_link_conn_lost(c, "the peer's answer lacks its node name or link id");
         return;
     }
     if (!strcmp(x->node, tg_fleet_node_name(c->fleet))) {
         tg_warn(LOG, "link to %s: the peer has this node's own name \"%s\": not linking", c->tinfo.peer, x->node);
-        conn_lost(c, "the peer has our node name");
+        tg_link_conn_lost(c, "the peer has our node name");
         return;
     }
     if (l->peer_name[0] && strcmp(l->peer_name, x->node) != 0) {
@@ -906,7 +623,7 @@ static void on_control_response(struct link_conn *c, struct stream_ctx *x)
     struct tg_link *dup = tg_fleet_link_by_name(c->fleet, x->node, l);
     if (dup) {
         tg_warn(LOG, "link to %s: node \"%s\" is already linked; not linking twice", c->tinfo.peer, x->node);
-        conn_lost(c, "duplicate node name");
+        tg_link_conn_lost(c, "duplicate node name");
         return;
     }
     int resumed = x->resumed[0] == '1' && l->has_id && memcmp(id, l->id, sizeof id) == 0;
@@ -991,7 +708,7 @@ static int on_data_chunk(nghttp2_session *s, uint8_t flags, int32_t sid, const u
     if (c->link)
         c->link->bytes_in += len;
     if (x && x->kind == STREAM_CONTROL) {
-        on_control_data(c, data, len); /* consumed once read (ctl_process) */
+        tg_link_on_control_data(c, data, len); /* consumed once read (ctl_process) */
         return 0;
     }
     if (x && x->kind == STREAM_CHANNEL && x->ch) {
@@ -1012,7 +729,7 @@ static int on_stream_close(nghttp2_session *s, int32_t sid, uint32_t error_code,
     nghttp2_session_set_stream_user_data(s, sid, NULL);
     if (x->kind == STREAM_CONTROL && !c->dead) {
         ctx_free(c, x);
-        conn_lost(c, "the control stream closed");
+        tg_link_conn_lost(c, "the control stream closed");
         return 0;
     }
     struct link_channel *ch = x->ch;
@@ -1097,7 +814,7 @@ static void hello_deadline_cb(evutil_socket_t fd, short what, void *arg)
     (void)what;
     struct link_conn *c = arg;
     if (!c->link)
-        conn_lost(c, "no control stream within the handshake timeout");
+        tg_link_conn_lost(c, "no control stream within the handshake timeout");
 }
 
 static void tr_up(void *arg, const struct tg_link_tr_info *info)
@@ -1106,7 +823,7 @@ static void tr_up(void *arg, const struct tg_link_tr_info *info)
     c->tinfo = *info;
     c->h2 = new_session(c);
     if (!c->h2) {
-        conn_lost(c, "cannot create the HTTP/2 session");
+        tg_link_conn_lost(c, "cannot create the HTTP/2 session");
         return;
     }
     c->up = 1;
@@ -1132,7 +849,7 @@ static void tr_read(void *arg, struct evbuffer *in)
         ssize_t n = nghttp2_session_mem_recv(c->h2, v.iov_base, v.iov_len);
         c->in_callback = 0;
         if (n < 0) {
-            conn_lost(c, nghttp2_strerror((int)n));
+            tg_link_conn_lost(c, nghttp2_strerror((int)n));
             return;
         }
         evbuffer_drain(in, (size_t)n);
@@ -1142,7 +859,7 @@ static void tr_read(void *arg, struct evbuffer *in)
 
 static void tr_drain(void *arg) { tg_link_conn_flush(arg); }
 
-static void tr_error(void *arg, const char *why) { conn_lost(arg, why); }
+static void tr_error(void *arg, const char *why) { tg_link_conn_lost(arg, why); }
 
 const struct tg_link_tr_cbs tg_link_conn_tr_cbs = {tr_up, tr_read, tr_drain, tr_error};
 
@@ -1157,7 +874,7 @@ struct link_conn *tg_link_conn_new(struct tg_fleet *f, struct tg_link *link, int
     c->ctl_sid = -1;
     c->ctl_tx = evbuffer_new();
     c->ctl_rx = evbuffer_new();
-    c->ctl_ev = event_new(tg_fleet_base(f), -1, 0, ctl_resume_cb, c);
+    c->ctl_ev = event_new(tg_fleet_base(f), -1, 0, tg_link_ctl_resume_cb, c);
     if (!c->ctl_tx || !c->ctl_rx || !c->ctl_ev) {
         tg_link_conn_free(c);
         return NULL;
@@ -1204,15 +921,15 @@ void tg_link_send_control_request(struct link_conn *c)
 #undef NVS
     struct stream_ctx *x = ctx_new(c, STREAM_CONTROL);
     if (!x) {
-        conn_lost(c, "out of memory");
+        tg_link_conn_lost(c, "out of memory");
         return;
     }
-    nghttp2_data_provider prd = {.source.ptr = x, .read_callback = ctl_read_cb};
+    nghttp2_data_provider prd = {.source.ptr = x, .read_callback = tg_link_ctl_read_cb};
     int32_t sid = nghttp2_submit_request(c->h2, NULL, nv, n, &prd, x);
     OPENSSL_cleanse(auth, sizeof auth);
     if (sid < 0) {
         ctx_free(c, x);
-        conn_lost(c, "cannot open the control stream");
+        tg_link_conn_lost(c, "cannot open the control stream");
         return;
     }
     c->ctl_sid = sid;
@@ -1369,7 +1086,7 @@ void tg_link_close(struct tg_link *l, const char *why)
             struct link_conn *c = l->conn;
             l->conn = NULL;
             c->link = NULL;
-            conn_lost(c, why);
+            tg_link_conn_lost(c, why);
         }
         tg_fleet_remove_link(l->fleet, l);
         tg_link_free(l);
@@ -1379,6 +1096,6 @@ void tg_link_close(struct tg_link *l, const char *why)
     l->has_id = 0;
     if (l->conn) {
         struct link_conn *c = l->conn;
-        conn_lost(c, why);
+        tg_link_conn_lost(c, why);
     }
 }

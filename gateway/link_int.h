@@ -1,5 +1,5 @@
 /* link_int.h: the internals shared by the gateway link files: links (link.c: the HTTP/2
- * connection, control stream, hello, resumption; link_clock.c: clock sync), channels
+ * connection, streams, resumption; link_control.c: the control stream; link_clock.c: clock sync), channels
  * (link_channel.c: the record layer between a socketpair and an HTTP/2 stream) and the fleet
  * (fleet.c: node names, listeners, peers, routing; fleet_lost.c: channels lost past the resume
  * window). docs/link-protocol.md is the contract these implement.
@@ -186,8 +186,6 @@ void tg_link_conn_free(struct link_conn *c);
 void tg_link_conn_flush(struct link_conn *c);
 /* Dialer: sends the control request once the acceptor allowed extended CONNECT. */
 void tg_link_send_control_request(struct link_conn *c);
-/* Sends the list of nodes this node reaches (Nodes) to the link's peer. */
-void tg_link_send_nodes(struct tg_link *l);
 struct tg_link *tg_link_new_dialer(struct tg_fleet *f, struct tg_fleet_peer *peer);
 void tg_link_start_dial(struct tg_link *l);   /* fleet.c */
 void tg_link_schedule_redial(struct tg_link *l);
@@ -196,10 +194,25 @@ void tg_link_free(struct tg_link *l);
 void tg_link_close(struct tg_link *l, const char *why);
 /* Sends an Open request (acceptor) for channel ch. */
 int tg_link_send_open(struct tg_link *l, struct link_channel *ch);
-/* Queues a control message on the connection's control stream; 0, or -1 without one. */
-int tg_link_send_control(struct link_conn *c, const struct Tracegate__Link__Control *m);
 /* Submits the channel's HTTP/2 request (dialer). */
 int tg_link_submit_channel(struct tg_link *l, struct link_channel *ch);
+/* The connection is broken (why is logged): its link goes down and waits for a resume. */
+void tg_link_conn_lost(struct link_conn *c, const char *why);
+/* ---- link_control.c ---- */
+/* Queues a control message on the connection's control stream; 0, or -1 without one. */
+int tg_link_send_control(struct link_conn *c, const struct Tracegate__Link__Control *m);
+/* nghttp2's read callback of the control stream: our queued control messages. */
+ssize_t tg_link_ctl_read_cb(nghttp2_session *s, int32_t sid, uint8_t *buf, size_t len, uint32_t *flags,
+                            nghttp2_data_source *src, void *user);
+/* Sends our Hello (node descriptor) on a connection that just came up. */
+void tg_link_send_hello(struct link_conn *c);
+/* Sends the list of nodes this node reaches (Nodes) to the link's peer. */
+void tg_link_send_nodes(struct tg_link *l);
+/* DATA of the control stream: buffered and read as control messages while the peer takes our
+ * answers (LINK_CTL_TX_HIGH). */
+void tg_link_on_control_data(struct link_conn *c, const uint8_t *data, size_t len);
+/* c->ctl_ev: reads the control messages that waited for the peer to take our answers. */
+void tg_link_ctl_resume_cb(evutil_socket_t fd, short what, void *arg);
 /* ---- link_clock.c ---- */
 /* Clock offset estimate (peer minus us, BOOTTIME, ns) from the rounds tg_link_clock_rounds keeps,
  * as trace processor derives it from the same records; 0 if none. */
