@@ -6,6 +6,7 @@
 #include "base/name_fit.h"
 #include "fd_splice.h"
 #include "fleet_fanout.h"
+#include "fleet_status.h"
 #include "gw_adb_target.h"
 #include "gw_identity.h"
 
@@ -79,12 +80,7 @@ struct tg_fleet {
     struct link_conn *stdio_conn;
     struct link_conn **conns;  /* every link connection made or accepted, until freed */
     size_t n_conns, cap_conns;
-    pthread_mutex_t status_mu;
-    char *status_json;
-    char *metrics_text; /* the fleet's /metrics families, rebuilt with status_json */
-    uint64_t rebuilt_us;        /* when they were rebuilt last (monotonic) */
-    uint64_t n_rebuilds;
-    struct event *refresh_ev;   /* a refresh that waits for STATUS_REFRESH_MIN_US to pass */
+    struct tg_fleet_status status; /* /api/status's nodes and /metrics (fleet_status.c) */
     uint64_t started_unix;
     struct tg_fanout *fanout; /* federated sessions (@all, @a,b) */
     struct tg_gw_adb_target *adb; /* this node's ADB server, for ADB channels (NULL: none) */
@@ -126,148 +122,15 @@ static const char *state_name(const struct tg_link *l)
     }
 }
 
-/* The fleet's part of /metrics (Prometheus text); node names are checked, so labels need no
- * escaping. */
-static char *render_metrics(const struct tg_fleet_node *nodes, size_t n)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&buf, &len);
-    if (!out)
-        return NULL;
-    static const struct {
-        const char *name, *type, *help;
-    } fam[] = {
-        {"tracegated_link_up", "gauge", "1 when the link to the node is up, 0 when it is down or connecting."},
-        {"tracegated_link_rtt_seconds", "gauge", "Round-trip time of the link's last HTTP/2 PING."},
-        {"tracegated_link_clock_offset_seconds", "gauge", "The node's BOOTTIME minus ours, from clock sync rounds."},
-        {"tracegated_link_received_bytes_total", "counter", "Bytes received on the link."},
-        {"tracegated_link_sent_bytes_total", "counter", "Bytes sent on the link."},
-        {"tracegated_link_channels", "gauge", "IPC connections (channels) open on the link."},
-        {"tracegated_link_resumes_total", "counter", "Times the link came back within its resume window."},
-    };
-    fprintf(out, "# HELP tracegated_fleet_nodes Nodes this gateway knows, by state.\n"
-                 "# TYPE tracegated_fleet_nodes gauge\n");
-    static const char *const states[] = {"self", "up", "down", "connecting", "raw"};
-    for (size_t s = 0; s < sizeof states / sizeof states[0]; s++) {
-        size_t c = 0;
-        for (size_t i = 0; i < n; i++)
-            c += !strcmp(nodes[i].state, states[s]);
-        fprintf(out, "tracegated_fleet_nodes{state=\"%s\"} %zu\n", states[s], c);
-    }
-    for (size_t k = 0; k < sizeof fam / sizeof fam[0]; k++) {
-        fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", fam[k].name, fam[k].help, fam[k].name, fam[k].type);
-        for (size_t i = 0; i < n; i++) {
-            const struct tg_fleet_node *x = &nodes[i];
-            int direct = strcmp(x->state, "self") && strcmp(x->state, "raw") && !x->via[0];
-            if (!direct)
-                continue;
-            fprintf(out, "%s{node=\"%s\"} ", fam[k].name, x->name);
-            switch (k) {
-            case 0: fprintf(out, "%d\n", !strcmp(x->state, "up")); break;
-            case 1: fprintf(out, "%.6f\n", (double)x->rtt_us / 1e6); break;
-            case 2: fprintf(out, "%.9f\n", x->have_offset ? (double)x->clock_offset_ns / 1e9 : 0.0); break;
-            case 3: fprintf(out, "%llu\n", (unsigned long long)x->bytes_in); break;
-            case 4: fprintf(out, "%llu\n", (unsigned long long)x->bytes_out); break;
-            case 5: fprintf(out, "%zu\n", x->channels); break;
-            default: fprintf(out, "%u\n", x->resumes); break;
-            }
-        }
-    }
-    if (fclose(out) != 0) {
-        free(buf);
-        return NULL;
-    }
-    return buf;
-}
+uint64_t tg_fleet_status_rebuilds(const struct tg_fleet *f) { return f->status.n_rebuilds; }
 
-static void rebuild_status(struct tg_fleet *f)
-{
-    struct tg_fleet_node nodes[64];
-    size_t n = tg_fleet_nodes(f, nodes, 64);
-    if (n > 64)
-        n = 64;
-    size_t cap = 256 + n * 512;
-    char *j = malloc(cap);
-    if (!j)
-        return;
-    size_t o = (size_t)snprintf(j, cap, "[");
-    for (size_t i = 0; i < n; i++) {
-        const struct tg_fleet_node *x = &nodes[i];
-        char off[32] = "null"; /* node names are checked (tg_link_node_name_ok): no escaping needed */
-        if (x->have_offset)
-            snprintf(off, sizeof off, "%lld", (long long)x->clock_offset_ns);
-        o += (size_t)snprintf(j + o, cap - o,
-                              "%s{\"name\":\"%s\",\"state\":\"%s\",\"via\":\"%s\",\"machine_id\":%u,\"rtt_us\":%llu,"
-                              "\"clock_offset_ns\":%s,\"bytes_in\":%llu,\"bytes_out\":%llu,\"channels\":%zu,"
-                              "\"since\":%llu}",
-                              i ? "," : "", x->name, x->state, x->via, x->machine_id, (unsigned long long)x->rtt_us, off,
-                              (unsigned long long)x->bytes_in, (unsigned long long)x->bytes_out, x->channels,
-                              (unsigned long long)x->since_unix_s);
-    }
-    snprintf(j + o, cap - o, "]");
-    char *m = render_metrics(nodes, n);
-    pthread_mutex_lock(&f->status_mu);
-    free(f->status_json);
-    f->status_json = j;
-    if (m) {
-        free(f->metrics_text);
-        f->metrics_text = m;
-    }
-    pthread_mutex_unlock(&f->status_mu);
-    f->rebuilt_us = tg_mono_us();
-    f->n_rebuilds++;
-    if (f->refresh_ev)
-        evtimer_del(f->refresh_ev); /* (what it waited for is in this one) */
-}
-
-/* Refreshes a peer can cause (each ClockSync message it sends, each RTT sample) rebuild the
- * snapshot at most this often: a linked node flooding 3-byte ClockSync PINGs would otherwise make
- * this node render /api/status and /metrics once per message. Link state changes (up, down, a
- * node list) still rebuild at once. */
-#define STATUS_REFRESH_MIN_US 50000u
-
-uint64_t tg_fleet_status_rebuilds(const struct tg_fleet *f) { return f->n_rebuilds; }
-
-static void refresh_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    rebuild_status(arg);
-}
-
-void tg_fleet_refresh_status(struct tg_fleet *f)
-{
-    uint64_t since = tg_mono_us() - f->rebuilt_us;
-    if (!f->refresh_ev || since >= STATUS_REFRESH_MIN_US) {
-        rebuild_status(f);
-        return;
-    }
-    if (!evtimer_pending(f->refresh_ev, NULL)) {
-        uint64_t wait = STATUS_REFRESH_MIN_US - since;
-        struct timeval tv = {(time_t)(wait / 1000000u), (suseconds_t)(wait % 1000000u)};
-        evtimer_add(f->refresh_ev, &tv);
-    }
-}
+void tg_fleet_refresh_status(struct tg_fleet *f) { tg_fleet_status_refresh(&f->status); }
 
 static char *status_nodes(void *f) { return tg_fleet_status_json(f); }
 
-static char *metrics_text(void *arg)
-{
-    struct tg_fleet *f = arg;
-    pthread_mutex_lock(&f->status_mu);
-    char *r = f->metrics_text ? strdup(f->metrics_text) : NULL;
-    pthread_mutex_unlock(&f->status_mu);
-    return r;
-}
+static char *metrics_text(void *f) { return tg_fleet_status_metrics_copy(&((struct tg_fleet *)f)->status); }
 
-char *tg_fleet_status_json(struct tg_fleet *f)
-{
-    pthread_mutex_lock(&f->status_mu);
-    char *r = strdup(f->status_json ? f->status_json : "[]");
-    pthread_mutex_unlock(&f->status_mu);
-    return r;
-}
+char *tg_fleet_status_json(struct tg_fleet *f) { return tg_fleet_status_json_copy(&f->status); }
 
 static uint64_t unix_from_mono(uint64_t mono_us)
 {
@@ -349,14 +212,14 @@ void tg_fleet_link_state_changed(struct tg_fleet *f, struct tg_link *l)
     for (struct tg_link *x = f->links; x; x = x->next)
         if (x->state == LINK_UP)
             tg_link_send_nodes(x);
-    rebuild_status(f);
+    tg_fleet_status_rebuild(&f->status);
     if (l && l->state == LINK_UP && f->fanout)
         tg_fanout_routes_changed(f->fanout); /* federated sessions waiting for a node behind it */
 }
 
 void tg_fleet_reach_changed(struct tg_fleet *f, struct tg_link *l)
 {
-    rebuild_status(f);
+    tg_fleet_status_rebuild(&f->status);
     if (l->state == LINK_UP && f->fanout)
         tg_fanout_routes_changed(f->fanout); /* a node behind this peer may be back */
 }
@@ -381,7 +244,7 @@ void tg_fleet_remove_link(struct tg_fleet *f, struct tg_link *l)
     if (l->next)
         l->next->prev = l->prev;
     l->next = l->prev = NULL;
-    rebuild_status(f);
+    tg_fleet_status_rebuild(&f->status);
 }
 
 struct tg_link *tg_fleet_link_by_name(struct tg_fleet *f, const char *name, const struct tg_link *except)
@@ -1062,8 +925,7 @@ struct tg_fleet *tg_fleet_new(struct event_base *base, struct tg_gw *gw, const s
     f->gw = gw;
     f->cfg = *cfg;
     f->started_unix = (uint64_t)time(NULL);
-    pthread_mutex_init(&f->status_mu, NULL);
-    f->refresh_ev = evtimer_new(base, refresh_cb, f); /* (NULL: every refresh rebuilds at once) */
+    tg_fleet_status_init(&f->status, base, f);
     if (!f->cfg.link_roles)
         f->cfg.link_roles = TG_GW_ROLE_OBSERVER | TG_GW_ROLE_RECORDER | TG_GW_ROLE_PRODUCER;
     if (!f->cfg.resume_window_ms)
@@ -1153,7 +1015,7 @@ struct tg_fleet *tg_fleet_new(struct event_base *base, struct tg_gw *gw, const s
     }
     tg_info(LOG, "node %s: %zu peer(s), %zu link listener(s), %zu raw node(s)%s", f->name, f->n_peers,
             f->n_listeners, f->n_raw, cfg->link_stdio ? ", a link on stdio" : "");
-    rebuild_status(f);
+    tg_fleet_status_rebuild(&f->status);
     return f;
 }
 
@@ -1221,10 +1083,6 @@ void tg_fleet_free(struct tg_fleet *f)
     free(f->conns);
     free(f->peers);
     free(f->raw);
-    free(f->status_json);
-    free(f->metrics_text);
-    if (f->refresh_ev)
-        event_free(f->refresh_ev);
-    pthread_mutex_destroy(&f->status_mu);
+    tg_fleet_status_free(&f->status);
     free(f);
 }
