@@ -22,6 +22,8 @@
 #include "data_source_descriptor.pb-c.h"
 #include "producer_port.pb-c.h"
 #include "smb/smb_fd.h"
+#include "base/log_sample.h"
+#include "tracegate/clock.h"
 #include "tracegate/addr.h"
 #include "tracegate/log.h"
 #include "tracegate/service.h"
@@ -356,6 +358,20 @@ static struct tg_pr_instance *setup_instance(tg_producer *p, uint64_t id, const 
     struct tg_pr_instance *inst = tg_pr_find_instance(p, id);
     if (inst)
         return inst;
+    unsigned live = 0;
+    for (struct tg_pr_instance *i = p->instances; i; i = i->next)
+        live += i->ds == d;
+    if (live >= TG_PR_MAX_INSTANCES_PER_DS) {
+        unsigned unlogged;
+        if (tg_log_sample(&p->refusal_log, tg_mono_us(), 5, 1000000u, &unlogged)) {
+            char more[64] = "";
+            if (unlogged)
+                snprintf(more, sizeof more, " (and %u similar refusals not logged)", unlogged);
+            tg_warn(LOG, "setup of instance %llu of \"%s\" refused: %u instances of it are running already%s",
+                    (unsigned long long)id, d->name, live, more);
+        }
+        return NULL;
+    }
     inst = calloc(1, sizeof *inst);
     if (!inst)
         return NULL;

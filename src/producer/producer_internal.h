@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/log_sample.h"
 #include "smb/smb_abi.h"
 #include "smb/smb_writer.h"
 #include "tracegate/ipc_client.h"
@@ -32,6 +33,10 @@
 /* Emulated chunks queued from other threads beyond this are dropped. */
 #define TG_PR_MAX_QUEUED_BYTES (8u * 1024u * 1024u)
 #define TG_PR_NUM_WRITER_IDS 32768u
+/* Instances of one data source at a time (the SDK's limit): a service, or a
+ * squatter on its socket, asking for more is refused, instead of the app
+ * allocating (and running its setup callback) once per id it is sent. */
+#define TG_PR_MAX_INSTANCES_PER_DS 8u
 
 /* A registered data source (copy of the app's descriptor). */
 struct tg_pr_ds {
@@ -142,6 +147,7 @@ struct tg_producer {
     size_t q_bytes; /* chunk bytes queued (SMB: chunk sizes; emulation: copies) */
     bool kicked;
     int wake_fd; /* eventfd: app threads wake the loop */
+    struct tg_log_sampler refusal_log; /* commands refused at the service's will (loop thread) */
     struct event *wake_ev;
 };
 

@@ -163,6 +163,8 @@ struct tg_data_source_config {
 bool tg_data_source_config_category_enabled(const struct tg_data_source_config *cfg, const char *category);
 
 struct tg_data_source_cbs {
+    /* At most 8 instances of one data source exist at a time (the SDK's limit);
+     * the service's setups beyond that are refused without a callback. */
     void (*on_setup)(tg_producer *p, uint64_t instance_id, const struct tg_data_source_config *cfg, void *arg);
     /* Create writers here (or later from any thread). NotifyDataSourceStarted
      * is sent after this returns if will_notify_on_start. */

@@ -734,6 +734,33 @@ static void test_unsealed_smb_refused(void **state)
     assert_null(tg_producer_create_writer(c->p, 1));
 }
 
+/* A service asking for a ninth instance of one data source at once is
+ * refused (the SDK's limit), instead of the app allocating and running its
+ * callbacks once per id a hostile service sends; a stopped one frees its
+ * slot. */
+static unsigned g_setups;
+static int have_setups(void *arg) { return ((struct ctx *)arg)->setups >= g_setups; }
+static void test_instances_per_data_source_bounded(void **state)
+{
+    struct ctx *c = *state;
+    bring_up(c, c->path, false, 256 * 1024); /* instance 1 */
+    c->create_writer_on_start = false;
+    for (uint64_t id = 2; id <= 20; id++)
+        assert_int_equal(fake_start_ds(c->fs, id, "track_event", 3), 0);
+    assert_true(wait_method(c, "NotifyDataSourceStarted", 8));
+    /* the commands are handled in order: once a later one is answered, every start was seen */
+    assert_true(flush_and_wait(c, 1, 77));
+    assert_int_equal(c->setups, 8);
+    assert_int_equal(c->starts, 8);
+    assert_int_equal(fake_count(c->fs, "NotifyDataSourceStarted"), 8);
+    assert_int_equal(fake_stop_ds(c->fs, 2), 0);
+    assert_true(tg_test_run_until(c->base, have_stops, c, 5000));
+    g_setups = 9;
+    assert_int_equal(fake_start_ds(c->fs, 21, "track_event", 3), 0);
+    assert_true(tg_test_run_until(c->base, have_setups, c, 5000));
+    assert_true(wait_method(c, "NotifyDataSourceStarted", 9));
+}
+
 /* Old services send StartDataSource without SetupDataSource; unregistering a
  * data source stops its instances; triggers and unregistration are
  * fire-and-forget (drop_reply) like the SDK's. */
@@ -836,6 +863,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reconnect, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_service, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unsealed_smb_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_instances_per_data_source_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_start_only_unregister_triggers, setup, teardown),
         cmocka_unit_test(test_category_matching),
     };
