@@ -163,15 +163,42 @@ enum tg_smbb_verdict tg_smb_bridge_from_service(struct tg_smb_bridge *b, const c
     return TG_SMBB_FORWARD;
 }
 
-/* An incomplete (scraped) chunk loses its unfinished last fragment, which
- * then no longer continues into another chunk. */
-static uint16_t drop_last_fragment(uint16_t packets)
+/* What the bridge does with one ChunksToMove of a remote producer. */
+enum move_kind {
+    MOVE_PASS,   /* no data or no target buffer: left as it is (the service discards it unread) */
+    MOVE_COPY,   /* a finished chunk: copied into a free SMB chunk and renamed */
+    MOVE_INLINE, /* chunk_incomplete: stays inline, padded to the SMB's chunk size */
+};
+
+static enum move_kind move_kind(const Perfetto__Protos__CommitDataRequest__ChunksToMove *m)
 {
-    unsigned count = packets & TG_SMB_PACKETS_COUNT_MASK;
-    if (count == 0)
-        return packets;
-    unsigned flags = (packets >> TG_SMB_PACKETS_FLAGS_SHIFT) & ~TG_SMB_CHUNK_LAST_CONTINUES;
-    return tg_smb_make_packets(count - 1, flags);
+    if (!m->has_data || !m->has_target_buffer)
+        return MOVE_PASS;
+    return m->has_chunk_incomplete && m->chunk_incomplete ? MOVE_INLINE : MOVE_COPY;
+}
+
+/* A chunk the producer scraped while still writing it (chunk_incomplete) is
+ * committed again, complete and with more fragments, once it is finished.
+ * Only an inline commit can tell the service that this copy is incomplete (a
+ * chunk named in the SMB is read as complete, and a complete chunk cannot
+ * grow: the later copy would be refused and its packets lost). So it stays
+ * inline, zero-padded to the SMB's chunk size like every copied chunk, so
+ * that both copies of the chunk have the same size; `page` is set to 0, a
+ * page every service accepts (it is informational for inline data). */
+static int keep_inline(Perfetto__Protos__CommitDataRequest__ChunksToMove *m, size_t chunk_size)
+{
+    if (m->data.len < chunk_size) {
+        uint8_t *padded = calloc(1, chunk_size);
+        if (!padded)
+            return -1;
+        memcpy(padded, m->data.data, m->data.len);
+        free(m->data.data);
+        m->data.data = padded;
+        m->data.len = chunk_size;
+    }
+    m->has_page = 1;
+    m->page = 0;
+    return 0;
 }
 
 enum tg_smbb_verdict tg_smb_bridge_from_producer(struct tg_smb_bridge *b, const char *method,
@@ -191,7 +218,7 @@ enum tg_smbb_verdict tg_smb_bridge_from_producer(struct tg_smb_bridge *b, const 
     /* An inline chunk without a target buffer is left as it is: the service
      * discards it without looking at the SMB (copied, it would stay Complete
      * in the SMB forever). */
-    size_t n_inline = 0;
+    size_t n_copy = 0, n_incomplete = 0;
     for (size_t i = 0; i < req->n_chunks_to_move; i++) {
         const Perfetto__Protos__CommitDataRequest__ChunksToMove *m = req->chunks_to_move[i];
         if (m->has_data && m->data.len < TG_SMB_CHUNK_HEADER_SIZE) {
@@ -199,15 +226,31 @@ enum tg_smbb_verdict tg_smb_bridge_from_producer(struct tg_smb_bridge *b, const 
             perfetto__protos__commit_data_request__free_unpacked(req, NULL);
             return TG_SMBB_ERROR;
         }
-        n_inline += m->has_data && m->has_target_buffer;
+        n_copy += move_kind(m) == MOVE_COPY;
+        n_incomplete += move_kind(m) == MOVE_INLINE;
     }
-    if (n_inline == 0) { /* patches and flush acks only */
+    if (n_copy == 0 && n_incomplete == 0) { /* patches and flush acks only */
         perfetto__protos__commit_data_request__free_unpacked(req, NULL);
         return TG_SMBB_FORWARD;
     }
     if (!b->have_smb) {
         perfetto__protos__commit_data_request__free_unpacked(req, NULL);
         snprintf(err, errlen, "CommitData with chunk data before the service set up tracing");
+        return TG_SMBB_ERROR;
+    }
+    const size_t chunk_size = tg_smb_chunk_size(b->smb.page_size, TG_SMB_LAYOUT_DIV1);
+    for (size_t i = 0; i < req->n_chunks_to_move; i++) {
+        Perfetto__Protos__CommitDataRequest__ChunksToMove *m = req->chunks_to_move[i];
+        if (move_kind(m) != MOVE_INLINE)
+            continue;
+        if (m->data.len > chunk_size)
+            snprintf(err, errlen, "inline chunk of %zu bytes does not fit the SMB's %zu-byte chunks", m->data.len,
+                     chunk_size);
+        else if (keep_inline(m, chunk_size) != 0)
+            snprintf(err, errlen, "out of memory");
+        else
+            continue;
+        perfetto__protos__commit_data_request__free_unpacked(req, NULL);
         return TG_SMBB_ERROR;
     }
 
@@ -218,7 +261,7 @@ enum tg_smbb_verdict tg_smb_bridge_from_producer(struct tg_smb_bridge *b, const 
         unsigned chunk;
         uint8_t *ptr;
         size_t size;
-    } *slots = calloc(n_inline, sizeof *slots);
+    } *slots = calloc(n_copy ? n_copy : 1, sizeof *slots);
     if (!slots) {
         perfetto__protos__commit_data_request__free_unpacked(req, NULL);
         snprintf(err, errlen, "out of memory");
@@ -228,7 +271,7 @@ enum tg_smbb_verdict tg_smb_bridge_from_producer(struct tg_smb_bridge *b, const 
     size_t taken = 0;
     for (size_t i = 0; i < req->n_chunks_to_move && verdict == TG_SMBB_REPLACED; i++) {
         Perfetto__Protos__CommitDataRequest__ChunksToMove *m = req->chunks_to_move[i];
-        if (!m->has_data || !m->has_target_buffer)
+        if (move_kind(m) != MOVE_COPY)
             continue;
         if (m->data.len < TG_SMB_CHUNK_HEADER_SIZE) {
             snprintf(err, errlen, "inline chunk of %zu bytes is shorter than a chunk header", m->data.len);
@@ -270,7 +313,7 @@ enum tg_smbb_verdict tg_smb_bridge_from_producer(struct tg_smb_bridge *b, const 
     size_t k = 0;
     for (size_t i = 0; i < req->n_chunks_to_move; i++) {
         Perfetto__Protos__CommitDataRequest__ChunksToMove *m = req->chunks_to_move[i];
-        if (!m->has_data || !m->has_target_buffer)
+        if (move_kind(m) != MOVE_COPY)
             continue;
         struct slot *s = &slots[k++];
         size_t len = m->data.len;
@@ -279,8 +322,6 @@ enum tg_smbb_verdict tg_smb_bridge_from_producer(struct tg_smb_bridge *b, const 
         if (len < s->size)
             memset(s->ptr + len, 0, s->size - len);
         uint16_t packets = (uint16_t)(m->data.data[6] | m->data.data[7] << 8);
-        if (m->has_chunk_incomplete && m->chunk_incomplete)
-            packets = drop_last_fragment(packets);
         tg_smb_chunk_store_packets(s->ptr, packets);
         tg_smb_release_chunk_as_complete(&b->smb, s->page, s->chunk);
         b->stats.chunks_copied++;

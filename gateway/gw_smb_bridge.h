@@ -15,8 +15,11 @@
  * When the SMB has no room for a whole CommitData, the call returns
  * TG_SMBB_RETRY and copies nothing: the caller pauses the producer and offers
  * the same frame again a little later (the service frees chunks as it reads
- * them). A chunk marked chunk_incomplete loses its unfinished last fragment,
- * which is what the service would do with it.
+ * them). A chunk marked chunk_incomplete (scraped by the producer while it
+ * was still being written; it comes again, complete, later) is not copied:
+ * it stays inline, zero-padded to the SMB's chunk size and with `page` 0, so
+ * that the service keeps it as incomplete and takes the complete copy later
+ * (a chunk named in the SMB would be read as complete, which cannot grow).
  *
  * Ownership: one bridge per producer connection; it owns the SMB mapping.
  * Threading: single-threaded (the gateway loop). */

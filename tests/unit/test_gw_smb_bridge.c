@@ -1,5 +1,5 @@
 /* test_gw_smb_bridge.c: the remote-producer SMB bridge: emulation offered, inline chunks copied into the real
- * SMB and CommitData renamed, all-or-nothing retry when full, incomplete chunks trimmed, bad input refused. */
+ * SMB and CommitData renamed, all-or-nothing retry when full, incomplete chunks kept inline, bad input refused. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -245,15 +245,19 @@ static void test_full_smb_retries_without_copying(void **state)
     assert_int_equal(tg_smb_word_chunk_state(tg_smb_page_header(&f->smb, 0), 0), TG_SMB_CHUNK_FREE);
 }
 
-static void test_incomplete_chunk_loses_last_fragment(void **state)
+/* An incomplete chunk (the producer scraped it while writing; it comes again complete later) is
+ * not copied: a chunk named in the SMB is read as complete and could not grow. It stays inline,
+ * padded to the SMB's chunk size, page 0, still marked incomplete; complete ones beside it are
+ * copied as usual. */
+static void test_incomplete_chunk_stays_inline(void **state)
 {
     struct fixture *f = *state;
     struct captured cap;
-    make_chunks(&cap, 2);
-    unsigned count_before = (unsigned)((cap.data[0][6] | cap.data[0][7] << 8) & TG_SMB_PACKETS_COUNT_MASK);
-    assert_true(count_before >= 2);
+    make_chunks(&cap, 9);
+    assert_true(cap.n >= 2);
+    cap.len[1] = 100; /* trimmed to what it holds so far: the bridge pads it */
     static uint8_t frame[60000];
-    size_t n = commit_frame(frame, sizeof frame, &cap, 0, 1, 1);
+    size_t n = commit_frame(frame, sizeof frame, &cap, 0, 2, 1);
     struct tg_frame_info fi;
     tg_frame_scan(frame, n, &fi);
     uint8_t *out = NULL;
@@ -265,12 +269,27 @@ static void test_incomplete_chunk_loses_last_fragment(void **state)
     tg_frame_scan(out, out_len, &fo);
     Perfetto__Protos__CommitDataRequest *r =
         perfetto__protos__commit_data_request__unpack(NULL, fo.payload_len, fo.payload);
-    Perfetto__Protos__CommitDataRequest__ChunksToMove *m = r->chunks_to_move[0];
-    uint32_t word = tg_smb_page_header(&f->smb, m->page);
-    uint8_t *p = tg_smb_chunk_ptr(&f->smb, m->page, tg_smb_word_layout(word), m->chunk, NULL);
-    assert_int_equal(tg_smb_chunk_load_packets(p) & TG_SMB_PACKETS_COUNT_MASK, count_before - 1);
+    assert_non_null(r);
+    assert_int_equal(r->n_chunks_to_move, 2);
+    assert_false(r->chunks_to_move[0]->has_data); /* the complete one: copied and renamed */
+    Perfetto__Protos__CommitDataRequest__ChunksToMove *m = r->chunks_to_move[1];
+    assert_true(m->has_data && m->has_chunk_incomplete && m->chunk_incomplete);
+    assert_int_equal(m->data.len, tg_smb_chunk_size(4096, TG_SMB_LAYOUT_DIV1));
+    assert_memory_equal(m->data.data, cap.data[1], 100);
+    for (size_t i = 100; i < m->data.len; i++)
+        assert_int_equal(m->data.data[i], 0);
+    assert_int_equal(m->page, 0);
+    assert_int_equal(m->target_buffer, 7);
+    /* exactly one SMB chunk was taken */
+    unsigned busy = 0;
+    for (size_t pg = 0; pg < f->smb.num_pages; pg++)
+        busy += (tg_smb_page_header(&f->smb, pg) & TG_SMB_CHUNK_STATES_MASK) != 0;
+    assert_int_equal(busy, 1);
     perfetto__protos__commit_data_request__free_unpacked(r, NULL);
     free(out);
+    struct tg_smb_bridge_stats st;
+    tg_smb_bridge_get_stats(f->b, &st);
+    assert_int_equal(st.chunks_copied, 1);
 }
 
 static void test_bad_input_refused_and_others_forwarded(void **state)
@@ -315,7 +334,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_init_reply_offers_emulation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_commit_is_copied_and_renamed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_smb_retries_without_copying, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_incomplete_chunk_loses_last_fragment, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_incomplete_chunk_stays_inline, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_input_refused_and_others_forwarded, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

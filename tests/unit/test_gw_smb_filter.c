@@ -5,7 +5,8 @@
  * with more chunks than the service's whole SMB holds is split and retried until every chunk is
  * through, in order, and its reply reaches the producer; a producer that disconnects while its
  * commit waits for room still gets it delivered; a producer on the UNIX listener keeps the real
- * SMB fd and is left alone by the filter. */
+ * SMB fd and is left alone by the filter; a chunk committed incomplete (a producer's flush) and
+ * then complete reaches the trace whole. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -212,6 +213,69 @@ static void test_commit_larger_than_smb_split(void **state)
     fx_free(&x);
 }
 
+/* A chunk image of writer 1 as the producer's emulated buffer holds it: the
+ * 8-byte header {chunk_id, writer 1, count} then one fragment per packet
+ * first..first+n-1 (4-byte redundant varint lengths). Returns the bytes used. */
+static size_t chunk_image(uint8_t *out, size_t cap, uint32_t chunk_id, uint64_t first, unsigned n, unsigned count)
+{
+    memset(out, 0, cap);
+    struct tg_smb_chunk_header h = {.chunk_id = chunk_id, .writer_id = 1, .packets = tg_smb_make_packets(count, 0)};
+    tg_smb_chunk_header_encode(out, &h);
+    size_t off = TG_SMB_CHUNK_HEADER_SIZE;
+    uint8_t pkt[PAYLOAD + 64];
+    for (uint64_t s = first; s < first + n; s++) {
+        size_t len = ts_make_packet(pkt, sizeof pkt, s, PAYLOAD);
+        assert_true(off + 4 + len <= cap);
+        out[off] = (uint8_t)(0x80 | (len & 0x7f));
+        out[off + 1] = (uint8_t)(0x80 | ((len >> 7) & 0x7f));
+        out[off + 2] = (uint8_t)(0x80 | ((len >> 14) & 0x7f));
+        out[off + 3] = (uint8_t)((len >> 21) & 0x7f);
+        memcpy(out + off + 4, pkt, len);
+        off += 4 + len;
+    }
+    return off;
+}
+
+/* CommitData of one inline chunk, waiting for its reply. */
+static void commit_one(struct fx *x, const uint8_t *data, size_t len, int incomplete)
+{
+    Perfetto__Protos__CommitDataRequest rq = PERFETTO__PROTOS__COMMIT_DATA_REQUEST__INIT;
+    Perfetto__Protos__CommitDataRequest__ChunksToMove mv = PERFETTO__PROTOS__COMMIT_DATA_REQUEST__CHUNKS_TO_MOVE__INIT;
+    Perfetto__Protos__CommitDataRequest__ChunksToMove *mvp = &mv;
+    mv.has_page = mv.has_chunk = mv.has_target_buffer = 1;
+    mv.page = 200; /* the emulated buffer is larger than the service's SMB */
+    mv.target_buffer = x->target;
+    mv.has_data = 1;
+    mv.data.data = (uint8_t *)data;
+    mv.data.len = len;
+    mv.has_chunk_incomplete = incomplete;
+    mv.chunk_incomplete = incomplete;
+    rq.n_chunks_to_move = 1;
+    rq.chunks_to_move = &mvp;
+    assert_int_equal(ts_prod_call(&x->p, TS_P_COMMIT, &rq.base, NULL), 1);
+}
+
+/* Perfetto's SDK (v54+) in emulation mode scrapes its own buffer on a flush and commits the chunk
+ * it is still writing with chunk_incomplete; once the chunk is finished it commits it again,
+ * complete. Copied into the SMB, the first copy was read as a complete chunk with one packet, and
+ * the complete copy was refused (a complete chunk cannot grow): packets 1 and 2 were lost. */
+static void test_incomplete_chunk_then_complete(void **state)
+{
+    (void)state;
+    struct fx x;
+    fx_start(&x, 0);
+    static uint8_t partial[4088], whole[4088];
+    /* at the flush: packet 0 done, packet 1 being written (the service drops the last fragment);
+     * sent trimmed to the bytes in use, so the bridge must pad it to the chunk size */
+    size_t used = chunk_image(partial, sizeof partial, 0, 0, 2, 2);
+    commit_one(&x, partial, used, 1);
+    chunk_image(whole, sizeof whole, 0, 0, 3, 3); /* later: finished with three packets */
+    commit_one(&x, whole, sizeof whole, 0);
+    expect_trace(&x, 0, 3);
+    assert_int_equal(metric(&x, "tracegated_smb_bridge_chunks_total"), 1); /* only the complete copy */
+    fx_free(&x);
+}
+
 static int retried(void *arg) { return metric(arg, "tracegated_smb_bridge_retries_total") >= 1; }
 
 static void test_disconnect_while_waiting(void **state)
@@ -261,6 +325,7 @@ int main(void)
         cmocka_unit_test(test_commit_larger_than_smb_split),
         cmocka_unit_test(test_disconnect_while_waiting),
         cmocka_unit_test(test_unix_producer_gets_real_smb),
+        cmocka_unit_test(test_incomplete_chunk_then_complete),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
