@@ -5,12 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "commit_data_request.pb-c.h"
 #include "producer_port.pb-c.h"
 #include "smb/smb_abi.h"
+#include "smb/smb_fd.h"
 #include "tracegate/ipc_wire.h"
 #include "tracegate/pbwire.h"
 
@@ -116,13 +116,16 @@ static enum tg_smbb_verdict take_setup_tracing(struct tg_smb_bridge *b, const st
             close(fd);
         return TG_SMBB_FORWARD;
     }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || st.st_size <= 0) {
+    size_t size;
+    const char *why;
+    if (tg_smb_fd_check(fd, &size, &why) != 0) {
+        /* a file the upstream could shrink under the mapping would make the gateway's next copy
+         * into it SIGBUS, taking every client down */
         close(fd);
-        snprintf(err, errlen, "the service sent an unusable SMB descriptor");
+        snprintf(err, errlen, "the service sent an unusable SMB descriptor: %s", why);
         return TG_SMBB_ERROR;
     }
-    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void *map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (map == MAP_FAILED) {
         close(fd);
         snprintf(err, errlen, "cannot map the SMB");
@@ -131,7 +134,7 @@ static enum tg_smbb_verdict take_setup_tracing(struct tg_smb_bridge *b, const st
     unmap(b);
     b->fd = fd;
     b->map = map;
-    b->map_size = (size_t)st.st_size;
+    b->map_size = size;
     if (tg_smb_init(&b->smb, map, b->map_size, page_kb * 1024) != TG_SMB_OK) {
         unmap(b);
         snprintf(err, errlen, "the service's SMB has an invalid geometry");

@@ -17,6 +17,7 @@
  * chunk size, and the request id, method, flush ack and patches are kept. */
 #include <stddef.h>
 #include <stdint.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,8 +53,9 @@ static void report(void)
 
 static int smb_fd(size_t bytes)
 {
-    int fd = memfd_create("fuzz_smb", MFD_CLOEXEC);
-    if (fd < 0 || ftruncate(fd, (off_t)bytes) != 0)
+    int fd = memfd_create("fuzz_smb", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0 || ftruncate(fd, (off_t)bytes) != 0 ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
         abort();
     return fd;
 }

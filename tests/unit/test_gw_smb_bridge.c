@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -39,8 +40,9 @@ static int setup(void **state)
 {
     struct fixture *f = calloc(1, sizeof *f);
     f->b = tg_smb_bridge_new();
-    f->fd = memfd_create("test_smb", MFD_CLOEXEC);
+    f->fd = memfd_create("test_smb", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     assert_int_equal(ftruncate(f->fd, SMB_SIZE), 0);
+    assert_int_equal(fcntl(f->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), 0);
     f->map = mmap(NULL, SMB_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd, 0);
     assert_int_equal(tg_smb_init(&f->smb, f->map, SMB_SIZE, 4096), TG_SMB_OK);
 
@@ -75,6 +77,40 @@ static int teardown(void **state)
     close(f->fd);
     free(f);
     return 0;
+}
+
+/* An upstream handing out an SMB it can still shrink could make the gateway's next copy into the
+ * mapping SIGBUS, and that would take down every client: the bridge refuses it. */
+static void test_unsealed_service_smb_refused(void **state)
+{
+    (void)state;
+    struct tg_smb_bridge *b = tg_smb_bridge_new();
+    int fd = memfd_create("test_smb", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, SMB_SIZE), 0);
+    Perfetto__Protos__GetAsyncCommandResponse cmd = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
+    Perfetto__Protos__GetAsyncCommandResponse__SetupTracing st =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__SETUP_TRACING__INIT;
+    cmd.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_TRACING;
+    cmd.setup_tracing = &st;
+    uint8_t frame[1024];
+    size_t n = reply_frame(frame, sizeof frame, 3, 1, &cmd.base);
+    struct tg_frame_info fi;
+    assert_int_equal(tg_frame_scan(frame, n, &fi), 0);
+    uint8_t *out = NULL;
+    size_t out_len = 0;
+    char err[160] = "";
+    assert_int_equal(tg_smb_bridge_from_service(b, "GetAsyncCommand", &fi, dup(fd), &out, &out_len, err, sizeof err),
+                     TG_SMBB_ERROR);
+    assert_non_null(strstr(err, "not sealed"));
+    assert_false(tg_smb_bridge_has_smb(b));
+    /* sealed, the same file is taken */
+    assert_int_equal(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), 0);
+    assert_int_equal(tg_smb_bridge_from_service(b, "GetAsyncCommand", &fi, dup(fd), &out, &out_len, err, sizeof err),
+                     TG_SMBB_FORWARD);
+    assert_true(tg_smb_bridge_has_smb(b));
+    tg_smb_bridge_free(b);
+    close(fd);
 }
 
 static void test_init_reply_offers_emulation(void **state)
@@ -331,6 +367,7 @@ static void test_bad_input_refused_and_others_forwarded(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_unsealed_service_smb_refused),
         cmocka_unit_test_setup_teardown(test_init_reply_offers_emulation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_commit_is_copied_and_renamed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_smb_retries_without_copying, setup, teardown),
