@@ -1,6 +1,7 @@
 /* gw_auth.c: hashed bearer-token tables, the Origin allow-list and their reload-safe holder
  * (see gw_auth.h). */
 #include "gw_auth.h"
+#include "base/file_trust.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -173,6 +174,12 @@ int tg_gw_tokens_load(const char *path, struct tg_gw_tokens **out, char *err, si
     FILE *f = fopen(path, "re");
     if (!f) {
         snprintf(err, errlen, "cannot open token file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    char why[600];
+    if (tg_file_trust_check(fileno(f), path, TG_FILE_DECIDES_ACCESS, why, sizeof why) != 0) {
+        fclose(f);
+        snprintf(err, errlen, "token file %s", why);
         return -1;
     }
     char *buf = NULL;

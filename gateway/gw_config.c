@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/file_trust.h"
 #include "gw_adb_addr.h"
 #include "gw_auth.h"
 #include "gw_listener.h"
@@ -657,6 +658,11 @@ int tg_gw_config_load_file(struct tg_gw_config *c, const char *path, char *err, 
     FILE *f = fopen(path, "re");
     if (!f)
         return tg_errf(err, errlen, "cannot open config file %s: %s", path, strerror(errno));
+    char why[600];
+    if (tg_file_trust_check(fileno(f), path, TG_FILE_DECIDES_ACCESS, why, sizeof why) != 0) {
+        fclose(f);
+        return tg_errf(err, errlen, "config file %s", why);
+    }
     char *buf = NULL;
     size_t len = 0;
     FILE *m = open_memstream(&buf, &len);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "base/file_trust.h"
 #include "gw_auth.h"
 #include "gw_config.h"
 #include "fleet_spans_query.h"
@@ -246,7 +247,13 @@ static int start_fleet(struct daemon *d, char *err, size_t errlen)
 {
     const struct tg_gw_config *c = &d->cfg;
     if (c->link_token_file) {
-        FILE *f = fopen(c->link_token_file, "r");
+        FILE *f = fopen(c->link_token_file, "re");
+        char why[600];
+        if (f && tg_file_trust_check(fileno(f), c->link_token_file, TG_FILE_SECRET, why, sizeof why) != 0) {
+            snprintf(err, errlen, "link-token-file %s", why);
+            fclose(f);
+            return -1;
+        }
         if (!f || !fgets(d->link_token, sizeof d->link_token, f)) {
             snprintf(err, errlen, "link-token-file %s: cannot read a token", c->link_token_file);
             if (f)

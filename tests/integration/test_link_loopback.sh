@@ -59,7 +59,8 @@ RTOK=$("$TRACEGATED" --gen-token 2>/dev/null)
 printf '%s\n' "$TOK" >"$T/a.token"
 printf '%s\n' "$RTOK" >"$T/rec.token"
 printf '%s\n' "not-$TOK" >"$T/bad.token"
-chmod 0644 "$T"/*.token
+chmod 0600 "$T"/*.token # a link token is a secret: tracegated refuses one others can read
+[ -n "$FOREIGN" ] && chown 65534 "$T"/*.token # nodea and the refused nodes run as 65534
 
 TLS_SERVER="--tls-cert $P/server.crt --tls-key $P/server.key --tls-ca $P/ca.crt"
 # shellcheck disable=SC2086
@@ -98,6 +99,14 @@ if [ -n "$FOREIGN" ]; then
         fail "nodec did not authenticate nodea by its client certificate"
 fi
 echo "ok: links up (h2c with a token, TLS with a client certificate)"
+# a link token others can read is refused at start, saying how to fix it
+cp "$T/a.token" "$T/open.token"
+chmod 0644 "$T/open.token"
+tg_timeout 20 "$TRACEGATED" --node-name opentok --no-http --producer-socket "$T/ot-p.sock" \
+    --consumer-socket "$T/ot-c.sock" --peer "tcp://127.0.0.1:$PB" --link-token-file "$T/open.token" \
+    >"$T/opentok.log" 2>&1 && fail "a link token readable by every user was accepted"
+grep -q "link-token-file $T/open.token: holds a secret but is readable by every user (chmod 600" "$T/opentok.log" ||
+    fail "no clear refusal of an open link token: $(tail -3 "$T/opentok.log")"
 
 # ---- every node sees the two others ----
 expect_state nodea nodea "self -"
