@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "onepath/ndjson_file.h"
+#include "onepath/otlp_resolve.h"
 #include "tracegate/clock.h"
 #include "tracegate/log.h"
 #include "tracegate/onepath.h"
@@ -42,6 +43,7 @@ struct tg_op_otlp_http {
     struct tg_op_export_stats *st;
     int failing; /* the last request failed: log the next success once */
     int wake;    /* eventfd, readable once stop is set: a POST waiting on the network notices */
+    struct tg_op_lookup *lookup; /* the collector's name lookup in flight (sender thread) */
 };
 
 int tg_op_otlp_url_parse(const char *url, char *host, size_t host_cap, char *port, size_t port_cap, char *path,
@@ -124,13 +126,28 @@ static int wait_fd(struct tg_op_otlp_http *h, int fd, short ev, uint64_t deadlin
     }
 }
 
+/* The collector's addresses, from the lookup in flight (started if there is none): waits for it
+ * until deadline_ms, or the stop deadline (wait_fd). A lookup still running then is kept for the
+ * next attempt, or abandoned at stop (tg_op_otlp_http_stop): getaddrinfo itself cannot be
+ * interrupted, so it never runs on this thread. */
+static int resolve(struct tg_op_otlp_http *h, uint64_t deadline_ms, struct addrinfo **res)
+{
+    *res = NULL;
+    if (!h->lookup && !(h->lookup = tg_op_lookup_start(h->host, h->port)))
+        return -1;
+    if (tg_op_lookup_take(h->lookup, res) == TG_OP_LOOKUP_RUNNING &&
+        (wait_fd(h, tg_op_lookup_fd(h->lookup), POLLIN, deadline_ms) != 0 ||
+         tg_op_lookup_take(h->lookup, res) == TG_OP_LOOKUP_RUNNING))
+        return -1;
+    tg_op_lookup_release(h->lookup);
+    h->lookup = NULL;
+    return *res ? 0 : -1;
+}
+
 static int connect_to(struct tg_op_otlp_http *h, uint64_t deadline_ms)
 {
-    struct addrinfo hints, *res = NULL;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_family = AF_UNSPEC;
-    if (getaddrinfo(h->host, h->port, &hints, &res) != 0)
+    struct addrinfo *res = NULL;
+    if (resolve(h, deadline_ms, &res) != 0)
         return -1;
     int fd = -1;
     for (struct addrinfo *a = res; a && fd < 0; a = a->ai_next) {
@@ -418,6 +435,7 @@ void tg_op_otlp_http_stop(struct tg_op_otlp_http *h)
         /* cannot fail on a fresh eventfd; the wait then ends at its own deadline */
     }
     pthread_join(h->th, NULL);
+    tg_op_lookup_release(h->lookup); /* a lookup still running is abandoned to its helper */
     close(h->wake);
     atomic_store(&h->st->active, 0);
     pthread_mutex_destroy(&h->mu);

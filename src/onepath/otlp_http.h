@@ -2,7 +2,9 @@
  * ExportTraceServiceRequest) and its own thread that POSTs them with blocking HTTP/1.1 (one
  * connection per request, Connection: close), retrying transport errors, 408, 429 and 5xx with
  * exponential backoff (Retry-After honoured). The span flush thread enqueues and never waits: a
- * full queue drops the request (counted). Statistics: ONEPATH_EXPORT_OTLP_HTTP. */
+ * full queue drops the request (counted). The collector's name is looked up on a helper thread
+ * (otlp_resolve.h), so a silent resolver holds up shutdown no longer than a silent collector.
+ * Statistics: ONEPATH_EXPORT_OTLP_HTTP. */
 #ifndef TG_ONEPATH_OTLP_HTTP_H
 #define TG_ONEPATH_OTLP_HTTP_H
 
