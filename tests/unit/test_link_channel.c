@@ -46,6 +46,7 @@
 #include "tracegate/frame.h"
 #include "tracegate/log.h"
 
+#include "test_link_util.h"
 #include "tg_test_util.h"
 
 #define WAIT_MS 10000
@@ -62,17 +63,8 @@ static int setup(void **state)
     g_base = event_base_new();
     assert_non_null(g_base);
     char err[512];
-    tg_gw_config_init(&g_cfg);
     /* channels here never reach a gateway session: the upstream is never dialed */
-    assert_int_equal(tg_gw_config_set(&g_cfg, "upstream-consumer", "/nonexistent/tracegate-test.sock", err, sizeof err),
-                     0);
-    assert_int_equal(tg_gw_config_set(&g_cfg, "no-http", NULL, err, sizeof err), 0);
-    assert_int_equal(tg_gw_config_set(&g_cfg, "upstream-probe-interval", "0", err, sizeof err), 0);
-    if (tg_gw_config_validate(&g_cfg, err, sizeof err) != 0)
-        fail_msg("validate: %s", err);
-    g_gw = tg_gw_new(g_base, &g_cfg, NULL, err, sizeof err);
-    if (!g_gw)
-        fail_msg("tg_gw_new: %s", err);
+    g_gw = tl_gw_new(g_base, &g_cfg, "/nonexistent/tracegate-test.sock", NULL);
     struct tg_fleet_config fc;
     memset(&fc, 0, sizeof fc);
     fc.node_name = "here";

@@ -43,6 +43,7 @@
 #include "tracegate/log.h"
 #include "tracegate_link.pb-c.h"
 
+#include "test_link_util.h"
 #include "tg_test_util.h"
 
 #define WAIT_MS 20000
@@ -56,34 +57,13 @@ static struct tg_fleet *g_hub;
 static int g_port;
 static int g_upstream_fd = -1; /* listens, never accepts: a consumer port that holds connections */
 
-static struct tg_gw *new_gw(struct tg_gw_config *cfg, const char *upstream)
-{
-    char err[512];
-    tg_gw_config_init(cfg);
-    assert_int_equal(tg_gw_config_set(cfg, "upstream-consumer", upstream, err, sizeof err), 0);
-    assert_int_equal(tg_gw_config_set(cfg, "no-http", NULL, err, sizeof err), 0);
-    assert_int_equal(tg_gw_config_set(cfg, "upstream-probe-interval", "0", err, sizeof err), 0);
-    if (tg_gw_config_validate(cfg, err, sizeof err) != 0)
-        fail_msg("validate: %s", err);
-    struct tg_gw *gw = tg_gw_new(g_base, cfg, NULL, err, sizeof err);
-    if (!gw)
-        fail_msg("tg_gw_new: %s", err);
-    return gw;
-}
-
-static struct tg_link *link_up_to(struct tg_fleet *f, const char *name)
-{
-    struct tg_link *l = tg_fleet_link_by_name(f, name, NULL);
-    return l && l->state == LINK_UP ? l : NULL;
-}
-
 static int setup(void **state)
 {
     (void)state;
     tg_log_set_level(TG_LOG_WARN);
     assert_non_null(mkdtemp(g_dir));
     g_base = event_base_new();
-    char err[512], up[300];
+    char up[300];
     snprintf(up, sizeof up, "%s/upstream.sock", g_dir);
     g_upstream_fd = socket(AF_UNIX, SOCK_STREAM, 0);
     assert_true(g_upstream_fd >= 0);
@@ -92,31 +72,9 @@ static int setup(void **state)
     memcpy(sa.sun_path, up, strlen(up) + 1);
     assert_int_equal(bind(g_upstream_fd, (struct sockaddr *)&sa, sizeof sa), 0);
     assert_int_equal(listen(g_upstream_fd, 4096), 0);
-    g_hub_gw = new_gw(&g_hub_cfg, up);
-    g_edge_gw = new_gw(&g_edge_cfg, up);
-
-    char listen_url[64] = "tcp://127.0.0.1:0";
-    char *listens[1] = {listen_url};
-    struct tg_fleet_config hc;
-    memset(&hc, 0, sizeof hc);
-    hc.node_name = "hub";
-    hc.listen_links = listens;
-    hc.n_listen_links = 1;
-    hc.resume_window_ms = (uint32_t)tg_test_ms(600000);
-    hc.ping_interval_ms = (uint32_t)tg_test_ms(600000);
-    tg_log_set_level(TG_LOG_INFO);
-    assert_int_equal(tg_test_stderr_begin(), 0);
-    g_hub = tg_fleet_new(g_base, g_hub_gw, &hc, err, sizeof err);
-    char *log = tg_test_stderr_end();
-    tg_log_set_level(TG_LOG_WARN);
-    if (!g_hub)
-        fail_msg("hub: %s", err);
-    assert_non_null(log);
-    const char *at = strstr(log, "listening for links: tcp://127.0.0.1:");
-    assert_non_null(at);
-    g_port = atoi(at + strlen("listening for links: tcp://127.0.0.1:"));
-    free(log);
-    assert_true(g_port > 0);
+    g_hub_gw = tl_gw_new(g_base, &g_hub_cfg, up, NULL);
+    g_edge_gw = tl_gw_new(g_base, &g_edge_cfg, up, NULL);
+    g_hub = tl_hub_new(g_base, g_hub_gw, "hub", &g_port);
     return 0;
 }
 
@@ -377,7 +335,7 @@ static void test_control_flood_not_read(void **state)
     evil_flush(e);
     assert_true(tg_test_run_until(g_base, hub_got_all, &fl, WAIT_MS));
     assert_false(e->closed);
-    struct tg_link *l = link_up_to(g_hub, "evil");
+    struct tg_link *l = tl_link_up(g_hub, "evil");
     assert_non_null(l);
     assert_non_null(l->conn);
     /* what the hub owes a peer that does not read stays bounded: the mark and one more message's
@@ -394,7 +352,7 @@ static void test_control_flood_not_read(void **state)
     assert_true(tg_test_run_until(g_base, evil_got_replies, e, WAIT_MS));
     assert_false(e->closed);
     assert_int_equal(e->replies, N_PINGS);
-    assert_non_null(link_up_to(g_hub, "evil"));
+    assert_non_null(tl_link_up(g_hub, "evil"));
     /* nor does the flood make the hub render its status once per PING (20 a second at most: a
      * few hundred in the longest this test may take, against one per PING before) */
     uint64_t rebuilds = tg_fleet_status_rebuilds(g_hub) - rebuilds0;
@@ -414,14 +372,14 @@ struct opens {
 static int edge_up(void *arg)
 {
     struct opens *o = arg;
-    return link_up_to(o->edge, "hub") && link_up_to(g_hub, "edge");
+    return tl_link_up(o->edge, "hub") && tl_link_up(g_hub, "edge");
 }
 
 /* Every channel the hub asked for was opened by edge (bound) or refused (OpenFailed aborts it). */
 static int opens_settled(void *arg)
 {
     (void)arg;
-    struct tg_link *l = link_up_to(g_hub, "edge");
+    struct tg_link *l = tl_link_up(g_hub, "edge");
     if (!l)
         return 0;
     for (struct link_channel *ch = l->channels; ch; ch = ch->next)
@@ -431,23 +389,7 @@ static int opens_settled(void *arg)
 }
 
 /* A real dialer node `name` (on the edge gateway) that links to the hub. */
-static struct tg_fleet *edge_new(const char *name)
-{
-    char err[512], peer[64];
-    char *peers[1] = {peer};
-    snprintf(peer, sizeof peer, "tcp://127.0.0.1:%d", g_port);
-    struct tg_fleet_config ec;
-    memset(&ec, 0, sizeof ec);
-    ec.node_name = name;
-    ec.peers = peers;
-    ec.n_peers = 1;
-    ec.resume_window_ms = (uint32_t)tg_test_ms(600000);
-    ec.ping_interval_ms = (uint32_t)tg_test_ms(600000);
-    struct tg_fleet *f = tg_fleet_new(g_base, g_edge_gw, &ec, err, sizeof err);
-    if (!f)
-        fail_msg("%s: %s", name, err);
-    return f;
-}
+static struct tg_fleet *edge_new(const char *name) { return tl_dialer_new(g_base, g_edge_gw, name, g_port); }
 
 static void test_open_requests_limited(void **state)
 {
@@ -455,7 +397,7 @@ static void test_open_requests_limited(void **state)
     struct opens o = {NULL, 0};
     o.edge = edge_new("edge");
     assert_true(tg_test_run_until(g_base, edge_up, &o, WAIT_MS));
-    struct tg_link *hl = link_up_to(g_hub, "edge");
+    struct tg_link *hl = tl_link_up(g_hub, "edge");
     /* the hub asks for 40 channels more than a link may carry: each a channel of its own (its
      * local end a socketpair the test holds), as a hub without that limit would */
     enum { ASK = LINK_MAX_CHANNELS + 40 };
@@ -468,13 +410,13 @@ static void test_open_requests_limited(void **state)
     }
     assert_true(tg_test_run_until(g_base, opens_settled, NULL, WAIT_MS));
     tg_log_set_level(TG_LOG_WARN);
-    struct tg_link *el = link_up_to(o.edge, "hub");
+    struct tg_link *el = tl_link_up(o.edge, "hub");
     assert_non_null(el);
     if (el->n_channels > LINK_MAX_CHANNELS)
         fail_msg("edge opened %zu channels for its hub's Open requests (at most %u)", el->n_channels,
                  LINK_MAX_CHANNELS);
     assert_int_equal(el->n_channels, LINK_MAX_CHANNELS);
-    assert_int_equal(link_up_to(g_hub, "edge")->n_channels, LINK_MAX_CHANNELS);
+    assert_int_equal(tl_link_up(g_hub, "edge")->n_channels, LINK_MAX_CHANNELS);
     tg_fleet_free(o.edge);
     tg_test_run_until(g_base, NULL, NULL, 50);
     for (int i = 0; i < ASK; i++)
@@ -563,7 +505,7 @@ static void test_channel_hops_checked(void **state)
         if (e->st[a.sids[i] / 2] != k[i].status)
             fail_msg("tracegate-hops %s: status %d, want %d", k[i].hops ? k[i].hops : "(none)", e->st[a.sids[i] / 2],
                      k[i].status);
-    struct tg_link *l = link_up_to(g_hub, "looper");
+    struct tg_link *l = tl_link_up(g_hub, "looper");
     assert_non_null(l);
     unsigned seen[9] = {0};
     for (struct link_channel *ch = l->channels; ch; ch = ch->next)
@@ -604,7 +546,7 @@ static void test_header_list_limited(void **state)
     a.n = 1;
     assert_true(tg_test_run_until(g_base, all_answered, &a, WAIT_MS));
     assert_int_equal(e->st[a.sids[0] / 2], 200);
-    struct tg_link *l = link_up_to(g_hub, "padder");
+    struct tg_link *l = tl_link_up(g_hub, "padder");
     assert_non_null(l);
     evil_free(e);
     tg_link_close(l, "test over");
@@ -650,7 +592,7 @@ static void test_long_principals_kept_apart(void **state)
     assert_int_equal(principals_with("node:longnames/", &x, &y), 2);
     if (!strcmp(x, y))
         fail_msg("two users of node longnames are one principal: %s", x);
-    struct tg_link *l = link_up_to(g_hub, "longnames");
+    struct tg_link *l = tl_link_up(g_hub, "longnames");
     assert_non_null(l);
     evil_free(e);
     tg_link_close(l, "test over");
@@ -674,10 +616,10 @@ struct hops_wait {
 static int channel_arrived(void *arg)
 {
     struct hops_wait *w = arg;
-    return has_channel_with_hops(link_up_to(w->f, w->peer), w->hops);
+    return has_channel_with_hops(tl_link_up(w->f, w->peer), w->hops);
 }
 
-static int edge2_up(void *edge) { return link_up_to(edge, "hub") && link_up_to(g_hub, "edge2"); }
+static int edge2_up(void *edge) { return tl_link_up(edge, "hub") && tl_link_up(g_hub, "edge2"); }
 
 static void route_free(struct tg_gw_route *r)
 {

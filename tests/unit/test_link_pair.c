@@ -35,6 +35,7 @@
 #include "tracegate/pbwire.h"
 #include "ipc_frame.pb-c.h"
 
+#include "test_link_util.h"
 #include "tg_test_util.h"
 
 #define WAIT_MS 20000
@@ -70,34 +71,13 @@ static const struct tg_ipc_service_def k_consumer = {"ConsumerPort", k_methods, 
 
 /* ------------------------------------------------------------ fixture */
 
-static struct tg_gw *new_gw(struct tg_gw_config *cfg, const char *upstream)
-{
-    char err[512];
-    tg_gw_config_init(cfg);
-    assert_int_equal(tg_gw_config_set(cfg, "upstream-consumer", upstream, err, sizeof err), 0);
-    assert_int_equal(tg_gw_config_set(cfg, "no-http", NULL, err, sizeof err), 0);
-    assert_int_equal(tg_gw_config_set(cfg, "upstream-probe-interval", "0", err, sizeof err), 0);
-    /* the test reads as fast as the loop lets it; the slow-client policy is not what it is about */
-    assert_int_equal(tg_gw_config_set(cfg, "out-soft-limit", "64m", err, sizeof err), 0);
-    assert_int_equal(tg_gw_config_set(cfg, "out-hard-limit", "128m", err, sizeof err), 0);
-    if (tg_gw_config_validate(cfg, err, sizeof err) != 0)
-        fail_msg("validate: %s", err);
-    struct tg_gw *gw = tg_gw_new(g_base, cfg, NULL, err, sizeof err);
-    if (!gw)
-        fail_msg("tg_gw_new: %s", err);
-    return gw;
-}
-
-static struct tg_link *link_to(struct tg_fleet *f, const char *name)
-{
-    struct tg_link *l = tg_fleet_link_by_name(f, name, NULL);
-    return l && l->state == LINK_UP ? l : NULL;
-}
+/* the test reads as fast as the loop lets it; the slow-client policy is not what it is about */
+static const char *const k_gw_opts[] = {"out-soft-limit", "64m", "out-hard-limit", "128m", NULL};
 
 static int both_up(void *arg)
 {
     (void)arg;
-    return link_to(g_edge, "hub") && link_to(g_hub, "edge");
+    return tl_link_up(g_edge, "hub") && tl_link_up(g_hub, "edge");
 }
 
 static int setup(void **state)
@@ -113,43 +93,11 @@ static int setup(void **state)
     assert_non_null(g_host);
     assert_int_equal(tg_ipc_host_add_service(g_host, &k_consumer, NULL), 1);
     assert_int_equal(tg_ipc_host_listen(g_host, up, 0600, err, sizeof err), 0);
-    g_hub_gw = new_gw(&g_hub_cfg, up);
-    g_edge_gw = new_gw(&g_edge_cfg, none);
-
-    char listen[64] = "tcp://127.0.0.1:0", peer[64];
-    char *listens[1] = {listen}, *peers[1] = {peer};
-    struct tg_fleet_config hc, ec;
-    memset(&hc, 0, sizeof hc);
-    hc.node_name = "hub";
-    hc.listen_links = listens;
-    hc.n_listen_links = 1;
-    /* resumes and pings are not what this test is about: far beyond its safety nets */
-    hc.resume_window_ms = (uint32_t)tg_test_ms(600000);
-    hc.ping_interval_ms = (uint32_t)tg_test_ms(600000);
-    /* the port the kernel chose, from the hub's log line */
-    tg_log_set_level(TG_LOG_INFO);
-    assert_int_equal(tg_test_stderr_begin(), 0);
-    g_hub = tg_fleet_new(g_base, g_hub_gw, &hc, err, sizeof err);
-    char *log = tg_test_stderr_end();
-    tg_log_set_level(TG_LOG_WARN);
-    if (!g_hub)
-        fail_msg("hub: %s", err);
-    assert_non_null(log);
-    const char *at = strstr(log, "listening for links: tcp://127.0.0.1:");
-    assert_non_null(at);
-    int port = atoi(at + strlen("listening for links: tcp://127.0.0.1:"));
-    free(log);
-    assert_true(port > 0);
-    snprintf(peer, sizeof peer, "tcp://127.0.0.1:%d", port);
-    memset(&ec, 0, sizeof ec);
-    ec.node_name = "edge";
-    ec.peers = peers;
-    ec.n_peers = 1;
-    ec.resume_window_ms = hc.resume_window_ms;
-    ec.ping_interval_ms = hc.ping_interval_ms;
-    g_edge = tg_fleet_new(g_base, g_edge_gw, &ec, err, sizeof err);
-    if (!g_edge)
-        fail_msg("edge: %s", err);
+    g_hub_gw = tl_gw_new(g_base, &g_hub_cfg, up, k_gw_opts);
+    g_edge_gw = tl_gw_new(g_base, &g_edge_cfg, none, k_gw_opts);
+    int port;
+    g_hub = tl_hub_new(g_base, g_hub_gw, "hub", &port);
+    g_edge = tl_dialer_new(g_base, g_edge_gw, "edge", port);
     assert_true(tg_test_run_until(g_base, both_up, NULL, WAIT_MS));
     return 0;
 }
@@ -332,7 +280,7 @@ static void test_pipelined_calls(void **state)
     struct want w = {&c, 1 + N_CALLS};
     assert_true(tg_test_run_until(g_base, got_frames, &w, WAIT_MS));
     check_replies(&c);
-    struct tg_link *l = link_to(g_edge, "hub");
+    struct tg_link *l = tl_link_up(g_edge, "hub");
     assert_non_null(l);
     assert_true(l->bytes_in > (uint64_t)N_CALLS * REPLY_SIZE);
     client_close(&c);
@@ -348,7 +296,7 @@ static void test_resume_mid_stream(void **state)
     struct client c;
     client_open(&c);
     uint64_t ids = bind_consumer(&c);
-    struct tg_link *l = link_to(g_edge, "hub");
+    struct tg_link *l = tl_link_up(g_edge, "hub");
     assert_non_null(l);
     unsigned resumes = l->resumes;
     send_calls(&c, ids);
@@ -370,7 +318,7 @@ static void test_resume_mid_stream(void **state)
 static int hub_channels_gone(void *arg)
 {
     (void)arg;
-    struct tg_link *l = link_to(g_hub, "edge");
+    struct tg_link *l = tl_link_up(g_hub, "edge");
     return l && l->n_channels == 0;
 }
 
@@ -393,7 +341,7 @@ static void test_bad_local_frame_resets_channel(void **state)
     assert_true(tg_test_run_until(g_base, hub_channels_gone, NULL, WAIT_MS));
     client_close(&c);
     /* the link is still up and carries a new channel */
-    assert_non_null(link_to(g_edge, "hub"));
+    assert_non_null(tl_link_up(g_edge, "hub"));
     client_open(&c);
     bind_consumer(&c);
     client_close(&c);
@@ -402,7 +350,7 @@ static void test_bad_local_frame_resets_channel(void **state)
 /* Bytes edge holds for its channels' local peers, not yet given back to hub's window. */
 static size_t edge_unconsumed(void)
 {
-    struct tg_link *l = link_to(g_edge, "hub");
+    struct tg_link *l = tl_link_up(g_edge, "hub");
     size_t sum = 0;
     for (struct link_channel *ch = l ? l->channels : NULL; ch; ch = ch->next)
         sum += ch->unconsumed;

@@ -1,0 +1,95 @@
+/* test_link_util.c: gateways and linked nodes for the gateway-link unit tests (see test_link_util.h). */
+#include "test_link_util.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tracegate/log.h"
+
+#include "tg_test_util.h"
+
+#define LISTENING "listening for links: tcp://127.0.0.1:"
+
+struct tg_gw *tl_gw_new(struct event_base *base, struct tg_gw_config *cfg, const char *upstream,
+                        const char *const *extra)
+{
+    char err[512];
+    tg_gw_config_init(cfg);
+    assert_int_equal(tg_gw_config_set(cfg, "upstream-consumer", upstream, err, sizeof err), 0);
+    assert_int_equal(tg_gw_config_set(cfg, "no-http", NULL, err, sizeof err), 0);
+    assert_int_equal(tg_gw_config_set(cfg, "upstream-probe-interval", "0", err, sizeof err), 0);
+    for (size_t i = 0; extra && extra[i]; i += 2)
+        if (tg_gw_config_set(cfg, extra[i], extra[i + 1], err, sizeof err) != 0)
+            fail_msg("%s: %s", extra[i], err);
+    if (tg_gw_config_validate(cfg, err, sizeof err) != 0)
+        fail_msg("validate: %s", err);
+    struct tg_gw *gw = tg_gw_new(base, cfg, NULL, err, sizeof err);
+    if (!gw)
+        fail_msg("tg_gw_new: %s", err);
+    return gw;
+}
+
+uint32_t tl_quiet_ms(void) { return (uint32_t)tg_test_ms(600000); }
+
+/* Node `name` with the quiet timers and no link yet. */
+static void node_config(struct tg_fleet_config *c, const char *name)
+{
+    memset(c, 0, sizeof *c);
+    c->node_name = name;
+    c->resume_window_ms = tl_quiet_ms();
+    c->ping_interval_ms = tl_quiet_ms();
+}
+
+struct tg_fleet *tl_hub_new(struct event_base *base, struct tg_gw *gw, const char *name, int *port)
+{
+    char err[512], listen[64] = "tcp://127.0.0.1:0";
+    char *listens[1] = {listen};
+    struct tg_fleet_config hc;
+    node_config(&hc, name);
+    hc.listen_links = listens;
+    hc.n_listen_links = 1;
+    /* the port the kernel chose, from the node's log line */
+    enum tg_log_level level = tg_log_get_level();
+    tg_log_set_level(TG_LOG_INFO);
+    assert_int_equal(tg_test_stderr_begin(), 0);
+    struct tg_fleet *f = tg_fleet_new(base, gw, &hc, err, sizeof err);
+    char *log = tg_test_stderr_end();
+    tg_log_set_level(level);
+    if (!f)
+        fail_msg("%s: %s", name, err);
+    assert_non_null(log);
+    const char *at = strstr(log, LISTENING);
+    assert_non_null(at);
+    *port = atoi(at + strlen(LISTENING));
+    free(log);
+    assert_true(*port > 0);
+    return f;
+}
+
+struct tg_fleet *tl_dialer_new(struct event_base *base, struct tg_gw *gw, const char *name, int port)
+{
+    char err[512], peer[64];
+    char *peers[1] = {peer};
+    snprintf(peer, sizeof peer, "tcp://127.0.0.1:%d", port);
+    struct tg_fleet_config ec;
+    node_config(&ec, name);
+    ec.peers = peers;
+    ec.n_peers = 1;
+    struct tg_fleet *f = tg_fleet_new(base, gw, &ec, err, sizeof err);
+    if (!f)
+        fail_msg("%s: %s", name, err);
+    return f;
+}
+
+struct tg_link *tl_link_up(struct tg_fleet *f, const char *name)
+{
+    struct tg_link *l = tg_fleet_link_by_name(f, name, NULL);
+    return l && l->state == LINK_UP ? l : NULL;
+}
