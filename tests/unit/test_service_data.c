@@ -44,14 +44,7 @@ struct fx {
     uint32_t target;
 };
 
-static void default_prod(struct ts_prod_opts *o)
-{
-    memset(o, 0, sizeof *o);
-    o->name = "prod_a";
-    o->ds_name = "test.ds";
-    o->auto_ack_flush = 1;
-    o->auto_notify_stop = 1;
-}
+static void default_prod(struct ts_prod_opts *o) { ts_prod_opts_init(o, "prod_a", "test.ds"); }
 
 static void fx_start(struct fx *x, const struct ts_prod_opts *po, const struct ts_cfg *cfg, int fd)
 {

@@ -30,8 +30,6 @@
 #include "service/svc.h"
 #include "tracegate/log.h"
 
-static int prod_started(void *arg) { return ((struct ts_prod *)arg)->n_start >= 1; }
-
 /* Trigger packets (TracePacket.trigger = 46) in a trace. */
 static size_t count_triggers(const struct ts_trace *t)
 {
@@ -44,24 +42,6 @@ static size_t count_triggers(const struct ts_trace *t)
 
 static const struct tg_ipc_identity k_root = {.uid = 0, .pid = -1, .principal = NULL, .privileged = 1};
 static const struct tg_ipc_identity k_alice = {.uid = 1000, .pid = -1, .principal = NULL, .privileged = 0};
-
-/* CloneSession by id from c: 1 = cloned, 0 = refused (error copied). */
-static int clone_ok(struct ts_cons *c, uint64_t session_id, char *err, size_t errlen)
-{
-    Perfetto__Protos__CloneSessionRequest cr = PERFETTO__PROTOS__CLONE_SESSION_REQUEST__INIT;
-    cr.selector_case = PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID;
-    cr.session_id = session_id;
-    struct ts_frame f;
-    assert_int_equal(ts_cons_call(c, TS_C_CLONE, &cr.base, &f, 10000), 1);
-    Perfetto__Protos__CloneSessionResponse *r =
-        perfetto__protos__clone_session_response__unpack(NULL, f.fi.payload_len, f.fi.payload);
-    ts_frame_free(&f);
-    assert_non_null(r);
-    int ok = r->success;
-    snprintf(err, errlen, "%s", r->error ? r->error : "");
-    perfetto__protos__clone_session_response__free_unpacked(r, NULL);
-    return ok;
-}
 
 /* A session on test.ds stopped by trigger "t" (from producers whose name matches regex, when not
  * NULL) after a 600 s stop delay: it stays STARTED while a test fires the trigger. */
@@ -104,11 +84,7 @@ static void test_trigger_flood_is_bounded(void **state)
     pname[name_len] = '\0';
     struct ts_prod p;
     struct ts_prod_opts po;
-    memset(&po, 0, sizeof po);
-    po.name = pname;
-    po.ds_name = "test.ds";
-    po.auto_ack_flush = 1;
-    po.auto_notify_stop = 1;
+    ts_prod_opts_init(&po, pname, "test.ds");
     assert_int_equal(ts_prod_connect(&e, &p, &po), 0);
 
     /* STOP_TRACING with a long stop delay: the session stays STARTED while the flood arrives */
@@ -116,19 +92,11 @@ static void test_trigger_flood_is_bounded(void **state)
     assert_int_equal(ts_cons_connect(&e, &c), 0);
     struct stop_trigger st;
     stop_trigger_enable(&c, &st, NULL);
-    assert_true(ts_pump_until(&e, prod_started, &p, 5000));
+    assert_true(ts_pump_until(&e, ts_prod_started, &p, 5000));
 
     /* one frame (3 bytes a name) naming the trigger 2000 times: 2000 packets of over 4 KiB
      * each, 8 MiB, were queued before the budget */
-    enum { N = 2000 };
-    char **names = calloc(N, sizeof *names);
-    assert_non_null(names);
-    for (size_t i = 0; i < N; i++)
-        names[i] = (char *)"t";
-    Perfetto__Protos__ActivateTriggersRequest rq = PERFETTO__PROTOS__ACTIVATE_TRIGGERS_REQUEST__INIT;
-    rq.n_trigger_names = N;
-    rq.trigger_names = names;
-    assert_int_equal(ts_prod_call(&p, TS_P_TRIGGERS, &rq.base, NULL), 1);
+    assert_int_equal(ts_prod_trigger(&p, "t", 2000), 1);
 
     struct ts_trace t = {0};
     assert_int_equal(ts_cons_read(&c, &t, 10000), 0);
@@ -138,14 +106,12 @@ static void test_trigger_flood_is_bounded(void **state)
     ts_trace_free(&t);
 
     /* the budget is for unread packets: once read, a new trigger is recorded again */
-    rq.n_trigger_names = 1;
-    assert_int_equal(ts_prod_call(&p, TS_P_TRIGGERS, &rq.base, NULL), 1);
+    assert_int_equal(ts_prod_trigger(&p, "t", 1), 1);
     t = (struct ts_trace){0};
     assert_int_equal(ts_cons_read(&c, &t, 10000), 0);
     assert_int_equal(count_triggers(&t), 1);
     ts_trace_free(&t);
 
-    free(names);
     free(pname);
     ts_cons_close(&c);
     ts_prod_close(&p);
@@ -162,40 +128,25 @@ static void test_trigger_regex_once_per_frame(void **state)
     assert_int_equal(ts_env_init(&e), 0);
     struct ts_prod bad, good;
     struct ts_prod_opts po;
-    memset(&po, 0, sizeof po);
-    po.name = "bad.producer";
-    po.ds_name = "test.ds";
-    po.auto_ack_flush = 1;
-    po.auto_notify_stop = 1;
+    ts_prod_opts_init(&po, "bad.producer", "test.ds");
     assert_int_equal(ts_prod_connect(&e, &bad, &po), 0);
-    po.name = "good.producer";
-    po.ds_name = "other.ds";
+    ts_prod_opts_init(&po, "good.producer", "other.ds");
     assert_int_equal(ts_prod_connect(&e, &good, &po), 0);
     struct ts_cons c;
     assert_int_equal(ts_cons_connect(&e, &c), 0);
     struct stop_trigger st;
     stop_trigger_enable(&c, &st, "good\\..*");
-    assert_true(ts_pump_until(&e, prod_started, &bad, 5000));
-    enum { N = 2000 };
-    char **names = calloc(N, sizeof *names);
-    assert_non_null(names);
-    for (size_t i = 0; i < N; i++)
-        names[i] = (char *)"t";
-    Perfetto__Protos__ActivateTriggersRequest rq = PERFETTO__PROTOS__ACTIVATE_TRIGGERS_REQUEST__INIT;
-    rq.n_trigger_names = N;
-    rq.trigger_names = names;
-    assert_int_equal(ts_prod_call(&bad, TS_P_TRIGGERS, &rq.base, NULL), 1);
+    assert_true(ts_pump_until(&e, ts_prod_started, &bad, 5000));
+    assert_int_equal(ts_prod_trigger(&bad, "t", 2000), 1);
     struct ts_trace t = {0};
     assert_int_equal(ts_cons_read(&c, &t, 10000), 0);
     assert_int_equal(count_triggers(&t), 0);
     ts_trace_free(&t);
-    rq.n_trigger_names = 3;
-    assert_int_equal(ts_prod_call(&good, TS_P_TRIGGERS, &rq.base, NULL), 1);
+    assert_int_equal(ts_prod_trigger(&good, "t", 3), 1);
     t = (struct ts_trace){0};
     assert_int_equal(ts_cons_read(&c, &t, 10000), 0);
     assert_int_equal(count_triggers(&t), 3);
     ts_trace_free(&t);
-    free(names);
     ts_cons_close(&c);
     ts_prod_close(&good);
     ts_prod_close(&bad);
@@ -249,7 +200,8 @@ static void test_clones_per_principal_are_bounded(void **state)
     char err[256];
     for (int i = 0; i < N; i++) {
         assert_int_equal(ts_cons_connect_as(&e, &cl[i], &k_alice), 0);
-        int ok = clone_ok(&cl[i], sid, err, sizeof err);
+        int ok = ts_cons_clone(&cl[i], sid, err, sizeof err);
+        assert_true(ok >= 0);
         if (i < TG_SVC_MAX_CLONES_PER_UID) {
             assert_true(ok);
         } else {
@@ -260,11 +212,11 @@ static void test_clones_per_principal_are_bounded(void **state)
     /* the quota is the principal's: root still clones alice's session */
     struct ts_cons root;
     assert_int_equal(ts_cons_connect_as(&e, &root, &k_root), 0);
-    assert_true(clone_ok(&root, sid, err, sizeof err));
+    assert_int_equal(ts_cons_clone(&root, sid, err, sizeof err), 1);
     /* and a clone given back frees a place */
     ts_cons_close(&cl[0]);
     assert_int_equal(ts_wait_svc_count(&e, TS_SVC_SESSIONS, 1 + TG_SVC_MAX_CLONES_PER_UID, 5000), 1);
-    assert_true(clone_ok(&cl[N - 1], sid, err, sizeof err));
+    assert_int_equal(ts_cons_clone(&cl[N - 1], sid, err, sizeof err), 1);
 
     ts_cons_close(&root);
     for (int i = 1; i < N; i++)
@@ -295,7 +247,8 @@ static void test_clones_bounded_overall(void **state)
     for (int i = 0; i < N; i++) {
         struct tg_ipc_identity id = {.uid = (uid_t)(3000 + i / PER), .pid = -1, .principal = NULL, .privileged = 1};
         assert_int_equal(ts_cons_connect_as(&e, &cl[i], &id), 0);
-        int ok = clone_ok(&cl[i], sid, err, sizeof err);
+        int ok = ts_cons_clone(&cl[i], sid, err, sizeof err);
+        assert_true(ok >= 0);
         if (i < TG_SVC_MAX_CLONES) {
             if (!ok)
                 fail_msg("clone %d refused: %s", i, err);
@@ -409,7 +362,7 @@ static void test_pending_flushes_bounded(void **state)
     struct ts_cfg cfg;
     ts_cfg_init(&cfg, 64, 0, "test.ds", 0);
     assert_true(ts_cons_enable(&c, &cfg.tc, -1) != 0);
-    assert_true(ts_pump_until(&e, prod_started, &p, 5000));
+    assert_true(ts_pump_until(&e, ts_prod_started, &p, 5000));
     /* MAX + 40 Flush requests with a timeout of a day, sent without waiting for replies */
     Perfetto__Protos__FlushRequest fq = PERFETTO__PROTOS__FLUSH_REQUEST__INIT;
     fq.has_timeout_ms = 1;

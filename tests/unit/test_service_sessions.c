@@ -34,15 +34,6 @@ static uint64_t now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-static void prod_opts(struct ts_prod_opts *o, const char *name)
-{
-    memset(o, 0, sizeof *o);
-    o->name = name;
-    o->ds_name = "test.ds";
-    o->auto_ack_flush = 1;
-    o->auto_notify_stop = 1;
-}
-
 static void enable_error(struct ts_env *e, const Perfetto__Protos__TraceConfig *cfg, int fd, const char *expect)
 {
     struct ts_cons c;
@@ -181,7 +172,7 @@ static void test_disconnect_stops_data_sources(void **state)
     assert_int_equal(ts_env_init(&e), 0);
     struct ts_prod p;
     struct ts_prod_opts po;
-    prod_opts(&po, "prod_a");
+    ts_prod_opts_init(&po, "prod_a", "test.ds");
     assert_int_equal(ts_prod_connect(&e, &p, &po), 0);
     struct ts_cons c;
     assert_int_equal(ts_cons_connect(&e, &c), 0);
@@ -206,7 +197,7 @@ static void test_detach_attach(void **state)
     assert_int_equal(ts_env_init(&e), 0);
     struct ts_prod p;
     struct ts_prod_opts po;
-    prod_opts(&po, "prod_a");
+    ts_prod_opts_init(&po, "prod_a", "test.ds");
     assert_int_equal(ts_prod_connect(&e, &p, &po), 0);
     struct ts_cons c1, c2, c3;
     assert_int_equal(ts_cons_connect(&e, &c1), 0);
@@ -275,9 +266,9 @@ static void test_flush_ack_and_timeout(void **state)
     assert_int_equal(ts_env_init(&e), 0);
     struct ts_prod p, q, nf;
     struct ts_prod_opts po;
-    prod_opts(&po, "acker");
+    ts_prod_opts_init(&po, "acker", "test.ds");
     assert_int_equal(ts_prod_connect(&e, &p, &po), 0);
-    prod_opts(&po, "noflush");
+    ts_prod_opts_init(&po, "noflush", "test.ds");
     po.no_flush = 1;
     po.auto_ack_flush = 0;
     assert_int_equal(ts_prod_connect(&e, &nf, &po), 0);
@@ -296,7 +287,7 @@ static void test_flush_ack_and_timeout(void **state)
     assert_int_equal(p.n_flush, 1);
     assert_int_equal(nf.n_flush, 0); /* no_flush sources are skipped */
     /* a producer that never acks: Reject after the timeout */
-    prod_opts(&po, "silent");
+    ts_prod_opts_init(&po, "silent", "test.ds");
     po.auto_ack_flush = 0;
     assert_int_equal(ts_prod_connect(&e, &q, &po), 0);
     assert_true(ts_prod_wait_started(&q, 1, 5000));
@@ -361,7 +352,7 @@ static void test_observe_events(void **state)
     assert_int_equal(ts_env_init(&e), 0);
     struct ts_prod p;
     struct ts_prod_opts po;
-    prod_opts(&po, "prod_a");
+    ts_prod_opts_init(&po, "prod_a", "test.ds");
     po.notify_start = 1;
     assert_int_equal(ts_prod_connect(&e, &p, &po), 0);
     struct ts_cons c;
@@ -432,7 +423,7 @@ static void test_query_service_state_chunks(void **state)
     assert_int_equal(ts_env_init(&e), 0);
     struct ts_prod p;
     struct ts_prod_opts po;
-    prod_opts(&po, "many_sources");
+    ts_prod_opts_init(&po, "many_sources", "test.ds");
     po.ds_name = "";
     assert_int_equal(ts_prod_connect(&e, &p, &po), 0);
     enum { N = 1500 };
@@ -528,15 +519,6 @@ static void test_capabilities_and_bugreport(void **state)
 
 /* ------------------------------------------------------------ triggers */
 
-static void trigger(struct ts_prod *p, const char *name)
-{
-    char *names[] = {(char *)name};
-    Perfetto__Protos__ActivateTriggersRequest rq = PERFETTO__PROTOS__ACTIVATE_TRIGGERS_REQUEST__INIT;
-    rq.n_trigger_names = 1;
-    rq.trigger_names = names;
-    assert_int_equal(ts_prod_call(p, TS_P_TRIGGERS, &rq.base, NULL), 1);
-}
-
 static void test_start_trigger(void **state)
 {
     (void)state;
@@ -544,7 +526,7 @@ static void test_start_trigger(void **state)
     assert_int_equal(ts_env_init(&e), 0);
     struct ts_prod p;
     struct ts_prod_opts po;
-    prod_opts(&po, "trig_prod");
+    ts_prod_opts_init(&po, "trig_prod", "test.ds");
     assert_int_equal(ts_prod_connect(&e, &p, &po), 0);
     struct ts_cons c;
     assert_int_equal(ts_cons_connect(&e, &c), 0);
@@ -570,10 +552,10 @@ static void test_start_trigger(void **state)
     assert_int_equal(ts_cons_read(&c, &t, 5000), 0); /* empty while waiting */
     assert_int_equal(t.n, 0);
     ts_trace_free(&t);
-    trigger(&p, "other");
+    assert_int_equal(ts_prod_trigger(&p, "other", 1), 1);
     ts_pump(&e, 50);
     assert_int_equal(p.n_start, 0);
-    trigger(&p, "go");
+    assert_int_equal(ts_prod_trigger(&p, "go", 1), 1);
     assert_true(ts_prod_wait_started(&p, 1, 2000));
     assert_int_equal(ts_cons_call(&c, TS_C_DISABLE, NULL, NULL, 5000), 1);
     assert_int_equal(ts_cons_wait_enable(&c, 5000, NULL, 0), 1);
@@ -613,7 +595,7 @@ static void test_stop_trigger(void **state)
     assert_int_equal(ts_env_init(&e), 0);
     struct ts_prod p;
     struct ts_prod_opts po;
-    prod_opts(&po, "prod_a");
+    ts_prod_opts_init(&po, "prod_a", "test.ds");
     assert_int_equal(ts_prod_connect(&e, &p, &po), 0);
     struct ts_cons c, act;
     assert_int_equal(ts_cons_connect(&e, &c), 0);
@@ -665,9 +647,9 @@ static void test_deferred_start_and_change_config(void **state)
     assert_int_equal(ts_env_init(&e), 0);
     struct ts_prod p, q;
     struct ts_prod_opts po;
-    prod_opts(&po, "prod_a");
+    ts_prod_opts_init(&po, "prod_a", "test.ds");
     assert_int_equal(ts_prod_connect(&e, &p, &po), 0);
-    prod_opts(&po, "prod_b");
+    ts_prod_opts_init(&po, "prod_b", "test.ds");
     assert_int_equal(ts_prod_connect(&e, &q, &po), 0);
     struct ts_cons c;
     assert_int_equal(ts_cons_connect(&e, &c), 0);
@@ -709,7 +691,7 @@ static void test_data_source_config_rewrite(void **state)
     assert_int_equal(ts_env_init(&e), 0);
     struct ts_prod p;
     struct ts_prod_opts po;
-    prod_opts(&po, "prod_a");
+    ts_prod_opts_init(&po, "prod_a", "test.ds");
     assert_int_equal(ts_prod_connect(&e, &p, &po), 0);
     struct ts_cons c;
     assert_int_equal(ts_cons_connect(&e, &c), 0);
@@ -752,7 +734,7 @@ static void test_clone_session(void **state)
     assert_int_equal(ts_env_init(&e), 0);
     struct ts_prod p;
     struct ts_prod_opts po;
-    prod_opts(&po, "prod_a");
+    ts_prod_opts_init(&po, "prod_a", "test.ds");
     assert_int_equal(ts_prod_connect(&e, &p, &po), 0);
     struct ts_cons c1, c2, c3;
     assert_int_equal(ts_cons_connect(&e, &c1), 0);
@@ -831,9 +813,9 @@ static void test_machine_filtering(void **state)
     assert_int_equal(ts_env_init(&e), 0);
     struct ts_prod local, remote;
     struct ts_prod_opts po;
-    prod_opts(&po, "local");
+    ts_prod_opts_init(&po, "local", "test.ds");
     assert_int_equal(ts_prod_connect(&e, &local, &po), 0);
-    prod_opts(&po, "remote");
+    ts_prod_opts_init(&po, "remote", "test.ds");
     po.tcp = 1;
     po.identity_hint = "boot-id-of-guest";
     po.machine_name = "guest1";
@@ -899,12 +881,12 @@ static void test_periodic_flush_clear_and_stop_timeout(void **state)
     assert_int_equal(ts_env_init(&e), 0);
     struct ts_prod a, b;
     struct ts_prod_opts po;
-    prod_opts(&po, "clears");
+    ts_prod_opts_init(&po, "clears", "test.ds");
     po.handles_clear = 1;
     po.notify_stop = 1;
     po.auto_notify_stop = 0; /* never acknowledges the stop */
     assert_int_equal(ts_prod_connect(&e, &a, &po), 0);
-    prod_opts(&po, "plain");
+    ts_prod_opts_init(&po, "plain", "test.ds");
     assert_int_equal(ts_prod_connect(&e, &b, &po), 0);
     struct ts_cons c;
     assert_int_equal(ts_cons_connect(&e, &c), 0);
@@ -954,7 +936,7 @@ static void test_sequence_ids_per_session(void **state)
     assert_int_equal(ts_env_init(&e), 0);
     struct ts_prod p;
     struct ts_prod_opts po;
-    prod_opts(&po, "prod_a");
+    ts_prod_opts_init(&po, "prod_a", "test.ds");
     assert_int_equal(ts_prod_connect(&e, &p, &po), 0);
     for (int round = 0; round < 2; round++) {
         struct ts_cons c;

@@ -540,6 +540,32 @@ int ts_prod_call(struct ts_prod *p, uint32_t mid, const ProtobufCMessage *req, s
     return ok;
 }
 
+int ts_prod_trigger(struct ts_prod *p, const char *name, size_t times)
+{
+    char **names = calloc(times ? times : 1, sizeof *names);
+    if (!names)
+        return -1;
+    for (size_t i = 0; i < times; i++)
+        names[i] = (char *)name;
+    Perfetto__Protos__ActivateTriggersRequest rq = PERFETTO__PROTOS__ACTIVATE_TRIGGERS_REQUEST__INIT;
+    rq.n_trigger_names = times;
+    rq.trigger_names = names;
+    int rc = ts_prod_call(p, TS_P_TRIGGERS, &rq.base, NULL);
+    free(names);
+    return rc;
+}
+
+int ts_prod_started(void *p) { return ((struct ts_prod *)p)->n_start >= 1; }
+
+void ts_prod_opts_init(struct ts_prod_opts *o, const char *name, const char *ds_name)
+{
+    memset(o, 0, sizeof *o);
+    o->name = name;
+    o->ds_name = ds_name;
+    o->auto_ack_flush = 1;
+    o->auto_notify_stop = 1;
+}
+
 static int prod_send_drop(struct ts_prod *p, uint32_t mid, const ProtobufCMessage *req)
 {
     return ts_raw_invoke(p->e, &p->r, ++p->rid, 1, mid, req, 1, -1);
@@ -927,6 +953,29 @@ int ts_cons_call(struct ts_cons *c, uint32_t mid, const ProtobufCMessage *req, s
         *reply = f;
     else
         ts_frame_free(&f);
+    return ok;
+}
+
+int ts_cons_clone(struct ts_cons *c, uint64_t session_id, char *err, size_t errlen)
+{
+    Perfetto__Protos__CloneSessionRequest cr = PERFETTO__PROTOS__CLONE_SESSION_REQUEST__INIT;
+    cr.selector_case = PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID;
+    cr.session_id = session_id;
+    struct ts_frame f;
+    int rc = ts_cons_call(c, TS_C_CLONE, &cr.base, &f, 10000);
+    if (rc != 1) {
+        if (rc == 0)
+            ts_frame_free(&f);
+        return -1;
+    }
+    Perfetto__Protos__CloneSessionResponse *r =
+        perfetto__protos__clone_session_response__unpack(NULL, f.fi.payload_len, f.fi.payload);
+    ts_frame_free(&f);
+    if (!r)
+        return -1;
+    int ok = r->success ? 1 : 0;
+    snprintf(err, errlen, "%s", r->error ? r->error : "");
+    perfetto__protos__clone_session_response__free_unpacked(r, NULL);
     return ok;
 }
 

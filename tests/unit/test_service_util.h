@@ -158,6 +158,8 @@ struct ts_prod {
     bool ignore_cmds;        /* leave async frames in the queue (for raw replays) */
 };
 
+/* Options of a well-behaved producer `name` registering ds_name: it acks flushes and stops. */
+void ts_prod_opts_init(struct ts_prod_opts *o, const char *name, const char *ds_name);
 int ts_prod_connect(struct ts_env *e, struct ts_prod *p, const struct ts_prod_opts *o);
 void ts_prod_close(struct ts_prod *p);
 /* Processes queued async commands (called by ts_pump too). */
@@ -172,6 +174,10 @@ int ts_prod_register_writer(struct ts_prod *p, uint16_t writer_id, uint32_t targ
 int ts_prod_commit(struct ts_prod *p, uint64_t flush_rid);
 /* Invokes a producer method and waits for its reply (success flag returned, -1 on timeout). */
 int ts_prod_call(struct ts_prod *p, uint32_t mid, const ProtobufCMessage *req, struct ts_frame *reply);
+/* ActivateTriggers naming trigger `name` `times` times in one frame (ts_prod_call's result). */
+int ts_prod_trigger(struct ts_prod *p, const char *name, size_t times);
+/* ts_pump_until predicate: p (a struct ts_prod *) has seen a StartDataSource. */
+int ts_prod_started(void *p);
 
 /* ------------------------------------------------------------ consumers */
 
@@ -191,6 +197,9 @@ uint64_t ts_cons_enable(struct ts_cons *c, const Perfetto__Protos__TraceConfig *
 int ts_cons_wait_enable(struct ts_cons *c, int timeout_ms, char *error, size_t errlen);
 /* Unary call; returns success flag, -1 on timeout. reply may be NULL. */
 int ts_cons_call(struct ts_cons *c, uint32_t mid, const ProtobufCMessage *req, struct ts_frame *reply, int timeout_ms);
+/* CloneSession of session_id: 1 = cloned, 0 = refused (its error copied to err, "" otherwise), -1 = no
+ * answer or an answer that does not decode. */
+int ts_cons_clone(struct ts_cons *c, uint64_t session_id, char *err, size_t errlen);
 
 struct ts_packet {
     uint8_t *data;
