@@ -62,9 +62,13 @@ static void on_handoff(void *arg, int fd, struct tg_ws_seam *seam, const struct 
 static void *service_thread(void *arg)
 {
     struct tg_gw_ws *ws = arg;
-    while (!atomic_load(&ws->stop))
+    while (!atomic_load(&ws->stop)) {
         if (lws_service(ws->ctx, 0) < 0)
             usleep(10000); /* should not happen; keep the context until stop */
+        unsigned failed = tg_ws_take_accept_failures();
+        if (failed)
+            tg_gw_ws_guard_accept_failed(ws, failed); /* out of descriptors: pauses this thread */
+    }
     /* a short grace for connections finishing their TLS shutdown: destroying
      * the context under them leaks their SSL objects */
     struct timespec t0, t;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "gw_limits.h"
 #include "gw_ws_int.h"
@@ -111,6 +112,20 @@ int tg_gw_ws_guard_accept(struct tg_gw_ws *ws, const struct lws_filter_network_c
     snprintf(ws->admitted_source, sizeof ws->admitted_source, "%s", ip);
     ws->admitted_loopback = loopback;
     return 0;
+}
+
+void tg_gw_ws_guard_accept_failed(struct tg_gw_ws *ws, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        tg_gw_count_rejected(ws->gw, "accept_failed");
+    uint64_t now = tg_gw_now_us();
+    if (!ws->accept_failed_log_us || now - ws->accept_failed_log_us > 5000000u) {
+        tg_warn(TG_WS_LOG, "cannot accept an HTTP connection: out of file descriptors (or memory); pausing the "
+                           "HTTP/WebSocket thread for %d ms at each failure",
+                TG_WS_ACCEPT_PAUSE_MS);
+        ws->accept_failed_log_us = now;
+    }
+    usleep(TG_WS_ACCEPT_PAUSE_MS * 1000);
 }
 
 void tg_gw_ws_guard_new_wsi(struct tg_gw_ws *ws, struct lws *wsi)

@@ -47,6 +47,7 @@ struct tg_gw_ws {
     char admitted_source[64];
     int admitted_loopback;
     struct tg_log_sampler refusal_log;  /* refusals and cuts, sampled (lws thread) */
+    uint64_t accept_failed_log_us;      /* when "cannot accept" was last logged (lws thread) */
     atomic_size_t pending_count;        /* mirror for tg_gw_ws_http_pending (any thread) */
 
     /* reload request, done on the lws thread */
@@ -85,6 +86,11 @@ int tg_gw_ws_guard_accept(struct tg_gw_ws *ws, const struct lws_filter_network_c
 void tg_gw_ws_guard_new_wsi(struct tg_gw_ws *ws, struct lws *wsi);
 void tg_gw_ws_guard_phase(struct tg_gw_ws *ws, struct lws *wsi, enum tg_ws_pending_phase phase);
 void tg_gw_ws_guard_forget(struct tg_gw_ws *ws, struct lws *wsi);
+/* n accepts failed for want of descriptors or memory (tg_ws_take_accept_failures): counts them
+ * (reason accept_failed), logs it at most once per 5 s, and pauses the lws thread
+ * TG_WS_ACCEPT_PAUSE_MS, as lws would otherwise retry the readable listener at once. */
+#define TG_WS_ACCEPT_PAUSE_MS 50
+void tg_gw_ws_guard_accept_failed(struct tg_gw_ws *ws, unsigned n);
 /* Creates the table (at start) and stops its timer (before the context goes). */
 int tg_gw_ws_guard_init(struct tg_gw_ws *ws);
 void tg_gw_ws_guard_stop(struct tg_gw_ws *ws);

@@ -683,8 +683,36 @@ void tg_ws_redact_tokens(const char *line, char *out, size_t cap)
     out[o] = '\0';
 }
 
+static _Thread_local unsigned t_accept_failures;
+
+unsigned tg_ws_take_accept_failures(void)
+{
+    unsigned n = t_accept_failures;
+    t_accept_failures = 0;
+    return n;
+}
+
+/* Whether line is lws' report of an accept() that failed for want of descriptors or memory:
+ * "accept: errno N" (4.1), or "accept: <strerror>" with errno still set by accept(). */
+static int out_of_descriptors(const char *line, int saved_errno)
+{
+    while (*line == ' ')
+        line++;
+    if (strncmp(line, "accept: ", 8) != 0)
+        return 0;
+    int e = saved_errno;
+    const char *n = strstr(line, "errno ");
+    if (n)
+        e = atoi(n + 6);
+    return e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM;
+}
+
 static void lws_log_emit(int level, const char *line)
 {
+    if (out_of_descriptors(line, errno)) {
+        t_accept_failures++;
+        return;
+    }
     char buf[512];
     tg_ws_redact_tokens(line, buf, sizeof buf);
     size_t n = strlen(buf);

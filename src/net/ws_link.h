@@ -147,6 +147,12 @@ void tg_ws_link_stats_reset_peaks(void);
  * lws' lower levels print headers, which may hold tokens (and what is logged is redacted with
  * tg_ws_redact_tokens). Process-wide, as lws logging is. */
 void tg_ws_setup_lws_logging(void);
+/* How many times, since the last call on this thread, libwebsockets running on this thread could
+ * not accept a connection for want of a descriptor or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM);
+ * resets the count. lws 4.1 logs such a failure and returns with its listener still readable, so
+ * the next lws_service() tries again at once: the thread that runs lws_service() backs off
+ * instead. Those lws lines are counted here, not logged (the caller logs its own). */
+unsigned tg_ws_take_accept_failures(void);
 /* Copies line to out (at most cap bytes, NUL included) with the values of
  * "token=" and "tracegate.token." replaced by "***" (case-insensitive keys;
  * a value ends at & , ; quote or blank). */

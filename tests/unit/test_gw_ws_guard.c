@@ -2,7 +2,9 @@
  * table on its own (caps, per-source counts, deadline order), then attacks on a running front end: a
  * byte-a-second dribbler, a kept-alive connection that dribbles its next request, N+1 half-open
  * clients, and a client that stops reading a response; each is cut or refused, counted and logged,
- * and a legitimate client still gets through afterwards. */
+ * and a legitimate client still gets through afterwards. Out of file descriptors, the front end
+ * pauses between failed accepts (lws retried its readable listener at once: a busy loop that
+ * logged ~80,000 lines a second) and serves the waiting client once descriptors are back. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -353,6 +356,62 @@ static void test_stalled_response_is_cut(void **state)
     assert_int_equal(tdbl_reason_count("http_response_stalled"), 1);
 }
 
+static int accept_failures(void) { return tdbl_reason_count("accept_failed"); }
+
+static size_t count_lines(const char *log, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = log; p && (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        n++;
+    return n;
+}
+
+static void test_out_of_descriptors_backs_off(void **state)
+{
+    (void)state;
+    assert_int_equal(tg_test_stderr_begin(), 0);
+    int fd = socket(AF_INET, SOCK_STREAM, 0); /* made while it still can be */
+    assert_true(fd >= 0);
+    struct rlimit old, low;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+    int lowest_free = dup(0);
+    assert_true(lowest_free >= 0);
+    close(lowest_free);
+    low = old;
+    low.rlim_cur = (rlim_t)lowest_free; /* this process (the front end's thread too) can make no descriptor */
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+    /* the kernel completes the connection in the listener's backlog; the front end cannot take it */
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g_port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int connected = connect(fd, (struct sockaddr *)&a, sizeof a);
+    int sent = connected == 0 ? send_str(fd, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n") : -1;
+    /* three failed accepts: each one paused the thread before the next */
+    int failed = tdbl_wait_count(accept_failures, 3, 5000);
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+    /* descriptors are back: the waiting client is served */
+    char buf[4096] = "";
+    size_t n = 0;
+    ssize_t r;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    while (sent == 0 && n < sizeof buf - 1 && poll(&p, 1, tg_test_ms(5000)) == 1 &&
+           (r = recv(fd, buf + n, sizeof buf - 1 - n, 0)) > 0)
+        n += (size_t)r;
+    close(fd);
+    char *log = tg_test_stderr_end();
+    assert_non_null(log);
+    /* one line of ours for the whole episode (at most one per 5 s), none of lws' own per failure */
+    size_t ours = count_lines(log, "cannot accept an HTTP connection: out of file descriptors");
+    size_t lws_lines = count_lines(log, "accept: ");
+    free(log);
+    assert_int_equal(connected, 0);
+    assert_int_equal(sent, 0);
+    print_message("accept failures counted: %d; lws accept lines: %zu\n", accept_failures(), lws_lines);
+    assert_true(failed);
+    assert_non_null(strstr(buf, "HTTP/1.1 200"));
+    assert_int_equal(ours, 1);
+    assert_int_equal(lws_lines, 0);
+}
+
 int main(void)
 {
     if (getenv("TG_TEST_FILTER"))
@@ -364,6 +423,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_keepalive_next_request_has_deadline, setup_short, teardown),
         cmocka_unit_test_setup_teardown(test_half_open_cap, setup_capped, teardown),
         cmocka_unit_test_setup_teardown(test_stalled_response_is_cut, setup_bigfile, teardown),
+        cmocka_unit_test_setup_teardown(test_out_of_descriptors_backs_off, setup_capped, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
