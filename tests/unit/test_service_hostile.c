@@ -178,6 +178,16 @@ static void test_unsafe_regex_refused(void **state)
     assert_false(tg_svc_regex_full_match("(a*)*\\2b", name));
 }
 
+/* owner (alice) starts a session with cfg, the service's only one; returns its id. */
+static uint64_t alice_session(struct ts_env *e, struct ts_cons *owner, struct ts_cfg *cfg)
+{
+    assert_int_equal(ts_cons_connect_as(e, owner, &k_alice), 0);
+    ts_cfg_init(cfg, 16, 0, NULL, 0);
+    assert_true(ts_cons_enable(owner, &cfg->tc, -1) != 0);
+    assert_int_equal(ts_wait_svc_count(e, TS_SVC_SESSIONS, 1, 5000), 1);
+    return e->svc->sessions->id;
+}
+
 /* Every clone is a full copy of its source's buffers (up to 128 of them, each with its own
  * buffer id) and was not counted anywhere: one principal opening connections and cloning its own
  * session could take the service's memory and all 65535 buffer ids, after which nobody could
@@ -188,12 +198,8 @@ static void test_clones_per_principal_are_bounded(void **state)
     struct ts_env e;
     assert_int_equal(ts_env_init(&e), 0);
     struct ts_cons owner;
-    assert_int_equal(ts_cons_connect_as(&e, &owner, &k_alice), 0);
     struct ts_cfg cfg;
-    ts_cfg_init(&cfg, 16, 0, NULL, 0);
-    assert_true(ts_cons_enable(&owner, &cfg.tc, -1) != 0);
-    assert_int_equal(ts_wait_svc_count(&e, TS_SVC_SESSIONS, 1, 5000), 1);
-    uint64_t sid = e.svc->sessions->id;
+    uint64_t sid = alice_session(&e, &owner, &cfg);
 
     enum { N = TG_SVC_MAX_CLONES_PER_UID + 1 };
     struct ts_cons cl[N];
@@ -233,12 +239,8 @@ static void test_clones_bounded_overall(void **state)
     struct ts_env e;
     assert_int_equal(ts_env_init(&e), 0);
     struct ts_cons owner;
-    assert_int_equal(ts_cons_connect_as(&e, &owner, &k_alice), 0);
     struct ts_cfg cfg;
-    ts_cfg_init(&cfg, 16, 0, NULL, 0);
-    assert_true(ts_cons_enable(&owner, &cfg.tc, -1) != 0);
-    assert_int_equal(ts_wait_svc_count(&e, TS_SVC_SESSIONS, 1, 5000), 1);
-    uint64_t sid = e.svc->sessions->id;
+    uint64_t sid = alice_session(&e, &owner, &cfg);
     /* principals that may see alice's session (privileged), TG_SVC_MAX_CLONES_PER_UID clones each */
     enum { PER = TG_SVC_MAX_CLONES_PER_UID, N = TG_SVC_MAX_CLONES + 1 };
     static struct ts_cons cl[N];
