@@ -284,17 +284,18 @@ enum tg_smbb_verdict tg_smb_bridge_from_producer(struct tg_smb_bridge *b, const 
         struct tg_smb_chunk_header hdr;
         tg_smb_chunk_header_decode(m->data.data, &hdr);
         hdr.packets = 0; /* published below, after the payload */
-        int rc = tg_smb_find_free_chunk(&b->smb, TG_SMB_LAYOUT_DIV1, &b->cursor, &hdr, &slots[taken].page,
-                                        &slots[taken].chunk, &slots[taken].ptr, &slots[taken].size);
-        if (rc != TG_SMB_OK) {
-            verdict = TG_SMBB_RETRY;
+        /* the smallest chunk that holds it: a small chunk does not take (and make the service copy)
+         * a whole page, and more of a producer's chunks fit the SMB at once */
+        int rc = tg_smb_find_free_chunk_fit(&b->smb, m->data.len, &b->cursor, &hdr, &slots[taken].page,
+                                            &slots[taken].chunk, &slots[taken].ptr, &slots[taken].size);
+        if (rc == TG_SMB_EINVAL) {
+            snprintf(err, errlen, "inline chunk of %zu bytes does not fit the SMB's %zu-byte chunks", m->data.len,
+                     tg_smb_chunk_size(b->smb.page_size, TG_SMB_LAYOUT_DIV1));
+            verdict = TG_SMBB_ERROR;
             break;
         }
-        if (m->data.len > slots[taken].size) {
-            taken++;
-            snprintf(err, errlen, "inline chunk of %zu bytes does not fit the SMB's %zu-byte chunks", m->data.len,
-                     slots[taken - 1].size);
-            verdict = TG_SMBB_ERROR;
+        if (rc != TG_SMB_OK) {
+            verdict = TG_SMBB_RETRY;
             break;
         }
         taken++;

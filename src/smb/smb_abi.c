@@ -210,9 +210,11 @@ int tg_smb_release_chunk_as_free(struct tg_smb *smb, size_t page, unsigned chunk
     return chunk_transition(smb, page, chunk, TG_SMB_CHUNK_BEING_READ, TG_SMB_CHUNK_FREE, NULL);
 }
 
-int tg_smb_find_free_chunk(struct tg_smb *smb, unsigned layout, size_t *cursor,
-                           const struct tg_smb_chunk_header *hdr, size_t *page_out,
-                           unsigned *chunk_out, uint8_t **ptr_out, size_t *size_out)
+/* The search behind both finders: free pages are partitioned with `layout`; a Free chunk of at
+ * least min_size bytes is taken. */
+static int find_free(struct tg_smb *smb, unsigned layout, size_t min_size, size_t *cursor,
+                     const struct tg_smb_chunk_header *hdr, size_t *page_out, unsigned *chunk_out, uint8_t **ptr_out,
+                     size_t *size_out)
 {
     if (tg_smb_layout_num_chunks(layout) == 0 || smb->num_pages == 0)
         return TG_SMB_EINVAL;
@@ -226,7 +228,10 @@ int tg_smb_find_free_chunk(struct tg_smb *smb, unsigned layout, size_t *cursor,
             (void)tg_smb_partition_page(smb, page, layout);
             word = tg_smb_page_header(smb, page);
         }
-        unsigned n = tg_smb_layout_num_chunks(tg_smb_word_layout(word));
+        unsigned wl = tg_smb_word_layout(word);
+        if (tg_smb_chunk_size(smb->page_size, wl) < min_size)
+            continue;
+        unsigned n = tg_smb_layout_num_chunks(wl);
         for (unsigned k = 0; k < n; k++) {
             if (tg_smb_word_chunk_state(word, k) != TG_SMB_CHUNK_FREE)
                 continue;
@@ -239,6 +244,31 @@ int tg_smb_find_free_chunk(struct tg_smb *smb, unsigned layout, size_t *cursor,
         }
     }
     return TG_SMB_EBUSY;
+}
+
+int tg_smb_find_free_chunk(struct tg_smb *smb, unsigned layout, size_t *cursor,
+                           const struct tg_smb_chunk_header *hdr, size_t *page_out,
+                           unsigned *chunk_out, uint8_t **ptr_out, size_t *size_out)
+{
+    return find_free(smb, layout, 0, cursor, hdr, page_out, chunk_out, ptr_out, size_out);
+}
+
+unsigned tg_smb_layout_for_size(size_t page_size, size_t min_size)
+{
+    for (unsigned layout = TG_SMB_LAYOUT_DIV14; layout >= TG_SMB_LAYOUT_DIV1; layout--)
+        if (tg_smb_chunk_size(page_size, layout) >= min_size)
+            return layout;
+    return 0;
+}
+
+int tg_smb_find_free_chunk_fit(struct tg_smb *smb, size_t min_size, size_t *cursor,
+                               const struct tg_smb_chunk_header *hdr, size_t *page_out, unsigned *chunk_out,
+                               uint8_t **ptr_out, size_t *size_out)
+{
+    unsigned layout = tg_smb_layout_for_size(smb->page_size, min_size);
+    if (layout == 0)
+        return TG_SMB_EINVAL;
+    return find_free(smb, layout, min_size, cursor, hdr, page_out, chunk_out, ptr_out, size_out);
 }
 
 long tg_smb_copy_chunk(const struct tg_smb *smb, size_t page, unsigned layout, unsigned chunk,

@@ -186,6 +186,16 @@ int tg_smb_release_complete_chunk_as_free(struct tg_smb *smb, size_t page, unsig
 int tg_smb_find_free_chunk(struct tg_smb *smb, unsigned layout, size_t *cursor,
                            const struct tg_smb_chunk_header *hdr, size_t *page_out,
                            unsigned *chunk_out, uint8_t **ptr_out, size_t *size_out);
+/* The smallest layout whose chunks hold min_size bytes (header included) in pages of page_size;
+ * 0 when not even a whole page's chunk does. */
+unsigned tg_smb_layout_for_size(size_t page_size, size_t min_size);
+/* As tg_smb_find_free_chunk, for a chunk of at least min_size bytes: free pages are partitioned
+ * with tg_smb_layout_for_size's layout, and only chunks that big are taken (a small chunk does not
+ * take a whole page, a big one is never put where it does not fit). TG_SMB_EINVAL when no layout
+ * holds min_size. */
+int tg_smb_find_free_chunk_fit(struct tg_smb *smb, size_t min_size, size_t *cursor,
+                               const struct tg_smb_chunk_header *hdr, size_t *page_out, unsigned *chunk_out,
+                               uint8_t **ptr_out, size_t *size_out);
 
 /* Release-store of the chunk header `packets` word (count and flags) for a
  * chunk the caller holds BeingWritten; a concurrent scraper reads it with

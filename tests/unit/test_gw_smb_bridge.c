@@ -249,6 +249,73 @@ static void test_commit_is_copied_and_renamed(void **state)
     assert_int_equal(st.chunks_copied, cap.n);
 }
 
+/* Small chunks from a remote producer share a page (the smallest layout that holds them) instead of
+ * taking a whole page each: the SMB holds more of them, and neither the gateway nor the service
+ * copies a page per chunk of a few hundred bytes. A chunk too big for those stays whole. */
+static void test_small_chunks_share_a_page(void **state)
+{
+    struct fixture *f = *state;
+    struct captured cap;
+    static uint8_t priv[8 * 4096];
+    memset(priv, 0, sizeof priv);
+    memset(&cap, 0, sizeof cap);
+    struct tg_smb psmb;
+    assert_int_equal(tg_smb_init(&psmb, priv, sizeof priv, 4096), TG_SMB_OK);
+    struct tg_smb_writer w;
+    struct tg_smb_writer_config cfg = {.smb = &psmb, .writer_id = 3, .target_buffer = 7, .emulation = true,
+                                       .layout = TG_SMB_LAYOUT_DIV14, .commit = capture, .commit_ctx = &cap};
+    assert_int_equal(tg_smb_writer_init(&w, &cfg), TG_SMB_WRITER_OK);
+    uint8_t pkt[100];
+    memset(pkt, 'y', sizeof pkt);
+    for (unsigned i = 0; i < 8; i++) {
+        tg_smb_writer_write_packet(&w, pkt, sizeof pkt);
+        tg_smb_writer_flush(&w);
+    }
+    assert_int_equal(cap.n, 8);
+    assert_int_equal(cap.len[0], tg_smb_chunk_size(4096, TG_SMB_LAYOUT_DIV14));
+    static uint8_t frame[60000];
+    size_t n = commit_frame(frame, sizeof frame, &cap, 0, cap.n, 0);
+    struct tg_frame_info fi;
+    assert_int_equal(tg_frame_scan(frame, n, &fi), 0);
+    uint8_t *out = NULL;
+    size_t out_len;
+    char err[128];
+    assert_int_equal(tg_smb_bridge_from_producer(f->b, "CommitData", &fi, &out, &out_len, err, sizeof err),
+                     TG_SMBB_REPLACED);
+    struct tg_frame_info fo;
+    assert_int_equal(tg_frame_scan(out, out_len, &fo), 0);
+    Perfetto__Protos__CommitDataRequest *r =
+        perfetto__protos__commit_data_request__unpack(NULL, fo.payload_len, fo.payload);
+    assert_non_null(r);
+    assert_int_equal(r->n_chunks_to_move, 8);
+    uint32_t page = r->chunks_to_move[0]->page;
+    for (size_t i = 0; i < r->n_chunks_to_move; i++) {
+        Perfetto__Protos__CommitDataRequest__ChunksToMove *m = r->chunks_to_move[i];
+        assert_int_equal(m->page, page);
+        uint32_t word = tg_smb_page_header(&f->smb, m->page);
+        assert_int_equal(tg_smb_word_layout(word), TG_SMB_LAYOUT_DIV14);
+        size_t csz;
+        uint8_t *p = tg_smb_chunk_ptr(&f->smb, m->page, TG_SMB_LAYOUT_DIV14, m->chunk, &csz);
+        assert_memory_equal(p, cap.data[i], cap.len[i]);
+    }
+    perfetto__protos__commit_data_request__free_unpacked(r, NULL);
+    free(out);
+
+    /* a whole-page chunk next is not squeezed into the small chunks left on that page */
+    make_chunks(&cap, 5);
+    n = commit_frame(frame, sizeof frame, &cap, 0, 1, 0);
+    assert_int_equal(tg_frame_scan(frame, n, &fi), 0);
+    assert_int_equal(tg_smb_bridge_from_producer(f->b, "CommitData", &fi, &out, &out_len, err, sizeof err),
+                     TG_SMBB_REPLACED);
+    assert_int_equal(tg_frame_scan(out, out_len, &fo), 0);
+    r = perfetto__protos__commit_data_request__unpack(NULL, fo.payload_len, fo.payload);
+    assert_non_null(r);
+    assert_int_not_equal(r->chunks_to_move[0]->page, page);
+    assert_int_equal(tg_smb_word_layout(tg_smb_page_header(&f->smb, r->chunks_to_move[0]->page)), TG_SMB_LAYOUT_DIV1);
+    perfetto__protos__commit_data_request__free_unpacked(r, NULL);
+    free(out);
+}
+
 static void test_full_smb_retries_without_copying(void **state)
 {
     struct fixture *f = *state;
@@ -370,6 +437,7 @@ int main(void)
         cmocka_unit_test(test_unsealed_service_smb_refused),
         cmocka_unit_test_setup_teardown(test_init_reply_offers_emulation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_commit_is_copied_and_renamed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_small_chunks_share_a_page, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_smb_retries_without_copying, setup, teardown),
         cmocka_unit_test_setup_teardown(test_incomplete_chunk_stays_inline, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_input_refused_and_others_forwarded, setup, teardown),

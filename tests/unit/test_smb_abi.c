@@ -441,6 +441,39 @@ static void test_concurrent_transitions(void **state)
     free(st);
 }
 
+/* The smallest layout that holds a chunk, and a search that never hands out a smaller chunk. */
+static void test_layout_for_size(void **state)
+{
+    (void)state;
+    size_t c14 = tg_smb_chunk_size(4096, TG_SMB_LAYOUT_DIV14), c7 = tg_smb_chunk_size(4096, TG_SMB_LAYOUT_DIV7);
+    assert_int_equal(tg_smb_layout_for_size(4096, 8), TG_SMB_LAYOUT_DIV14);
+    assert_int_equal(tg_smb_layout_for_size(4096, c14), TG_SMB_LAYOUT_DIV14);
+    assert_int_equal(tg_smb_layout_for_size(4096, c14 + 1), TG_SMB_LAYOUT_DIV7);
+    assert_int_equal(tg_smb_layout_for_size(4096, c7 + 1), TG_SMB_LAYOUT_DIV4);
+    assert_int_equal(tg_smb_layout_for_size(4096, 4088), TG_SMB_LAYOUT_DIV1);
+    assert_int_equal(tg_smb_layout_for_size(4096, 4089), 0);
+
+    static uint8_t mem[2 * 4096] __attribute__((aligned(8)));
+    memset(mem, 0, sizeof mem);
+    struct tg_smb smb;
+    assert_int_equal(tg_smb_init(&smb, mem, sizeof mem, 4096), TG_SMB_OK);
+    struct tg_smb_chunk_header h = {.chunk_id = 1, .writer_id = 1};
+    size_t cursor = 0, page, size;
+    unsigned chunk;
+    uint8_t *ptr;
+    /* page 0 becomes Div14 for a small chunk */
+    assert_int_equal(tg_smb_find_free_chunk_fit(&smb, 100, &cursor, &h, &page, &chunk, &ptr, &size), TG_SMB_OK);
+    assert_int_equal(page, 0);
+    assert_int_equal(size, c14);
+    /* a big one skips page 0's small free chunks for page 1 */
+    assert_int_equal(tg_smb_find_free_chunk_fit(&smb, 3000, &cursor, &h, &page, &chunk, &ptr, &size), TG_SMB_OK);
+    assert_int_equal(page, 1);
+    assert_int_equal(size, tg_smb_chunk_size(4096, TG_SMB_LAYOUT_DIV1));
+    /* another big one: no page has room (page 0's chunks are too small) */
+    assert_int_equal(tg_smb_find_free_chunk_fit(&smb, 3000, &cursor, &h, &page, &chunk, &ptr, &size), TG_SMB_EBUSY);
+    assert_int_equal(tg_smb_find_free_chunk_fit(&smb, 5000, &cursor, &h, &page, &chunk, &ptr, &size), TG_SMB_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -453,6 +486,7 @@ int main(void)
         cmocka_unit_test(test_service_free_departitions),
         cmocka_unit_test(test_hostile_words),
         cmocka_unit_test(test_find_free_chunk),
+        cmocka_unit_test(test_layout_for_size),
         cmocka_unit_test(test_concurrent_transitions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
