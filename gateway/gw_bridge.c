@@ -336,6 +336,7 @@ tg_conn *tg_gw_session_ensure_up(struct tg_gw_session *s)
     if (s->closing || s->up_opened)
         return NULL;
     s->up_opened = 1;
+    s->up_roles = s->info.roles;
     const char *node = s->info.node;
     if (node[0] && strcmp(node, tg_gw_node_name(s->gw)) != 0)
         return open_routed_up(s, node);
@@ -1142,6 +1143,7 @@ struct tg_gw_session *tg_gw_session_next(const struct tg_gw_session *s) { return
 struct tg_gw *tg_gw_session_gw(const struct tg_gw_session *s) { return s->gw; }
 const struct tg_gw_client_info *tg_gw_session_info(const struct tg_gw_session *s) { return &s->info; }
 unsigned tg_gw_session_roles(const struct tg_gw_session *s) { return s->info.roles; }
+unsigned tg_gw_session_up_roles(const struct tg_gw_session *s) { return s->up_roles; }
 
 int tg_gw_session_set_node(struct tg_gw_session *s, const char *node)
 {

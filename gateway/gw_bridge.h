@@ -145,6 +145,9 @@ uint64_t tg_gw_session_id(const struct tg_gw_session *s);
 struct tg_gw *tg_gw_session_gw(const struct tg_gw_session *s);
 const struct tg_gw_client_info *tg_gw_session_info(const struct tg_gw_session *s);
 unsigned tg_gw_session_roles(const struct tg_gw_session *s);
+/* The roles the session had when its upstream was opened (0 before): the identity the service
+ * knows it by (privileged when they held admin) was made from them and never changes. */
+unsigned tg_gw_session_up_roles(const struct tg_gw_session *s);
 tg_conn *tg_gw_session_down(const struct tg_gw_session *s); /* NULL when detached */
 tg_conn *tg_gw_session_up(const struct tg_gw_session *s);   /* NULL until first needed */
 int tg_gw_session_detached(const struct tg_gw_session *s);

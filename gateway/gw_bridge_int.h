@@ -89,6 +89,7 @@ struct tg_gw_session {
     struct tg_gw_listener *listener;
     tg_conn *down, *up;
     int up_opened, up_seen_data;
+    unsigned up_roles; /* info.roles when the upstream was opened: what its identity was made from */
     unsigned down_pause, up_pause;
     struct tg_gw_bucket bucket;
     struct tg_gw_slow slow;

@@ -399,6 +399,20 @@ static void complete_resume(struct rs_state *from, struct rs_state *to, uint64_t
     pump(to);
 }
 
+/* Who may take session `to` over from connection `s` (NULL: allowed): the same principal, holding
+ * admin if the session's upstream was opened with it. The service knows the session by the
+ * identity made when its upstream opened (privileged with admin) and that never changes, while
+ * the resumed session is checked with the new connection's roles: a connection its listener
+ * grants less (`?roles=recorder`) must not drive a privileged upstream. */
+static const char *identity_refusal(struct tg_gw_session *s, struct tg_gw_session *to)
+{
+    if (strcmp(tg_gw_session_info(to)->principal, tg_gw_session_info(s)->principal) != 0)
+        return "the token was issued to a different principal";
+    if ((tg_gw_session_up_roles(to) & TG_GW_ROLE_ADMIN) && !(tg_gw_session_roles(s) & TG_GW_ROLE_ADMIN))
+        return "the session talks to the service as admin and this connection does not have the admin role";
+    return NULL;
+}
+
 static void pump_cb(evutil_socket_t fd, short what, void *arg)
 {
     struct rs_state *st = arg;
@@ -409,9 +423,16 @@ static void pump_cb(evutil_socket_t fd, short what, void *arg)
         struct rs_state *from = st->takeover_by;
         st->takeover_by = NULL;
         from->takeover_of = NULL;
-        if (st->detached && !st->detaching && tg_gw_session_down(from->s))
+        if (!tg_gw_session_down(from->s))
+            return;
+        /* checked again: the new connection may have authenticated as someone else meanwhile */
+        const char *why = identity_refusal(from->s, st->s);
+        if (why)
+            tg_warn(LOG, "session %llu: Resume refused for %s: %s", sid_of(from), tg_gw_session_info(from->s)->peer,
+                    why);
+        if (!why && st->detached && !st->detaching)
             complete_resume(from, st, from->takeover_rid, &from->takeover_req);
-        else if (tg_gw_session_down(from->s))
+        else
             reply_resume(from->s, from->takeover_rid, 0, 0, 0);
         return;
     }
@@ -514,8 +535,8 @@ static void m_resume(struct tg_gw_session *s, uint64_t rid, const uint8_t *args,
         why = "a resume is already in progress on this connection";
     else if (match->takeover_by)
         why = "another connection is resuming that session";
-    else if (strcmp(tg_gw_session_info(match->s)->principal, tg_gw_session_info(s)->principal) != 0)
-        why = "the token was issued to a different principal";
+    else
+        why = identity_refusal(s, match->s);
     if (why) {
         tg_warn(LOG, "session %llu: Resume refused for %s: %s", sid_of(from), tg_gw_session_info(s)->peer, why);
         reply_resume(s, rid, 0, 0, 0);

@@ -4,8 +4,9 @@
  * token reply, a resume that delivers replies that arrived while detached (old request ids),
  * wrong and malformed tokens, Resume after the connection already talks upstream, the window
  * ending in Detach{detach_key}, no Detach and no wait without a tracing session, the buffer
- * bound detaching at once, and frames lost in flight re-sent (or reported as incomplete when the
- * gateway kept too little). */
+ * bound detaching at once, frames lost in flight re-sent (or reported as incomplete when the
+ * gateway kept too little), and an admin's session not resumed through a listener capped below
+ * admin. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -136,6 +137,8 @@ static int group_teardown(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
+static const char *g_listen2; /* a second consumer listener (listener 1) for the next start, or NULL */
+
 static void start_opts(uint32_t window_ms, size_t max_buffer, size_t inflight)
 {
     memset(&g_fake, 0, sizeof g_fake);
@@ -153,6 +156,9 @@ static void start_opts(uint32_t window_ms, size_t max_buffer, size_t inflight)
     for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i += 2)
         if (tg_gw_config_set(&g_cfg, kv[i], kv[i + 1], err, sizeof err) != 0)
             fail_msg("config %s: %s", kv[i], err);
+    if (g_listen2 && tg_gw_config_set(&g_cfg, "listen", g_listen2, err, sizeof err) != 0)
+        fail_msg("config listen: %s", err);
+    g_listen2 = NULL;
     if (tg_gw_config_validate(&g_cfg, err, sizeof err) != 0)
         fail_msg("validate: %s", err);
     g_gw = tg_gw_new(g_base, &g_cfg, NULL, err, sizeof err);
@@ -182,8 +188,6 @@ static void stop(void)
     g_base = NULL;
 }
 
-static const char *gw_addr(void) { return tg_gw_listener_address(tg_gw_listener_at(g_gw, 0)); }
-
 /* ------------------------------------------------------------ clients */
 
 struct tc {
@@ -206,11 +210,12 @@ static void tc_disc(tg_ipc_client *cli, const char *reason, void *arg)
     ((struct tc *)arg)->disconnected = 1;
 }
 
-static tg_conn *open_conn(void)
+static tg_conn *open_conn_at(size_t listener)
 {
     struct tg_addr a;
     char err[256];
-    assert_int_equal(tg_addr_parse(gw_addr(), &a, err, sizeof err), 0);
+    assert_int_equal(tg_addr_parse(tg_gw_listener_address(tg_gw_listener_at(g_gw, listener)), &a, err, sizeof err),
+                     0);
     int fd = tg_addr_connect_wait(&a, 2000);
     assert_true(fd >= 0);
     tg_conn *c = tg_conn_new_fd(g_base, fd, NULL, NULL, NULL);
@@ -218,14 +223,18 @@ static tg_conn *open_conn(void)
     return c;
 }
 
-static struct tc *tc_open(void)
+static tg_conn *open_conn(void) { return open_conn_at(0); }
+
+static struct tc *tc_open_at(size_t listener)
 {
     struct tc *t = calloc(1, sizeof *t);
     struct tg_ipc_client_cbs cbs = {.on_disconnect = tc_disc};
-    t->cli = tg_ipc_client_new(g_base, open_conn(), &cbs, t);
+    t->cli = tg_ipc_client_new(g_base, open_conn_at(listener), &cbs, t);
     assert_non_null(t->cli);
     return t;
 }
+
+static struct tc *tc_open(void) { return tc_open_at(0); }
 
 static void tc_free(struct tc *t)
 {
@@ -515,6 +524,61 @@ static void test_buffer_bound(void **state)
     stop();
 }
 
+/* A session whose upstream was opened with admin (privileged in the service) is not resumed by a
+ * connection of the same principal that its listener grants less (?roles=recorder): the resumed
+ * session would be checked with recorder while the service still sees an admin. The other way
+ * round (more roles than the upstream was opened with) is fine. */
+static void test_resume_keeps_admin(void **state)
+{
+    (void)state;
+    g_listen2 = "consumer=tcp://127.0.0.1:0?roles=recorder";
+    start(LONG_WINDOW_MS, 0);
+    /* the test runs as tracegated's uid: admin on listener 0, recorder on listener 1 */
+    struct tc *a = tc_open_at(0);
+    tg_ipc_service_proxy *cp = tc_bind(a, "ConsumerPort");
+    tg_ipc_service_proxy *sess = tc_bind(a, "TracegateSession");
+    Tracegate__GetResumeTokenResponse *tok = get_token(a, sess);
+    struct call en;
+    tc_start(a, cp, "EnableTracing", NULL, &en);
+    assert_true(tg_test_run_until(g_base, enable_pending, NULL, TIMEOUT_MS));
+    drop(a);
+    assert_true(tg_test_run_until(g_base, detached_count, NULL, TIMEOUT_MS));
+
+    struct tc *b = tc_open_at(1);
+    tg_ipc_service_proxy *bs = tc_bind(b, "TracegateSession");
+    assert_non_null(bs);
+    assert_int_equal(resume(b, bs, tok->token, 0, 0, 0), 0);
+    assert_int_equal(tg_gw_resume_detached_count(g_resume), 1);
+    assert_int_equal(tg_gw_resume_resumed_total(g_resume), 0);
+    tc_free(b);
+
+    /* the admin connection still resumes it */
+    assert_int_equal(tg_ipc_client_reattach(a->cli, open_conn_at(0)), 0);
+    tg_ipc_service_proxy *sess2 = tc_bind(a, "TracegateSession");
+    assert_int_equal(resume(a, sess2, tok->token, 0, 0, 0), 1);
+    tracegate__get_resume_token_response__free_unpacked(tok, NULL);
+    assert_int_equal(tg_gw_resume_detached_count(g_resume), 0);
+
+    /* a session opened with recorder is resumed through the admin listener */
+    g_fake.enable_call = NULL;
+    struct tc *c = tc_open_at(1);
+    cp = tc_bind(c, "ConsumerPort");
+    sess = tc_bind(c, "TracegateSession");
+    tok = get_token(c, sess);
+    tc_start(c, cp, "EnableTracing", NULL, &en);
+    assert_true(tg_test_run_until(g_base, enable_pending, NULL, TIMEOUT_MS));
+    drop(c);
+    assert_true(tg_test_run_until(g_base, detached_count, NULL, TIMEOUT_MS));
+    assert_int_equal(tg_ipc_client_reattach(c->cli, open_conn_at(0)), 0);
+    sess2 = tc_bind(c, "TracegateSession");
+    assert_int_equal(resume(c, sess2, tok->token, 0, 0, 0), 1);
+    assert_int_equal(tg_gw_resume_resumed_total(g_resume), 2);
+    tracegate__get_resume_token_response__free_unpacked(tok, NULL);
+    tc_free(c);
+    tc_free(a);
+    stop();
+}
+
 static int parts_at_least(void *arg) { return ((struct call *)arg)->parts >= 6; }
 struct parts_wait {
     struct call *c;
@@ -585,7 +649,7 @@ int main(void)
         cmocka_unit_test(test_token_and_resume),     cmocka_unit_test(test_resume_must_come_first),
         cmocka_unit_test(test_window_ends_in_detach), cmocka_unit_test(test_no_session_no_wait),
         cmocka_unit_test(test_buffer_bound),          cmocka_unit_test(test_resend_lost_frames),
-        cmocka_unit_test(test_resend_incomplete),
+        cmocka_unit_test(test_resend_incomplete),     cmocka_unit_test(test_resume_keeps_admin),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
