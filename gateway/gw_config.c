@@ -32,7 +32,7 @@ enum opt_id {
     O_MAX_FRAME, O_OUT_HIGH, O_OUT_LOW, O_OUT_SOFT, O_OUT_SOFT_GRACE, O_OUT_HARD, O_RATE, O_BURST,
     O_MAX_CONNS, O_MAX_CONNS_PER_SOURCE, O_SOURCE_PREFIX6, O_HANDSHAKE_TIMEOUT, O_IDLE_TIMEOUT, O_DRAIN_TIMEOUT,
     O_LOG_LEVEL, O_LOG_FORMAT, O_SYSLOG,
-    O_RESUME_WINDOW, O_MAX_KEPT, /* session survival (gw_resume.c) */
+    O_RESUME_WINDOW, O_MAX_KEPT, O_RESUME_MEMORY, /* session survival (gw_resume.c) */
     /* gateway links (fleet.c) */
     O_NODE_NAME, O_PEER, O_HUB, O_LISTEN_LINK, O_NODE, O_EXPORT_NODE, O_LINK_STDIO, O_LINK_TOKEN_FILE, O_PEER_CA,
     O_PEER_CERT, O_PEER_KEY, O_LINK_ROLES, O_LINK_CERT_ROLES, O_LINK_RESUME_WINDOW, O_SSH_COMMAND, O_REMOTE_COMMAND,
@@ -133,6 +133,9 @@ static const struct opt_def k_opts[] = {
     {O_RESUME_WINDOW, "resume-window", "DURATION",
      0, "keep a dropped consumer client's session this long for a resume, then Detach it with a logged "
         "key (default 60s, 0 = off)"},
+    {O_RESUME_MEMORY, "resume-memory", "SIZE",
+     0, "bytes held for resumable sessions, all together (default 1g); over it frames are no longer kept "
+        "for re-sending and a dropped session is Detached at once"},
 
     /* gateway links (docs/link-protocol.md) */
     {O_NODE_NAME, "node-name", "NAME", 0, "this node's name in a fleet (default: the host name)"},
@@ -520,6 +523,11 @@ int tg_gw_config_set(struct tg_gw_config *c, const char *name, const char *value
         *dst = ms;
         return 0;
     }
+    case O_RESUME_MEMORY:
+        if (tg_gw_parse_size(value, &sz) != 0 || sz == 0)
+            return tg_errf(err, errlen, "%s: '%s' is not a size (e.g. 256m, 1g)", name, value);
+        c->resume_memory = sz;
+        return 0;
     case O_MAX_KEPT: {
         unsigned long n;
         if (parse_uint(value, 100000ul, &n) != 0 || n == 0)

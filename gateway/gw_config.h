@@ -102,6 +102,7 @@ struct tg_gw_config {
     struct tg_gw_limits limits;
     uint32_t resume_window_ms; /* session survival (gw_resume.c): 0 = off */
     uint32_t max_kept_per_principal; /* 0 = gw_resume's default */
+    size_t resume_memory;            /* all sessions' resume buffers; 0 = gw_resume's default */
 
     /* gateway links (fleet.h) */
     char *node_name;

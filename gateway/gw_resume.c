@@ -36,6 +36,7 @@ struct rs_frame {
 struct rs_queue {
     struct rs_frame *head, *tail;
     size_t bytes, n;
+    size_t *total; /* every session's queues together (tg_gw_resume.held) */
 };
 
 struct rs_state;
@@ -45,6 +46,7 @@ struct tg_gw_resume {
     struct tg_gw_resume_opts o;
     struct tg_gw_local_service svc; /* must outlive the gateway: lives here */
     struct rs_state *states;        /* every consumer session's state */
+    size_t held;                    /* bytes in every session's `pending` and `sent` (o.max_total) */
     size_t n_detached;
     uint64_t resumed_total;
 };
@@ -90,6 +92,7 @@ static void q_push(struct rs_queue *q, struct rs_frame *f)
     q->tail = f;
     q->bytes += f->len;
     q->n++;
+    *q->total += f->len;
 }
 
 static struct rs_frame *q_pop(struct rs_queue *q)
@@ -102,6 +105,7 @@ static struct rs_frame *q_pop(struct rs_queue *q)
         q->tail = NULL;
     q->bytes -= f->len;
     q->n--;
+    *q->total -= f->len;
     f->next = NULL;
     return f;
 }
@@ -176,14 +180,14 @@ static void retain(struct rs_state *st, const uint8_t *body, size_t len, uint64_
 {
     tg_conn *down = tg_gw_session_down(st->s);
     size_t limit = st->r->o.inflight + (down ? tg_conn_output_len(down) : 0);
-    struct rs_frame *f = len <= limit ? frame_new(body, len, -1) : NULL;
+    struct rs_frame *f = len <= limit && len <= st->r->o.max_total ? frame_new(body, len, -1) : NULL;
     if (f) {
         f->seq = seq;
         q_push(&st->sent, f);
     } else if (seq > st->trimmed_seq) {
         st->trimmed_seq = seq; /* not kept: counts as dropped */
     }
-    while (st->sent.head && st->sent.bytes > limit) {
+    while (st->sent.head && (st->sent.bytes > limit || st->r->held > st->r->o.max_total)) {
         f = q_pop(&st->sent);
         if (f->seq > st->trimmed_seq)
             st->trimmed_seq = f->seq;
@@ -362,7 +366,8 @@ static void complete_resume(struct rs_state *from, struct rs_state *to, uint64_t
         int same = rq->has_link && rq->link == to->link_id;
         uint64_t got = same ? rq->frames : 0;
         incomplete = got < to->trimmed_seq;
-        struct rs_queue lost = {0};
+        size_t unused = 0;
+        struct rs_queue lost = {.total = &unused};
         struct rs_frame *f;
         while ((f = q_pop(&to->sent)) != NULL) {
             if (f->seq > got) {
@@ -379,6 +384,7 @@ static void complete_resume(struct rs_state *from, struct rs_state *to, uint64_t
             to->pending.head = lost.head;
             to->pending.bytes += lost.bytes;
             to->pending.n += lost.n;
+            *to->pending.total += lost.bytes;
         }
     } else {
         q_clear(&to->sent);
@@ -578,6 +584,8 @@ static int f_attach(struct tg_gw_session *s, void *ctx, void **state)
         return 0;
     st->r = r;
     st->s = s;
+    st->pending.total = &r->held;
+    st->sent.total = &r->held;
     st->window_ev = evtimer_new(r->gw->base, window_cb, st);
     st->pump_ev = evtimer_new(r->gw->base, pump_cb, st);
     if (!st->window_ev || !st->pump_ev) {
@@ -640,6 +648,11 @@ static enum tg_gw_verdict f_up(struct tg_gw_session *s, struct tg_gw_frame *f, v
         if (st->detached && st->pending.bytes > st->r->o.max_buffer) {
             char why[128];
             snprintf(why, sizeof why, "more than %zu bytes arrived for the absent client", st->r->o.max_buffer);
+            start_detach(st, why);
+        } else if (st->detached && st->r->held > st->r->o.max_total) {
+            char why[160];
+            snprintf(why, sizeof why, "the gateway holds more than %zu bytes for resumable sessions (resume-memory)",
+                     st->r->o.max_total);
             start_detach(st, why);
         }
         return TG_GW_CONSUME;
@@ -772,6 +785,8 @@ struct tg_gw_resume *tg_gw_resume_new(struct tg_gw *gw, const struct tg_gw_resum
         r->o.max_buffer = TG_GW_RESUME_MAX_BUFFER_DEFAULT;
     if (!r->o.inflight)
         r->o.inflight = TG_GW_RESUME_INFLIGHT_DEFAULT;
+    if (!r->o.max_total)
+        r->o.max_total = TG_GW_RESUME_MAX_TOTAL_DEFAULT;
     if (!r->o.max_kept_per_principal)
         r->o.max_kept_per_principal = TG_GW_RESUME_MAX_KEPT_DEFAULT;
     r->svc.name = TG_GW_SVC_SESSION;

@@ -32,11 +32,19 @@ struct tg_gw_resume;
  * up to 4 MiB to send, 6 MiB to receive) and the client's unread input can
  * hold. Frames lost beyond it are reported (ResumeResponse.incomplete). */
 #define TG_GW_RESUME_INFLIGHT_DEFAULT ((size_t)16 << 20)
+/* Every session's buffered and kept bytes together (see max_total). */
+#define TG_GW_RESUME_MAX_TOTAL_DEFAULT ((size_t)1 << 30)
 
 struct tg_gw_resume_opts {
     uint32_t window_ms; /* how long a dropped client's session is kept (> 0) */
     size_t max_buffer;  /* bytes buffered while detached; over it: Detach at once (0 = default) */
     size_t inflight;    /* see TG_GW_RESUME_INFLIGHT_DEFAULT (0 = default) */
+    /* Bytes held for all sessions together, buffered while detached and kept for re-sending (0 =
+     * TG_GW_RESUME_MAX_TOTAL_DEFAULT). max_buffer and inflight bound one session; without this,
+     * N connections that took a token would hold N times inflight. Over it, a session keeps no
+     * more frames for re-sending (a resume then reports `incomplete`) and a detached session that
+     * receives a frame is Detached at once (its trace survives under its key). */
+    size_t max_total;
     /* Kept sessions per principal (0 = default 4). A drop beyond it is not
      * kept for a resume: the session is Detached upstream at once (its key
      * logged), so the trace survives but holds no gateway connection. Kept

@@ -353,6 +353,7 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
                   nc.http_max_pending_per_source != d->cfg.http_max_pending_per_source ||
                   memcmp(&nc.limits, &d->cfg.limits, sizeof nc.limits) != 0 ||
                   nc.resume_window_ms != d->cfg.resume_window_ms || /* session survival */
+                  nc.resume_memory != d->cfg.resume_memory ||
                   nc.http_adb != d->cfg.http_adb || str_differs(nc.adb_server, d->cfg.adb_server) ||
                   nc.adb_roles != d->cfg.adb_roles;
     for (size_t i = 0; !restart && i < nc.n_listen; i++)
@@ -504,7 +505,8 @@ int main(int argc, char **argv)
     /* session survival (gw_resume.c): before any client connects */
     if (d.cfg.resume_window_ms) {
         struct tg_gw_resume_opts ro = {.window_ms = d.cfg.resume_window_ms,
-                                       .max_kept_per_principal = d.cfg.max_kept_per_principal};
+                                       .max_kept_per_principal = d.cfg.max_kept_per_principal,
+                                       .max_total = d.cfg.resume_memory};
         d.resume = tg_gw_resume_new(d.gw, &ro, err, sizeof err);
         if (!d.resume) {
             tg_error(LOG, "cannot start the gateway: %s", err);

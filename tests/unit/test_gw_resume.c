@@ -5,8 +5,8 @@
  * wrong and malformed tokens, Resume after the connection already talks upstream, the window
  * ending in Detach{detach_key}, no Detach and no wait without a tracing session, the buffer
  * bound detaching at once, frames lost in flight re-sent (or reported as incomplete when the
- * gateway kept too little), and an admin's session not resumed through a listener capped below
- * admin. */
+ * gateway kept too little), an admin's session not resumed through a listener capped below
+ * admin, and the bound on what all sessions hold together. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -138,6 +138,7 @@ static int group_teardown(void **state)
 }
 
 static const char *g_listen2; /* a second consumer listener (listener 1) for the next start, or NULL */
+static size_t g_max_total;    /* tg_gw_resume_opts.max_total for the next start (0: default) */
 
 static void start_opts(uint32_t window_ms, size_t max_buffer, size_t inflight)
 {
@@ -164,7 +165,9 @@ static void start_opts(uint32_t window_ms, size_t max_buffer, size_t inflight)
     g_gw = tg_gw_new(g_base, &g_cfg, NULL, err, sizeof err);
     if (!g_gw)
         fail_msg("tg_gw_new: %s", err);
-    struct tg_gw_resume_opts ro = {.window_ms = window_ms, .max_buffer = max_buffer, .inflight = inflight};
+    struct tg_gw_resume_opts ro = {
+        .window_ms = window_ms, .max_buffer = max_buffer, .inflight = inflight, .max_total = g_max_total};
+    g_max_total = 0;
     g_resume = tg_gw_resume_new(g_gw, &ro, err, sizeof err);
     if (!g_resume)
         fail_msg("tg_gw_resume_new: %s", err);
@@ -590,6 +593,50 @@ static int parts_reached(void *arg)
     return w->c->parts >= w->n;
 }
 
+/* The bound on all sessions together: frames kept for re-sending on one connection count against
+ * it, so another session's client dropping is Detached as soon as a frame for it would go over,
+ * although that session alone stays far under max_buffer (without it, N connections that took a
+ * token hold N times `inflight`). */
+static void test_total_bound(void **state)
+{
+    (void)state;
+    g_max_total = 1000;
+    start(LONG_WINDOW_MS, 0);
+    uint8_t part[600];
+    memset(part, 0, sizeof part);
+    /* a: connected, its frames kept for re-sending */
+    struct tc *a = tc_open();
+    tg_ipc_service_proxy *cp = tc_bind(a, "ConsumerPort");
+    Tracegate__GetResumeTokenResponse *tok = get_token(a, tc_bind(a, "TracegateSession"));
+    tracegate__get_resume_token_response__free_unpacked(tok, NULL);
+    struct call ob_a;
+    tc_start(a, cp, "ObserveEvents", NULL, &ob_a);
+    assert_true(tg_test_run_until(g_base, observe_pending, NULL, TIMEOUT_MS));
+    tg_ipc_call_reply_bytes(g_fake.observe_call, part, sizeof part, 1, -1);
+    struct parts_wait pw = {&ob_a, 1};
+    assert_true(tg_test_run_until(g_base, parts_reached, &pw, TIMEOUT_MS));
+    g_fake.observe_call = NULL;
+    /* b: dropped with a tracing session */
+    struct tc *b = tc_open();
+    cp = tc_bind(b, "ConsumerPort");
+    tok = get_token(b, tc_bind(b, "TracegateSession"));
+    struct call en, ob_b;
+    tc_start(b, cp, "EnableTracing", NULL, &en);
+    tc_start(b, cp, "ObserveEvents", NULL, &ob_b);
+    assert_true(tg_test_run_until(g_base, observe_pending, NULL, TIMEOUT_MS));
+    drop(b);
+    assert_true(tg_test_run_until(g_base, detached_count, NULL, TIMEOUT_MS));
+    assert_int_equal(g_fake.detach_calls, 0);
+    /* 600 kept for a plus 600 for b: over 1000, b is Detached at once */
+    tg_ipc_call_reply_bytes(g_fake.observe_call, part, sizeof part, 1, -1);
+    assert_true(tg_test_run_until(g_base, detach_called, NULL, TIMEOUT_MS));
+    assert_string_equal(g_fake.detach_key, tok->detach_key);
+    tracegate__get_resume_token_response__free_unpacked(tok, NULL);
+    tc_free(b);
+    tc_free(a);
+    stop();
+}
+
 /* A client that says it got fewer frames than were forwarded gets the rest again; when the
  * gateway kept too little, the reply says so. */
 static void check_resend(size_t inflight, int want_incomplete)
@@ -650,6 +697,7 @@ int main(void)
         cmocka_unit_test(test_window_ends_in_detach), cmocka_unit_test(test_no_session_no_wait),
         cmocka_unit_test(test_buffer_bound),          cmocka_unit_test(test_resend_lost_frames),
         cmocka_unit_test(test_resend_incomplete),     cmocka_unit_test(test_resume_keeps_admin),
+        cmocka_unit_test(test_total_bound),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
