@@ -215,6 +215,7 @@ static void on_detach_reply(struct tg_gw_session *s, int success, int has_more, 
     (void)len;
     if (has_more)
         return;
+    event_del(st->window_ev); /* answered: no Detach timeout */
     if (success)
         tg_warn(LOG,
                 "session %llu: nobody resumed it; the tracing session was detached with key \"%s\" and keeps "
@@ -262,7 +263,9 @@ static void start_detach(struct rs_state *st, const char *why)
     if (!n || tg_gw_session_call_up(s, sid, mid, buf, n, -1, on_detach_reply, st) != 0) {
         tg_warn(LOG, "session %llu: cannot send Detach upstream; the tracing session is lost", sid_of(st));
         tg_gw_session_close(s, why, 0);
+        return;
     }
+    add_timer(st->window_ev, st->r->o.detach_timeout_ms); /* window_cb closes it if no answer comes */
 }
 
 static void window_cb(evutil_socket_t fd, short what, void *arg)
@@ -270,7 +273,14 @@ static void window_cb(evutil_socket_t fd, short what, void *arg)
     struct rs_state *st = arg;
     (void)fd;
     (void)what;
-    if (!st->detached || st->detaching)
+    if (st->detaching) {
+        tg_warn(LOG, "session %llu: the service did not answer Detach within %u ms; closing (the tracing session "
+                     "may be lost)",
+                sid_of(st), st->r->o.detach_timeout_ms);
+        tg_gw_session_close(st->s, "Detach not answered", 0);
+        return;
+    }
+    if (!st->detached)
         return;
     struct tg_gw_resume *r = st->r;
     uint64_t now = tg_gw_now_us();
@@ -785,6 +795,8 @@ struct tg_gw_resume *tg_gw_resume_new(struct tg_gw *gw, const struct tg_gw_resum
         r->o.max_buffer = TG_GW_RESUME_MAX_BUFFER_DEFAULT;
     if (!r->o.inflight)
         r->o.inflight = TG_GW_RESUME_INFLIGHT_DEFAULT;
+    if (!r->o.detach_timeout_ms)
+        r->o.detach_timeout_ms = TG_GW_RESUME_DETACH_TIMEOUT_DEFAULT_MS;
     if (!r->o.max_total)
         r->o.max_total = TG_GW_RESUME_MAX_TOTAL_DEFAULT;
     if (!r->o.max_kept_per_principal)

@@ -34,6 +34,7 @@ struct tg_gw_resume;
 #define TG_GW_RESUME_INFLIGHT_DEFAULT ((size_t)16 << 20)
 /* Every session's buffered and kept bytes together (see max_total). */
 #define TG_GW_RESUME_MAX_TOTAL_DEFAULT ((size_t)1 << 30)
+#define TG_GW_RESUME_DETACH_TIMEOUT_DEFAULT_MS 10000u
 
 struct tg_gw_resume_opts {
     uint32_t window_ms; /* how long a dropped client's session is kept (> 0) */
@@ -45,6 +46,11 @@ struct tg_gw_resume_opts {
      * more frames for re-sending (a resume then reports `incomplete`) and a detached session that
      * receives a frame is Detached at once (its trace survives under its key). */
     size_t max_total;
+    /* How long the upstream may take to answer the Detach sent when the window ends before the
+     * session is closed anyway (0 = TG_GW_RESUME_DETACH_TIMEOUT_DEFAULT_MS): a routed upstream (a
+     * linked node) that never answers must not hold the session, its connection slot and its
+     * place among its principal's kept sessions for good. */
+    uint32_t detach_timeout_ms;
     /* Kept sessions per principal (0 = default 4). A drop beyond it is not
      * kept for a resume: the session is Detached upstream at once (its key
      * logged), so the trace survives but holds no gateway connection. Kept

@@ -6,7 +6,7 @@
  * ending in Detach{detach_key}, no Detach and no wait without a tracing session, the buffer
  * bound detaching at once, frames lost in flight re-sent (or reported as incomplete when the
  * gateway kept too little), an admin's session not resumed through a listener capped below
- * admin, and the bound on what all sessions hold together. */
+ * admin, the bound on what all sessions hold together, and a Detach nobody answers. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -46,6 +46,7 @@ struct fake {
     char addr[256];
     tg_ipc_call *enable_call, *observe_call;
     int peer_closes, detach_calls;
+    int hold_detach; /* Detach is never answered (a linked node that does not care) */
     char detach_key[128];
 };
 static struct fake g_fake;
@@ -86,7 +87,8 @@ static void m_detach(tg_ipc_call *call, const ProtobufCMessage *req, void *ctx, 
     const Perfetto__Protos__DetachRequest *dr = (const void *)req;
     f->detach_calls++;
     snprintf(f->detach_key, sizeof f->detach_key, "%s", dr && dr->key ? dr->key : "");
-    tg_ipc_call_reply_bytes(call, NULL, 0, 0, -1);
+    if (!f->hold_detach)
+        tg_ipc_call_reply_bytes(call, NULL, 0, 0, -1);
 }
 
 static void m_empty(tg_ipc_call *call, const ProtobufCMessage *req, void *ctx, void *ps)
@@ -139,6 +141,7 @@ static int group_teardown(void **state)
 
 static const char *g_listen2; /* a second consumer listener (listener 1) for the next start, or NULL */
 static size_t g_max_total;    /* tg_gw_resume_opts.max_total for the next start (0: default) */
+static uint32_t g_detach_timeout_ms; /* tg_gw_resume_opts.detach_timeout_ms for the next start */
 
 static void start_opts(uint32_t window_ms, size_t max_buffer, size_t inflight)
 {
@@ -166,8 +169,13 @@ static void start_opts(uint32_t window_ms, size_t max_buffer, size_t inflight)
     if (!g_gw)
         fail_msg("tg_gw_new: %s", err);
     struct tg_gw_resume_opts ro = {
-        .window_ms = window_ms, .max_buffer = max_buffer, .inflight = inflight, .max_total = g_max_total};
+        .window_ms = window_ms,
+        .max_buffer = max_buffer,
+        .inflight = inflight,
+        .max_total = g_max_total,
+        .detach_timeout_ms = g_detach_timeout_ms};
     g_max_total = 0;
+    g_detach_timeout_ms = 0;
     g_resume = tg_gw_resume_new(g_gw, &ro, err, sizeof err);
     if (!g_resume)
         fail_msg("tg_gw_resume_new: %s", err);
@@ -482,6 +490,36 @@ static void test_window_ends_in_detach(void **state)
     stop();
 }
 
+static int none_kept(void *arg)
+{
+    (void)arg;
+    return g_gw->kept == NULL;
+}
+
+/* An upstream that never answers the Detach (a routed session's linked node) does not keep the
+ * session, its connection slot and its place among the principal's kept sessions for good: it is
+ * closed once the Detach timeout passes. */
+static void test_detach_unanswered(void **state)
+{
+    (void)state;
+    g_detach_timeout_ms = 200;
+    start(200, 0);
+    g_fake.hold_detach = 1;
+    struct tc *a = tc_open();
+    tg_ipc_service_proxy *cp = tc_bind(a, "ConsumerPort");
+    Tracegate__GetResumeTokenResponse *tok = get_token(a, tc_bind(a, "TracegateSession"));
+    tracegate__get_resume_token_response__free_unpacked(tok, NULL);
+    struct call en;
+    tc_start(a, cp, "EnableTracing", NULL, &en);
+    assert_true(tg_test_run_until(g_base, enable_pending, NULL, TIMEOUT_MS));
+    tc_free(a);
+    assert_true(tg_test_run_until(g_base, detach_called, NULL, TIMEOUT_MS));
+    int one = 1;
+    assert_true(tg_test_run_until(g_base, upstream_closed, &one, TIMEOUT_MS));
+    assert_true(tg_test_run_until(g_base, none_kept, NULL, TIMEOUT_MS)); /* freed on a later turn of the loop */
+    stop();
+}
+
 static void test_no_session_no_wait(void **state)
 {
     (void)state;
@@ -697,7 +735,7 @@ int main(void)
         cmocka_unit_test(test_window_ends_in_detach), cmocka_unit_test(test_no_session_no_wait),
         cmocka_unit_test(test_buffer_bound),          cmocka_unit_test(test_resend_lost_frames),
         cmocka_unit_test(test_resend_incomplete),     cmocka_unit_test(test_resume_keeps_admin),
-        cmocka_unit_test(test_total_bound),
+        cmocka_unit_test(test_total_bound),          cmocka_unit_test(test_detach_unanswered),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
