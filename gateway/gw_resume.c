@@ -195,6 +195,21 @@ static void retain(struct rs_state *st, const uint8_t *body, size_t len, uint64_
     }
 }
 
+/* Over the bound on all sessions together, what absent clients wait for goes first: frames kept
+ * for re-sending on connected sessions (a safety net for frames lost in flight) are dropped,
+ * oldest first, session by session; such a session's resume then reports `incomplete`. */
+static void shed_sent(struct tg_gw_resume *r)
+{
+    for (struct rs_state *st = r->states; st && r->held > r->o.max_total; st = st->next) {
+        struct rs_frame *f;
+        while (r->held > r->o.max_total && (f = q_pop(&st->sent)) != NULL) {
+            if (f->seq > st->trimmed_seq)
+                st->trimmed_seq = f->seq;
+            frame_free(f);
+        }
+    }
+}
+
 static uint64_t down_frames_out(struct rs_state *st)
 {
     tg_conn *down = tg_gw_session_down(st->s);
@@ -655,6 +670,8 @@ static enum tg_gw_verdict f_up(struct tg_gw_session *s, struct tg_gw_frame *f, v
         }
         f->fd = -1; /* kept with the frame */
         q_push(&st->pending, fr);
+        if (st->detached && st->r->held > st->r->o.max_total)
+            shed_sent(st->r);
         if (st->detached && st->pending.bytes > st->r->o.max_buffer) {
             char why[128];
             snprintf(why, sizeof why, "more than %zu bytes arrived for the absent client", st->r->o.max_buffer);
@@ -829,4 +846,5 @@ void tg_gw_resume_free(struct tg_gw_resume *r)
 }
 
 size_t tg_gw_resume_detached_count(const struct tg_gw_resume *r) { return r ? r->n_detached : 0; }
+size_t tg_gw_resume_held_bytes(const struct tg_gw_resume *r) { return r ? r->held : 0; }
 uint64_t tg_gw_resume_resumed_total(const struct tg_gw_resume *r) { return r ? r->resumed_total : 0; }

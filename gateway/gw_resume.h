@@ -42,9 +42,10 @@ struct tg_gw_resume_opts {
     size_t inflight;    /* see TG_GW_RESUME_INFLIGHT_DEFAULT (0 = default) */
     /* Bytes held for all sessions together, buffered while detached and kept for re-sending (0 =
      * TG_GW_RESUME_MAX_TOTAL_DEFAULT). max_buffer and inflight bound one session; without this,
-     * N connections that took a token would hold N times inflight. Over it, a session keeps no
-     * more frames for re-sending (a resume then reports `incomplete`) and a detached session that
-     * receives a frame is Detached at once (its trace survives under its key). */
+     * N connections that took a token would hold N times inflight. Over it, frames kept for
+     * re-sending go first (a resume of their session then reports `incomplete`); a detached
+     * session that receives a frame while what absent clients wait for alone is over it is
+     * Detached at once (its trace survives under its key). */
     size_t max_total;
     /* How long the upstream may take to answer the Detach sent when the window ends before the
      * session is closed anyway (0 = TG_GW_RESUME_DETACH_TIMEOUT_DEFAULT_MS): a routed upstream (a
@@ -69,6 +70,8 @@ void tg_gw_resume_free(struct tg_gw_resume *r);
 
 /* Sessions currently detached (waiting for a resume) and resumes completed. */
 size_t tg_gw_resume_detached_count(const struct tg_gw_resume *r);
+/* Bytes held for resumes, all sessions together (bounded by max_total). */
+size_t tg_gw_resume_held_bytes(const struct tg_gw_resume *r);
 uint64_t tg_gw_resume_resumed_total(const struct tg_gw_resume *r);
 
 #endif

@@ -631,10 +631,13 @@ static int parts_reached(void *arg)
     return w->c->parts >= w->n;
 }
 
-/* The bound on all sessions together: frames kept for re-sending on one connection count against
- * it, so another session's client dropping is Detached as soon as a frame for it would go over,
- * although that session alone stays far under max_buffer (without it, N connections that took a
- * token hold N times `inflight`). */
+/* The bound on all sessions together (without it, N connections that took a token hold N times
+ * `inflight`): frames kept for re-sending on a connected session give way to what a dropped one
+ * buffers (that session's resume then reports `incomplete`), and a dropped session is Detached as
+ * soon as what absent clients wait for alone goes over it, although it stays far under
+ * max_buffer. */
+static int held_is(void *arg) { return tg_gw_resume_held_bytes(g_resume) == *(size_t *)arg; }
+
 static void test_total_bound(void **state)
 {
     (void)state;
@@ -645,31 +648,47 @@ static void test_total_bound(void **state)
     /* a: connected, its frames kept for re-sending */
     struct tc *a = tc_open();
     tg_ipc_service_proxy *cp = tc_bind(a, "ConsumerPort");
-    Tracegate__GetResumeTokenResponse *tok = get_token(a, tc_bind(a, "TracegateSession"));
-    tracegate__get_resume_token_response__free_unpacked(tok, NULL);
-    struct call ob_a;
+    tg_ipc_service_proxy *sess = tc_bind(a, "TracegateSession");
+    Tracegate__GetResumeTokenResponse *tok_a = get_token(a, sess);
+    struct call en_a, ob_a;
+    tc_start(a, cp, "EnableTracing", NULL, &en_a);
     tc_start(a, cp, "ObserveEvents", NULL, &ob_a);
     assert_true(tg_test_run_until(g_base, observe_pending, NULL, TIMEOUT_MS));
     tg_ipc_call_reply_bytes(g_fake.observe_call, part, sizeof part, 1, -1);
     struct parts_wait pw = {&ob_a, 1};
     assert_true(tg_test_run_until(g_base, parts_reached, &pw, TIMEOUT_MS));
+    uint64_t frames_a = tg_ipc_client_frames_received(a->cli) - 1; /* as if that frame were lost */
+    size_t want = 0;
+    assert_int_not_equal(tg_gw_resume_held_bytes(g_resume), want); /* the frame and its envelope */
     g_fake.observe_call = NULL;
     /* b: dropped with a tracing session */
     struct tc *b = tc_open();
     cp = tc_bind(b, "ConsumerPort");
-    tok = get_token(b, tc_bind(b, "TracegateSession"));
+    Tracegate__GetResumeTokenResponse *tok = get_token(b, tc_bind(b, "TracegateSession"));
     struct call en, ob_b;
     tc_start(b, cp, "EnableTracing", NULL, &en);
     tc_start(b, cp, "ObserveEvents", NULL, &ob_b);
     assert_true(tg_test_run_until(g_base, observe_pending, NULL, TIMEOUT_MS));
     drop(b);
     assert_true(tg_test_run_until(g_base, detached_count, NULL, TIMEOUT_MS));
+    /* b's first frame fits once a's kept frame is dropped */
+    size_t kept_a = tg_gw_resume_held_bytes(g_resume);
+    tg_ipc_call_reply_bytes(g_fake.observe_call, part, sizeof part, 1, -1);
+    want = kept_a; /* one frame of the same size (a's and b's request ids are both one-byte varints), now b's */
+    assert_true(tg_test_run_until(g_base, held_is, &want, TIMEOUT_MS));
     assert_int_equal(g_fake.detach_calls, 0);
-    /* 600 kept for a plus 600 for b: over 1000, b is Detached at once */
+    /* the second one does not: b is Detached at once */
     tg_ipc_call_reply_bytes(g_fake.observe_call, part, sizeof part, 1, -1);
     assert_true(tg_test_run_until(g_base, detach_called, NULL, TIMEOUT_MS));
     assert_string_equal(g_fake.detach_key, tok->detach_key);
     tracegate__get_resume_token_response__free_unpacked(tok, NULL);
+    /* a, resuming without the frame it lost, learns that the gateway no longer has it */
+    drop(a);
+    assert_true(tg_test_run_until(g_base, detached_count, NULL, TIMEOUT_MS));
+    assert_int_equal(tg_ipc_client_reattach(a->cli, open_conn()), 0);
+    assert_int_equal(resume(a, tc_bind(a, "TracegateSession"), tok_a->token, 1, frames_a, tok_a->link_id), 1);
+    assert_true(g_incomplete);
+    tracegate__get_resume_token_response__free_unpacked(tok_a, NULL);
     tc_free(b);
     tc_free(a);
     stop();
