@@ -411,6 +411,16 @@ static void test_token_and_resume(void **state)
     tg_ipc_service_proxy *xs = tc_bind(x, "TracegateSession");
     assert_int_equal(resume(x, xs, "00112233445566778899aabbccddeeff", 0, 0, 0), 0);
     assert_int_equal(resume(x, xs, "not hex", 0, 0, 0), 0);
+    /* the real token cut short, made longer, or with one digit changed */
+    char bad[80];
+    snprintf(bad, sizeof bad, "%.31s", tok->token);
+    assert_int_equal(resume(x, xs, bad, 0, 0, 0), 0);
+    snprintf(bad, sizeof bad, "%s0", tok->token);
+    assert_int_equal(resume(x, xs, bad, 0, 0, 0), 0);
+    snprintf(bad, sizeof bad, "%s", tok->token);
+    bad[31] = bad[31] == '0' ? '1' : '0';
+    assert_int_equal(resume(x, xs, bad, 0, 0, 0), 0);
+    assert_int_equal(tg_gw_resume_detached_count(g_resume), 1);
     tc_free(x);
 
     /* the same client object continues on a new connection: old request ids stay valid */
