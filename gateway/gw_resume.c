@@ -325,16 +325,23 @@ static void pump(struct rs_state *st)
     if (!st->replaying || !down)
         return;
     size_t high = st->r->gw->limits.out_high;
-    while (st->pending.head && tg_conn_output_len(down) < high) {
-        struct rs_frame *f = q_pop(&st->pending);
-        int rc = tg_gw_session_send_down(st->s, f->body, f->len, f->fd);
-        if (rc == 0 && st->has_token)
+    /* A connection that is closing (its close callback comes later in this turn of the loop, which
+     * may run this timer first) takes nothing: a frame popped and not sent would be lost for the
+     * next resume, without `incomplete`. */
+    while (st->pending.head && !tg_conn_is_closing(down) && tg_conn_output_len(down) < high) {
+        struct rs_frame *f = st->pending.head;
+        if (tg_gw_session_send_down(st->s, f->body, f->len, f->fd) != 0)
+            return; /* not sent: it stays first for the next resume (on_down_close keeps the session) */
+        q_pop(&st->pending);
+        if (st->has_token)
             retain(st, f->body, f->len, down_frames_out(st));
         frame_free(f);
         down = tg_gw_session_down(st->s);
-        if (rc != 0 || !down)
-            return; /* the client is gone again (on_down_close handles it) */
+        if (!down)
+            return;
     }
+    if (tg_conn_is_closing(down))
+        return; /* the client is gone again: on_down_close keeps the session with what is left */
     if (st->pending.head) {
         add_timer(st->pump_ev, PUMP_RETRY_MS);
         return;

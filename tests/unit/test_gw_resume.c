@@ -6,7 +6,8 @@
  * ending in Detach{detach_key}, no Detach and no wait without a tracing session, the buffer
  * bound detaching at once, frames lost in flight re-sent (or reported as incomplete when the
  * gateway kept too little), an admin's session not resumed through a listener capped below
- * admin, the bound on what all sessions hold together, and a Detach nobody answers. */
+ * admin, the bound on what all sessions hold together, a Detach nobody answers, and a client
+ * that drops again during the replay losing nothing. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "consumer_port.pb-c.h"
@@ -310,7 +312,8 @@ static Tracegate__GetResumeTokenResponse *get_token(struct tc *t, tg_ipc_service
     return r;
 }
 
-static int g_incomplete; /* of the last resume() */
+static int g_incomplete;     /* of the last resume() */
+static uint64_t g_link_id;  /* of the last resume() that succeeded */
 
 /* Resume on t's current connection; returns ok (1/0). */
 static int resume(struct tc *t, tg_ipc_service_proxy *sess, const char *token, int with_frames, uint64_t frames,
@@ -332,6 +335,7 @@ static int resume(struct tc *t, tg_ipc_service_proxy *sess, const char *token, i
     assert_non_null(r);
     int ok = r->has_ok && r->ok;
     g_incomplete = r->has_incomplete && r->incomplete;
+    g_link_id = r->link_id;
     tracegate__resume_response__free_unpacked(r, NULL);
     return ok;
 }
@@ -745,6 +749,94 @@ static void check_resend(size_t inflight, int want_incomplete)
     stop();
 }
 
+/* ------------------------------------------------------------ a drop during a replay */
+
+#define REPLAY_PARTS 256
+#define REPLAY_PART_LEN 60000
+
+/* The resumed session: a client connection and an upstream. */
+static tg_conn *resumed_down(void)
+{
+    for (struct tg_gw_session *s = g_gw->sessions; s; s = tg_gw_session_next(s))
+        if (tg_gw_session_down(s) && tg_gw_session_up(s))
+            return tg_gw_session_down(s);
+    return NULL;
+}
+
+static int held_at_least(void *arg) { return tg_gw_resume_held_bytes(g_resume) >= *(size_t *)arg; }
+
+/* Midway through the replay, at a moment its queue toward the client is empty: the replay's
+ * retry timer is armed and the client reads. */
+static int replay_midway(void *arg)
+{
+    struct tc *t = arg;
+    uint64_t got = tg_ipc_client_frames_received(t->cli);
+    tg_conn *d = resumed_down();
+    return got >= 2 + 20 && got < 2 + REPLAY_PARTS && d && !tg_conn_is_congested(d) && tg_conn_output_len(d) == 0;
+}
+
+struct frames_wait {
+    struct tc *t;
+    uint64_t n;
+};
+static int frames_at_least(void *arg)
+{
+    struct frames_wait *w = arg;
+    return tg_ipc_client_frames_received(w->t->cli) >= w->n;
+}
+
+/* A client that resumed drops again while the replay is still sending what was buffered; its
+ * connection's close comes in the same turn of the loop as the replay's retry timer, which runs
+ * first. The next resume still gets every frame once: none is taken from the queue for a
+ * connection that is already closing (it was, and was lost without `incomplete`). */
+static void test_drop_during_replay(void **state)
+{
+    (void)state;
+    start_opts(LONG_WINDOW_MS, 0, (size_t)64 << 20);
+    struct tc *a = tc_open();
+    tg_ipc_service_proxy *cp = tc_bind(a, "ConsumerPort");
+    Tracegate__GetResumeTokenResponse *tok = get_token(a, tc_bind(a, "TracegateSession"));
+    struct call en, ob;
+    tc_start(a, cp, "EnableTracing", NULL, &en);
+    tc_start(a, cp, "ObserveEvents", NULL, &ob);
+    assert_true(tg_test_run_until(g_base, observe_pending, NULL, TIMEOUT_MS));
+    tc_free(a);
+    assert_true(tg_test_run_until(g_base, detached_count, NULL, TIMEOUT_MS));
+    /* far more than one round of the replay (out-high, 1 MiB) is buffered */
+    static uint8_t part[REPLAY_PART_LEN];
+    memset(part, 3, sizeof part);
+    for (int i = 0; i < REPLAY_PARTS; i++) {
+        tg_ipc_call_reply_bytes(g_fake.observe_call, part, sizeof part, 1, -1);
+        size_t want = (size_t)(i + 1) * REPLAY_PART_LEN;
+        if (i % 16 == 15)
+            assert_true(tg_test_run_until(g_base, held_at_least, &want, TIMEOUT_MS));
+    }
+    /* b resumes (frames 1 and 2: the bind and Resume replies, then the parts) and drops midway */
+    struct tc *b = tc_open();
+    assert_int_equal(resume(b, tc_bind(b, "TracegateSession"), tok->token, 0, 0, 0), 1);
+    uint64_t link_b = g_link_id;
+    assert_true(tg_test_run_until(g_base, replay_midway, b, TIMEOUT_MS));
+    uint64_t got_b = tg_ipc_client_frames_received(b->cli);
+    assert_int_equal(shutdown(tg_conn_fd(tg_ipc_client_conn(b->cli)), SHUT_RDWR), 0);
+    /* past the retry timer's deadline (5 ms) before the loop runs again, so that it runs in the same
+     * turn as the close it learns of */
+    usleep(20000);
+    assert_true(tg_test_run_until(g_base, detached_count, NULL, TIMEOUT_MS));
+    /* c resumes from what b got: every other part, once */
+    struct tc *c = tc_open();
+    assert_int_equal(resume(c, tc_bind(c, "TracegateSession"), tok->token, 1, got_b, link_b), 1);
+    assert_false(g_incomplete);
+    uint64_t want_c = 2 + REPLAY_PARTS - (got_b - 2);
+    struct frames_wait fw = {c, want_c};
+    assert_true(tg_test_run_until(g_base, frames_at_least, &fw, TIMEOUT_MS));
+    tg_test_run_until(g_base, NULL, NULL, 100); /* and nothing twice */
+    assert_int_equal(tg_ipc_client_frames_received(c->cli), want_c);
+    tracegate__get_resume_token_response__free_unpacked(tok, NULL);
+    tc_free(b);
+    tc_free(c);
+    stop();
+}
+
 static void test_resend_lost_frames(void **state)
 {
     (void)state;
@@ -765,6 +857,7 @@ int main(void)
         cmocka_unit_test(test_buffer_bound),          cmocka_unit_test(test_resend_lost_frames),
         cmocka_unit_test(test_resend_incomplete),     cmocka_unit_test(test_resume_keeps_admin),
         cmocka_unit_test(test_total_bound),          cmocka_unit_test(test_detach_unanswered),
+        cmocka_unit_test(test_drop_during_replay),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
