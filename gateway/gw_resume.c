@@ -15,6 +15,8 @@
 #include "consumer_port.pb-c.h"
 #include "gw_bridge.h"
 #include "gw_core.h"
+#include "base/log_sample.h"
+#include "tracegate/clock.h"
 #include "tracegate/log.h"
 #include "tracegate_gateway.pb-c.h"
 #include "base/hex.h"
@@ -24,6 +26,7 @@
 #define KEY_PREFIX "tracegate-"
 #define WINDOW_TICK_MS 250 /* how often a detached session checks its window and the drain flag */
 #define PUMP_RETRY_MS 5    /* replay: how soon to look again when the client's queue is full */
+#define REFUSAL_LOG_PER_S 20u /* refused Resume calls logged per second (the rest are counted) */
 
 struct rs_frame {
     struct rs_frame *next;
@@ -49,6 +52,7 @@ struct tg_gw_resume {
     size_t held;                    /* bytes in every session's `pending` and `sent` (o.max_total) */
     size_t n_detached;
     uint64_t resumed_total;
+    struct tg_log_sampler refusal_log; /* a client may call Resume as often as its rate allows */
 };
 
 struct rs_state {
@@ -353,6 +357,24 @@ static void pump(struct rs_state *st)
 
 static void pump_cb(evutil_socket_t fd, short what, void *arg);
 
+static void reply_resume(struct tg_gw_session *s, uint64_t rid, int ok, int incomplete, uint64_t link_id);
+
+/* Answers a refused Resume on s and logs why, sampled: a connection is not closed for a refusal,
+ * so one client could otherwise write a line per call, at the rate limit's pace. */
+static void refuse(struct tg_gw_resume *r, struct tg_gw_session *s, uint64_t rid, const char *why)
+{
+    unsigned unlogged;
+    if (tg_log_sample(&r->refusal_log, tg_mono_us(), REFUSAL_LOG_PER_S, 1000000u, &unlogged)) {
+        if (unlogged)
+            tg_warn(LOG, "session %llu: Resume refused for %s: %s (and %u similar refusals not logged)",
+                    (unsigned long long)tg_gw_session_id(s), tg_gw_session_info(s)->peer, why, unlogged);
+        else
+            tg_warn(LOG, "session %llu: Resume refused for %s: %s", (unsigned long long)tg_gw_session_id(s),
+                    tg_gw_session_info(s)->peer, why);
+    }
+    reply_resume(s, rid, 0, 0, 0);
+}
+
 static void reply_resume(struct tg_gw_session *s, uint64_t rid, int ok, int incomplete, uint64_t link_id)
 {
     Tracegate__ResumeResponse resp = TRACEGATE__RESUME_RESPONSE__INIT;
@@ -466,9 +488,8 @@ static void pump_cb(evutil_socket_t fd, short what, void *arg)
         /* checked again: the new connection may have authenticated as someone else meanwhile */
         const char *why = identity_refusal(from->s, st->s);
         if (why)
-            tg_warn(LOG, "session %llu: Resume refused for %s: %s", sid_of(from), tg_gw_session_info(from->s)->peer,
-                    why);
-        if (!why && st->detached && !st->detaching)
+            refuse(st->r, from->s, from->takeover_rid, why);
+        else if (st->detached && !st->detaching)
             complete_resume(from, st, from->takeover_rid, &from->takeover_req);
         else
             reply_resume(from->s, from->takeover_rid, 0, 0, 0);
@@ -549,9 +570,7 @@ static void m_resume(struct tg_gw_session *s, uint64_t rid, const uint8_t *args,
         tracegate__resume_request__free_unpacked(req, NULL);
     }
     if (!from || !tok_ok) {
-        tg_warn(LOG, "session %llu: Resume %s", (unsigned long long)tg_gw_session_id(s),
-                !from ? "on a connection that is not a consumer session" : "with a malformed token");
-        reply_resume(s, rid, 0, 0, 0);
+        refuse(r, s, rid, !from ? "not a consumer session" : "malformed token");
         return;
     }
     /* constant time over every candidate */
@@ -576,8 +595,7 @@ static void m_resume(struct tg_gw_session *s, uint64_t rid, const uint8_t *args,
     else
         why = identity_refusal(s, match->s);
     if (why) {
-        tg_warn(LOG, "session %llu: Resume refused for %s: %s", sid_of(from), tg_gw_session_info(s)->peer, why);
-        reply_resume(s, rid, 0, 0, 0);
+        refuse(r, s, rid, why);
         return;
     }
     if (match->detached) {
@@ -588,9 +606,7 @@ static void m_resume(struct tg_gw_session *s, uint64_t rid, const uint8_t *args,
      * resume completes once the session is detached */
     tg_conn *old = tg_gw_session_down(match->s);
     if (!old) {
-        tg_warn(LOG, "session %llu: Resume refused for %s: the session is closing", sid_of(from),
-                tg_gw_session_info(s)->peer);
-        reply_resume(s, rid, 0, 0, 0);
+        refuse(r, s, rid, "the session is closing");
         return;
     }
     tg_info(LOG, "session %llu: %s resumes it from session %llu; closing the old client connection", sid_of(match),

@@ -749,6 +749,36 @@ static void check_resend(size_t inflight, int want_incomplete)
     stop();
 }
 
+/* A connection is not closed for a refused Resume, so one client may call it as often as the rate
+ * limit lets it: the refusals are logged sampled (20 lines a second), not one line each. */
+static void test_refusals_logged_sampled(void **state)
+{
+    (void)state;
+    start(LONG_WINDOW_MS, 0);
+    struct tc *x = tc_open();
+    tg_ipc_service_proxy *xs = tc_bind(x, "TracegateSession");
+    tg_log_set_level(TG_LOG_WARN);
+    assert_int_equal(tg_test_stderr_begin(), 0);
+    uint64_t t0 = tg_test_now_ms();
+    enum { CALLS = 200 };
+    for (int i = 0; i < CALLS; i++)
+        if (resume(x, xs, "00112233445566778899aabbccddeeff", 0, 0, 0) != 0)
+            break;
+    uint64_t secs = (tg_test_now_ms() - t0) / 1000u;
+    char *log = tg_test_stderr_end();
+    tg_log_set_level(TG_LOG_ERROR);
+    assert_non_null(log);
+    unsigned lines = 0;
+    for (const char *p = log; (p = strstr(p, "Resume refused")) != NULL; p++)
+        lines++;
+    free(log);
+    assert_true(lines >= 1);
+    assert_true(lines <= 20u * (secs + 1));
+    assert_false(x->disconnected); /* the connection stays */
+    tc_free(x);
+    stop();
+}
+
 /* ------------------------------------------------------------ a drop during a replay */
 
 #define REPLAY_PARTS 256
@@ -857,7 +887,7 @@ int main(void)
         cmocka_unit_test(test_buffer_bound),          cmocka_unit_test(test_resend_lost_frames),
         cmocka_unit_test(test_resend_incomplete),     cmocka_unit_test(test_resume_keeps_admin),
         cmocka_unit_test(test_total_bound),          cmocka_unit_test(test_detach_unanswered),
-        cmocka_unit_test(test_drop_during_replay),
+        cmocka_unit_test(test_drop_during_replay),   cmocka_unit_test(test_refusals_logged_sampled),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
