@@ -132,7 +132,7 @@ int tg_gw_tokens_parse(const char *text, size_t len, const char *name, struct tg
         unsigned roles = tg_gw_roles_parse(f2);
         if (!roles) {
             tg_gw_tokens_free(t);
-            return fail(err, errlen, name, lineno, "bad role list (observer, recorder, producer, admin)");
+            return fail(err, errlen, name, lineno, "bad role list (observer, recorder, producer, admin, link, adb, spans)");
         }
         struct token_entry ent;
         memset(&ent, 0, sizeof ent);

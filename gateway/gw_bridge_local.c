@@ -128,7 +128,7 @@ static void auth_authenticate(struct tg_gw_session *s, uint64_t rid, const uint8
     Tracegate__AuthenticateResponse resp = TRACEGATE__AUTHENTICATE_RESPONSE__INIT;
     char *names[8];
     size_t n = 0;
-    for (unsigned bit = 1; bit <= TG_GW_ROLE_LINK && n < 8; bit <<= 1)
+    for (unsigned bit = 1; bit <= TG_GW_ROLE_SPANS && n < sizeof names / sizeof names[0]; bit <<= 1)
         if (roles & bit)
             names[n++] = (char *)tg_gw_role_name(bit);
     resp.roles = names;

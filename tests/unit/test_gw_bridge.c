@@ -461,7 +461,10 @@ static void test_token_auth(void **state)
     (void)state;
     char tokens[400];
     snprintf(tokens, sizeof tokens, "%s/tokens", g_dir);
-    write_tokens(tokens, NULL);
+    char sigma[65], sigma_line[128];
+    tg_gw_sha256_hex("sigma", 5, sigma);
+    snprintf(sigma_line, sizeof sigma_line, "reader recorder,adb,spans %s\n", sigma);
+    write_tokens(tokens, sigma_line);
     /* a handshake timeout no step below can reach, however slow the machine: test_auth_timeout
      * covers the timeout itself */
     const char *kv[] = {"listen", "consumer=tcp://127.0.0.1:0?auth=token", "token-file", tokens,
@@ -496,6 +499,18 @@ static void test_token_auth(void **state)
     assert_non_null(p);
     assert_int_equal(tc_call(t, p, "EnableTracing", NULL, -1), 0);
     assert_int_equal(tc_call(t, p, "QueryServiceState", NULL, -1), 1);
+    tc_free(t);
+
+    /* c2) the reply names every role the token grants, adb and spans included */
+    t = tc_open(addr);
+    assert_int_equal(tc_authenticate(t, "sigma"), 1);
+    resp = tracegate__authenticate_response__unpack(NULL, t->reply_len, t->reply);
+    assert_non_null(resp);
+    assert_int_equal(resp->n_roles, 3);
+    assert_string_equal(resp->roles[0], "recorder");
+    assert_string_equal(resp->roles[1], "adb");
+    assert_string_equal(resp->roles[2], "spans");
+    tracegate__authenticate_response__free_unpacked(resp, NULL);
     tc_free(t);
 
     /* d) the recorder token may record */
