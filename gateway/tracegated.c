@@ -354,6 +354,7 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
                   memcmp(&nc.limits, &d->cfg.limits, sizeof nc.limits) != 0 ||
                   nc.resume_window_ms != d->cfg.resume_window_ms || /* session survival */
                   nc.resume_memory != d->cfg.resume_memory ||
+                  nc.max_kept_per_principal != d->cfg.max_kept_per_principal ||
                   nc.http_adb != d->cfg.http_adb || str_differs(nc.adb_server, d->cfg.adb_server) ||
                   nc.adb_roles != d->cfg.adb_roles;
     for (size_t i = 0; !restart && i < nc.n_listen; i++)

@@ -1,7 +1,8 @@
 #!/bin/sh
 # test_gw_signals.sh: tracegated's signals: SIGHUP with a new token file (the old token is refused,
 # the new one accepted, a connection authenticated before the reload keeps working); a broken
-# token file on SIGHUP keeps the running configuration; SIGTERM mid-session drains (no new
+# token file on SIGHUP keeps the running configuration; a changed max-kept-sessions is reported as
+# needing a restart (it used to be ignored without a word); SIGTERM mid-session drains (no new
 # clients, the live session finishes, exit 0 soon after); SIGTERM with a session that does not
 # finish exits 0 at the drain timeout; a second SIGTERM exits at once. Every signal is sent once
 # the state it tests exists (a session whose first call was answered, a drain that logged it is
@@ -15,7 +16,9 @@ OLD="old-token-$$"
 NEW="new-token-$$"
 echo "old recorder $(hash "$OLD")" >"$T/tokens"
 
-start_gw hup --no-http --token-file "$T/tokens" --drain-timeout 1h --listen "consumer=tcp://127.0.0.1:0?auth=token"
+echo "max-kept-sessions = 4" >"$T/hup.conf"
+start_gw hup --config "$T/hup.conf" --no-http --token-file "$T/tokens" --drain-timeout 1h \
+    --listen "consumer=tcp://127.0.0.1:0?auth=token"
 ADDR=$(gw_addr hup 1)
 
 # hold CLIENT_ARGS...: a client whose first call is answered, then holds its connection until
@@ -38,8 +41,11 @@ release() { touch "$T/release.$1"; }
 hold held --token "$OLD"
 echo "new recorder $(hash "$NEW")" >"$T/tokens.new"
 mv "$T/tokens.new" "$T/tokens"
+echo "max-kept-sessions = 2" >"$T/hup.conf"
 kill -HUP "$GW_PID"
 wait_for_line 20 "$T/hup.log" "reloaded: 1 token" || fail "SIGHUP did not reload"
+wait_for_line 20 "$T/hup.log" "take effect after a restart" ||
+    fail "a changed max-kept-sessions was not reported as needing a restart"
 out=$(tg_timeout 10 "$CLIENT" call "$ADDR" QueryServiceState --token "$OLD" 2>&1)
 [ "$out" = "first=auth_refused then=-" ] || fail "the old token after SIGHUP: $out"
 out=$(tg_timeout 10 "$CLIENT" call "$ADDR" QueryServiceState --token "$NEW" 2>&1)
