@@ -192,6 +192,7 @@ static void stop(void)
     tg_test_run_until(g_base, NULL, NULL, 50);
     tg_gw_free(g_gw);
     g_gw = NULL;
+    assert_int_equal(tg_gw_resume_held_bytes(g_resume), 0); /* every session's queues were counted out */
     tg_gw_resume_free(g_resume);
     g_resume = NULL;
     tg_ipc_host_free(g_fake.host);
