@@ -7,6 +7,7 @@
 #include "fd_splice.h"
 #include "fleet_fanout.h"
 #include "fleet_status.h"
+#include "gw_accept_pause.h"
 #include "gw_adb_target.h"
 #include "gw_identity.h"
 
@@ -59,6 +60,7 @@ struct link_listener {
     struct tg_fleet *f;
     int fd;
     struct event *ev;
+    struct tg_gw_accept_pause pause; /* out of descriptors: accepts paused */
     struct tg_tls_server *tls;
     char bound[300];
     int loopback;
@@ -803,8 +805,13 @@ static void listener_accept_cb(evutil_socket_t lfd, short what, void *arg)
     struct link_listener *ll = arg;
     for (int i = 0; i < 32; i++) {
         int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0)
+        if (fd < 0 && (errno == EINTR || errno == ECONNABORTED))
+            continue;
+        if (fd < 0) {
+            /* out of descriptors, the socket stays readable: paused instead of spinning */
+            tg_gw_accept_failed(&ll->pause, ll->bound, errno);
             return;
+        }
         char err[256];
         accept_link(ll->f, fd, ll->tls, ll->bound, err, sizeof err);
     }
@@ -861,7 +868,10 @@ static int add_listener(struct tg_fleet *f, const char *url, char *err, size_t e
         tg_sockaddr_text(&ss, text, sizeof text);
     snprintf(ll->bound, sizeof ll->bound, "%s://%s", tls ? "tls" : "tcp", text);
     ll->ev = event_new(f->base, ll->fd, EV_READ | EV_PERSIST, listener_accept_cb, ll);
-    if (!ll->ev) {
+    if (!ll->ev || tg_gw_accept_pause_init(&ll->pause, f->base, f->gw, ll->ev) != 0) {
+        if (ll->ev)
+            event_free(ll->ev);
+        ll->ev = NULL;
         close(ll->fd);
         snprintf(err, errlen, "out of memory");
         return -1;
@@ -1021,9 +1031,11 @@ struct tg_fleet *tg_fleet_new(struct event_base *base, struct tg_gw *gw, const s
 
 void tg_fleet_drain(struct tg_fleet *f)
 {
-    for (size_t i = 0; i < f->n_listeners; i++)
+    for (size_t i = 0; i < f->n_listeners; i++) {
         if (f->listeners[i].ev)
             event_del(f->listeners[i].ev);
+        tg_gw_accept_pause_stop(&f->listeners[i].pause);
+    }
     for (struct tg_link *l = f->links, *next; l; l = next) {
         next = l->next;
         if (l->dialer) {
@@ -1072,6 +1084,7 @@ void tg_fleet_free(struct tg_fleet *f)
     for (size_t i = 0; i < f->n_listeners; i++) {
         if (f->listeners[i].ev)
             event_free(f->listeners[i].ev);
+        tg_gw_accept_pause_free(&f->listeners[i].pause);
         if (f->listeners[i].fd >= 0)
             close(f->listeners[i].fd);
         if (f->listeners[i].tls)

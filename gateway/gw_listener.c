@@ -2,6 +2,7 @@
  * ports: accept, classify the peer (loopback, source address), grant roles by the listener's
  * auth mode, and hand the connection to the gateway core (see gw_listener.h). */
 #include "gw_listener.h"
+#include "gw_accept_pause.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -38,12 +39,12 @@ struct tg_gw_listener {
     struct tg_gw *gw;
     struct tg_gw_listen_spec spec;
     int fd;
-    struct event *ev, *retry_ev;
+    struct event *ev;
+    struct tg_gw_accept_pause pause; /* out of descriptors: accepts paused */
     size_t n_conns;
     int stopped;
     char bound[300];
     char desc[512];
-    uint64_t last_emfile_log_us;
     struct tg_tls_server *tls;
     enum tg_gw_listen_auth auth;
     int abstract; /* an @abstract UNIX socket: no file permissions */
@@ -235,15 +236,6 @@ static void accept_one(struct tg_gw_listener *l, int fd)
     tg_gw_accept_from(gw, c, &info, l);
 }
 
-static void retry_cb(evutil_socket_t fd, short what, void *arg)
-{
-    struct tg_gw_listener *l = arg;
-    (void)fd;
-    (void)what;
-    if (!l->stopped && l->ev)
-        event_add(l->ev, NULL);
-}
-
 static void accept_cb(evutil_socket_t lfd, short what, void *arg)
 {
     struct tg_gw_listener *l = arg;
@@ -253,18 +245,7 @@ static void accept_cb(evutil_socket_t lfd, short what, void *arg)
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
-            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-                /* out of descriptors: back off instead of spinning on a readable socket */
-                uint64_t now = tg_gw_now_us();
-                if (now - l->last_emfile_log_us > 5000000u) {
-                    tg_warn(LOG, "%s: cannot accept: %s; pausing accepts for 200 ms", l->bound, strerror(errno));
-                    l->last_emfile_log_us = now;
-                }
-                tg_gw_metrics_conn_rejected(l->gw->metrics, "accept_failed");
-                event_del(l->ev);
-                struct timeval tv = {0, 200000};
-                event_add(l->retry_ev, &tv);
-            }
+            tg_gw_accept_failed(&l->pause, l->bound, errno); /* out of descriptors: paused */
             return;
         }
         accept_one(l, fd);
@@ -333,8 +314,7 @@ struct tg_gw_listener *tg_gw_listener_new(struct tg_gw *gw, const struct tg_gw_l
     }
     bound_name(l);
     l->ev = event_new(gw->base, l->fd, EV_READ | EV_PERSIST, accept_cb, l);
-    l->retry_ev = evtimer_new(gw->base, retry_cb, l);
-    if (!l->ev || !l->retry_ev) {
+    if (!l->ev || tg_gw_accept_pause_init(&l->pause, gw->base, gw, l->ev) != 0) {
         snprintf(err, errlen, "out of memory");
         tg_gw_listener_free(l);
         return NULL;
@@ -362,8 +342,7 @@ void tg_gw_listener_stop(struct tg_gw_listener *l)
     l->stopped = 1;
     if (l->ev)
         event_del(l->ev);
-    if (l->retry_ev)
-        event_del(l->retry_ev);
+    tg_gw_accept_pause_stop(&l->pause);
     if (l->fd >= 0) {
         close(l->fd);
         l->fd = -1;
@@ -380,8 +359,7 @@ void tg_gw_listener_free(struct tg_gw_listener *l)
     tg_gw_listener_stop(l);
     if (l->ev)
         event_free(l->ev);
-    if (l->retry_ev)
-        event_free(l->retry_ev);
+    tg_gw_accept_pause_free(&l->pause);
     if (l->tls)
         tg_tls_server_free(l->tls);
     free(l);

@@ -27,9 +27,11 @@
 #include <event2/event.h>
 #include <netinet/in.h>
 #include <nghttp2/nghttp2.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -38,8 +40,10 @@
 #include "gw_config.h"
 #include "gw_bridge.h"
 #include "gw_core.h"
+#include "gw_metrics.h"
 #include "link_int.h"
 #include "link_wire.h"
+#include "tracegate/clock.h"
 #include "tracegate/log.h"
 #include "tracegate_link.pb-c.h"
 
@@ -552,6 +556,81 @@ static void test_header_list_limited(void **state)
     tg_link_close(l, "test over");
 }
 
+/* Out of descriptors, a link listener's socket stays readable: accepting again at once spun a core
+ * (and a link listener faces the network). It pauses instead, counting each failure, and takes the
+ * waiting dialer once descriptors are back. */
+static uint64_t accept_failures(void)
+{
+    return tg_gw_metrics_conn_rejected_count(g_hub_gw->metrics, "accept_failed");
+}
+/* Descriptors the loop frees meanwhile (earlier tests' links finishing) are taken at once, so the
+ * listener never finds one. */
+static int g_fill[256];
+static size_t g_nfill;
+static int failures_reach(void *arg)
+{
+    int fd;
+    while (g_nfill < sizeof g_fill / sizeof g_fill[0] && (fd = dup(0)) >= 0)
+        g_fill[g_nfill++] = fd;
+    return accept_failures() >= *(const uint64_t *)arg;
+}
+static int readable(void *arg)
+{
+    struct pollfd p = {.fd = *(const int *)arg, .events = POLLIN};
+    return poll(&p, 1, 0) == 1;
+}
+
+static int all_readable(void *arg)
+{
+    const int *fds = arg;
+    for (int i = 0; i < 4; i++)
+        if (!readable((void *)&fds[i]))
+            return 0;
+    return 1;
+}
+
+static void test_out_of_descriptors_pauses_accepts(void **state)
+{
+    (void)state;
+    /* four dialers (made while descriptors can still be made): a descriptor an earlier test's link
+     * frees in the same turn could still let one in, the others wait in the backlog */
+    int fds[4];
+    for (int i = 0; i < 4; i++) {
+        fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_true(fds[i] >= 0);
+    }
+    uint64_t want = accept_failures() + 3;
+    struct rlimit old, low;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+    int lowest_free = dup(0);
+    assert_true(lowest_free >= 0);
+    close(lowest_free);
+    low = old;
+    low.rlim_cur = (rlim_t)lowest_free; /* no new descriptor for anyone in this process */
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+    /* the kernel completes the connections in the listener's backlog; the hub cannot take them */
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g_port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\4\0\0\0\0\0"; /* + empty SETTINGS */
+    int ready = 0;
+    for (int i = 0; i < 4; i++)
+        ready += connect(fds[i], (struct sockaddr *)&a, sizeof a) == 0 &&
+                 send(fds[i], preface, sizeof preface - 1, MSG_NOSIGNAL) == (ssize_t)(sizeof preface - 1);
+    int paused = tg_test_run_until(g_base, failures_reach, &want, WAIT_MS);
+    while (g_nfill)
+        close(g_fill[--g_nfill]);
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+    /* descriptors are back: every dialer is accepted and the hub's SETTINGS reach it */
+    int served = tg_test_run_until(g_base, all_readable, fds, WAIT_MS);
+    for (int i = 0; i < 4; i++)
+        close(fds[i]);
+    assert_int_equal(ready, 4);
+    if (!paused)
+        fail_msg("accept failures counted: %llu of %llu", (unsigned long long)accept_failures(),
+                 (unsigned long long)want);
+    assert_true(served);
+}
+
 /* The hub gateway's sessions whose principal starts with `prefix`: how many, and the first two. */
 static int principals_with(const char *prefix, const char **a, const char **b)
 {
@@ -672,6 +751,7 @@ int main(void)
         cmocka_unit_test(test_hops_forwarded),
         cmocka_unit_test(test_header_list_limited),
         cmocka_unit_test(test_long_principals_kept_apart),
+        cmocka_unit_test(test_out_of_descriptors_pauses_accepts),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
