@@ -60,8 +60,8 @@ struct ctx {
     /* sequences: one per machine */
     uint32_t *seq_machine;
     int *seq_started;
+    uint32_t *seq_id; /* the sequence id of each, one no packet of the trace uses */
     size_t n_seq;
-    uint32_t seq_base;
     tc_packet_fn emit;
     void *arg;
     uint8_t *buf;
@@ -526,7 +526,7 @@ static int put_packet(struct ctx *c, Perfetto__Protos__TracePacket *pkt, uint32_
     size_t s = seq_index(c, machine);
     pkt->optional_trusted_packet_sequence_id_case =
         PERFETTO__PROTOS__TRACE_PACKET__OPTIONAL_TRUSTED_PACKET_SEQUENCE_ID_TRUSTED_PACKET_SEQUENCE_ID;
-    pkt->trusted_packet_sequence_id = c->seq_base + (uint32_t)s;
+    pkt->trusted_packet_sequence_id = c->seq_id[s];
     if (!c->seq_started[s]) {
         c->seq_started[s] = 1;
         pkt->has_sequence_flags = 1;
@@ -761,7 +761,17 @@ static int write_all(struct ctx *c)
         if (k == c->n_seq)
             c->seq_machine[c->n_seq++] = c->tracks[i].machine;
     }
-    c->seq_base = c->clocks->max_seq_id + 1;
+    c->seq_id = calloc(c->n_seq, sizeof *c->seq_id);
+    if (!c->seq_id)
+        return oom(c);
+    int fr = tc_trace_clocks_fresh_seq_ids(c->clocks, c->n_seq, c->seq_id);
+    if (fr == -2)
+        return oom(c);
+    if (fr != 0) {
+        snprintf(c->err, c->errlen, "the trace uses nearly every packet sequence id: no %zu free for the spans",
+                 c->n_seq);
+        return -1;
+    }
     qsort(c->evs, c->n_evs, sizeof *c->evs, cmp_ev);
     /* descriptors carry the time of their machine's first event, so they sort before its slices */
     uint64_t *first = malloc(c->n_seq * sizeof *first);
@@ -850,6 +860,7 @@ out:
     free(c.in_ids);
     free(c.seq_machine);
     free(c.seq_started);
+    free(c.seq_id);
     free(c.buf);
     return rc;
 }

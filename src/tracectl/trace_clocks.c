@@ -59,6 +59,79 @@ static int add_pair(struct tc_machine_clocks *m, uint64_t real, uint64_t target)
     return 0;
 }
 
+static int cmp_u32(const void *pa, const void *pb)
+{
+    uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
+    return a < b ? -1 : a > b;
+}
+
+/* Sorts ids[0..n-1] and drops repeats; returns how many are left. */
+static size_t sort_unique(uint32_t *ids, size_t n)
+{
+    if (n < 2)
+        return n;
+    qsort(ids, n, sizeof *ids, cmp_u32);
+    size_t k = 1;
+    for (size_t i = 1; i < n; i++)
+        if (ids[i] != ids[k - 1])
+            ids[k++] = ids[i];
+    return k;
+}
+
+/* Notes a sequence id in use. Consecutive packets mostly share one, and the list is compacted
+ * before it grows, so it holds at most about twice the number of distinct ids. */
+static int add_seq_id(struct tc_trace_clocks *c, uint32_t id)
+{
+    if (id > c->max_seq_id)
+        c->max_seq_id = id;
+    if (c->n_seq_ids && c->seq_ids[c->n_seq_ids - 1] == id)
+        return 0;
+    if (c->n_seq_ids == c->cap_seq_ids) {
+        c->n_seq_ids = sort_unique(c->seq_ids, c->n_seq_ids);
+        if (c->n_seq_ids * 2 >= c->cap_seq_ids) {
+            size_t cap = c->cap_seq_ids ? c->cap_seq_ids * 2 : 16;
+            uint32_t *v = realloc(c->seq_ids, cap * sizeof *v);
+            if (!v)
+                return -1;
+            c->seq_ids = v;
+            c->cap_seq_ids = cap;
+        }
+    }
+    c->seq_ids[c->n_seq_ids++] = id;
+    return 0;
+}
+
+int tc_trace_clocks_fresh_seq_ids(const struct tc_trace_clocks *c, size_t n, uint32_t *out)
+{
+    size_t got = 0;
+    /* above the highest id in use: the usual case, ids that read as "added after" */
+    for (uint64_t id = (uint64_t)c->max_seq_id + 1; got < n && id <= UINT32_MAX; id++)
+        out[got++] = (uint32_t)id;
+    if (got == n)
+        return 0;
+    /* then the gaps from 1 up, walking a sorted copy of the ids in use */
+    uint32_t *used = malloc((c->n_seq_ids ? c->n_seq_ids : 1) * sizeof *used);
+    if (!used)
+        return -2;
+    if (c->n_seq_ids)
+        memcpy(used, c->seq_ids, c->n_seq_ids * sizeof *used);
+    size_t n_used = sort_unique(used, c->n_seq_ids), k = 0;
+    for (uint64_t id = 1; got < n && id <= c->max_seq_id; id++) {
+        while (k < n_used && used[k] < id)
+            k++;
+        if (k < n_used && used[k] == id) {
+            /* skip the whole run of ids in use */
+            while (k + 1 < n_used && used[k + 1] == used[k] + 1)
+                k++;
+            id = used[k];
+            continue;
+        }
+        out[got++] = (uint32_t)id;
+    }
+    free(used);
+    return got == n ? 0 : -1;
+}
+
 /* Reads REALTIME and clock `want` from a ClockSnapshot; *primary = its primary_trace_clock (0 if
  * absent). 1 when both clocks were found (absolute, ns). */
 static int snapshot_pair(const uint8_t *p, size_t len, uint32_t want, uint64_t *real, uint64_t *target,
@@ -124,9 +197,10 @@ int tc_trace_clocks_add_packet(struct tc_trace_clocks *c, const uint8_t *pkt, si
             sync_len = f.len;
         } else if (f.number == PKT_MACHINE_ID && f.wire == TG_PB_VARINT) {
             mid = (uint32_t)f.value;
-        } else if (f.number == PKT_SEQ_ID && f.wire == TG_PB_VARINT && f.value <= UINT32_MAX) {
-            if ((uint32_t)f.value > c->max_seq_id)
-                c->max_seq_id = (uint32_t)f.value;
+        } else if (f.number == PKT_SEQ_ID && f.wire != TG_PB_LEN) {
+            /* read as Perfetto does: a varint, fixed32 or fixed64, its low 32 bits */
+            if (add_seq_id(c, (uint32_t)f.value))
+                return -1;
         } else if (f.number == PKT_COMPRESSED) {
             c->compressed++;
         }
@@ -229,5 +303,6 @@ void tc_trace_clocks_free(struct tc_trace_clocks *c)
     for (size_t i = 0; i < c->n; i++)
         free(c->m[i].pairs);
     free(c->m);
+    free(c->seq_ids);
     memset(c, 0, sizeof *c);
 }

@@ -2,7 +2,8 @@
  * simultaneous (REALTIME, trace clock) readings from its ClockSnapshot packets (machine 0, the
  * host, whose trace clock is the snapshot's primary_trace_clock, BOOTTIME by default) and from
  * the client side of RemoteClockSync packets (a remote machine's own REALTIME and BOOTTIME); the
- * machine ids present; the highest packet sequence id in use. Single-threaded. */
+ * machine ids present; every packet sequence id in use, so that packets added to the trace can
+ * take sequence ids no packet of it uses. Single-threaded. */
 #ifndef TRACEGATE_TRACECTL_TRACE_CLOCKS_H
 #define TRACEGATE_TRACECTL_TRACE_CLOCKS_H
 
@@ -28,6 +29,8 @@ struct tc_trace_clocks {
     struct tc_machine_clocks *m; /* m[0] is always the host (machine 0) */
     size_t n, cap;
     uint32_t max_seq_id;
+    uint32_t *seq_ids; /* the sequence ids seen (repeats possible until tc_trace_clocks_fresh_seq_ids) */
+    size_t n_seq_ids, cap_seq_ids;
     uint64_t packets;
     uint64_t compressed; /* packets with compressed_packets (not looked into) */
 };
@@ -43,6 +46,10 @@ const struct tc_machine_clocks *tc_trace_clocks_machine(const struct tc_trace_cl
  * nearest (so drift between snapshots costs at most half a snapshot period's drift). Returns 0,
  * or -1 when the machine has no pair or the result would be negative or above 2^64-1. */
 int tc_clock_map(const struct tc_machine_clocks *mc, uint64_t real_ns, uint64_t *out);
+/* Picks n distinct sequence ids (1..UINT32_MAX; 0 means "none" to Perfetto) that no packet of
+ * the trace uses, above the highest one in use when there is room and in the gaps below
+ * otherwise, into out[0..n-1]. 0, -1 when fewer than n ids are free, -2 on OOM. */
+int tc_trace_clocks_fresh_seq_ids(const struct tc_trace_clocks *c, size_t n, uint32_t *out);
 void tc_trace_clocks_free(struct tc_trace_clocks *c);
 
 #endif

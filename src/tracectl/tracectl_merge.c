@@ -57,7 +57,7 @@ int tc_stitch_into(const uint8_t *trace, size_t trace_len, char *const *span_pat
     int rc = -1;
     if (clocks.compressed && o->warn)
         fprintf(o->warn, "tracectl: note: %" PRIu64 " compressed packet(s) in the trace were not searched for "
-                         "clock snapshots\n", clocks.compressed);
+                         "clock snapshots or sequence ids\n", clocks.compressed);
     for (size_t i = 0; i < n_paths; i++)
         if (tc_spans_load_file(&set, span_paths[i], o->warn, err, errlen) != 0)
             goto out;

@@ -1,10 +1,10 @@
 /* test_tracectl_stitch.c: OnePath spans to TrackEvent packets (src/tracectl/span_stitch.c with
  * span_load.c, trace_clocks.c, json_read.c): clock mapping for the host and for a remote machine
  * with a different offset, the nearest clock snapshot, a machine the trace does not know, tracks
- * per process and thread with lanes, flows across tracks and machines, annotations, sequence ids,
- * duplicates, orphans, bad lines, span times beyond the trace clock's range and a trace without
- * clock snapshots. Packets are decoded back with
- * the protobuf-c TracePacket messages. */
+ * per process and thread with lanes, flows across tracks and machines, annotations, sequence ids
+ * (fresh ones, also when the trace uses the top id), duplicates, orphans, bad lines, span times
+ * beyond the trace clock's range and a trace without clock snapshots. Packets are decoded back
+ * with the protobuf-c TracePacket messages. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -537,6 +537,79 @@ static void test_times_out_of_range(void **state)
     free(tr.p);
 }
 
+static void add_raw(struct buf *b, const uint8_t *pkt, size_t n)
+{
+    uint8_t hdr[16];
+    size_t hl = tc_trace_record_header(hdr, n);
+    b->p = realloc(b->p, b->len + hl + n);
+    assert_non_null(b->p);
+    memcpy(b->p + b->len, hdr, hl);
+    memcpy(b->p + b->len + hl, pkt, n);
+    b->len += hl + n;
+}
+
+/* A trace whose packets already use sequence id 0xFFFFFFFF (the top), 1 and 5 (make_trace), 2, 3
+ * as a fixed64 and 6 as a varint above 32 bits (Perfetto reads both, keeping the low 32 bits):
+ * the stitched packets take ids no packet uses, and never 0 ("no sequence"), instead of wrapping
+ * from 0xFFFFFFFF + 1 onto 0 and 1, the host's own sequence. */
+static void test_sequence_ids_at_the_top(void **state)
+{
+    (void)state;
+    struct buf tr = make_trace(1);
+    static const uint8_t top[] = {0x50, 0xff, 0xff, 0xff, 0xff, 0x0f};                       /* 10: 0xFFFFFFFF */
+    static const uint8_t two[] = {0x50, 0x02};                                               /* 10: 2 */
+    static const uint8_t three[] = {0x51, 0x03, 0, 0, 0, 0, 0, 0, 0};                        /* 10: fixed64 3 */
+    static const uint8_t six[] = {0x50, 0x86, 0x80, 0x80, 0x80, 0x10};                       /* 10: 2^32 + 6 */
+    add_raw(&tr, top, sizeof top);
+    add_raw(&tr, two, sizeof two);
+    add_raw(&tr, three, sizeof three);
+    add_raw(&tr, six, sizeof six);
+    struct tc_trace_clocks clocks;
+    char err[256];
+    assert_int_equal(tc_trace_clocks_scan(tr.p, tr.len, &clocks, err, sizeof err), 0);
+    struct tc_span_set set;
+    make_spans(&set);
+    struct out o;
+    struct tc_stitch_stats st;
+    memset(&o, 0, sizeof o);
+    assert_int_equal(tc_stitch(&set, &clocks, NULL, collect, &o, &st, err, sizeof err), 0);
+    uint32_t seq_host = 0, seq_m7 = 0;
+    for (size_t i = 0; i < o.n; i++) {
+        uint32_t id = o.pkt[i]->trusted_packet_sequence_id;
+        assert_true(id == 4 || id == 7);
+        *(o.pkt[i]->machine_id == M7 ? &seq_m7 : &seq_host) = id;
+    }
+    assert_int_equal(seq_host, 4); /* the host's sequence comes first */
+    assert_int_equal(seq_m7, 7);
+    out_free(&o);
+    /* many ids, seen out of order and repeated: every free one is found, none in use */
+    tc_trace_clocks_free(&clocks);
+    memset(&clocks, 0, sizeof clocks);
+    for (uint32_t k = 0; k < 3000; k++) {
+        uint8_t pkt[8] = {0x50};
+        uint32_t id = k % 2 ? UINT32_MAX - k : (k * 7919u) % 4000u + 1; /* both ends, repeats */
+        size_t n = 1;
+        for (uint32_t v = id; ; v >>= 7) {
+            pkt[n++] = (uint8_t)((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
+            if (v < 0x80)
+                break;
+        }
+        assert_int_equal(tc_trace_clocks_add_packet(&clocks, pkt, n), 0);
+    }
+    uint32_t fresh[64];
+    assert_int_equal(tc_trace_clocks_fresh_seq_ids(&clocks, 64, fresh), 0);
+    for (size_t i = 0; i < 64; i++) {
+        assert_int_not_equal(fresh[i], 0);
+        for (uint32_t k = 0; k < 3000; k++)
+            assert_int_not_equal(fresh[i], k % 2 ? UINT32_MAX - k : (k * 7919u) % 4000u + 1);
+        for (size_t j = 0; j < i; j++)
+            assert_int_not_equal(fresh[i], fresh[j]);
+    }
+    tc_spans_free(&set);
+    tc_trace_clocks_free(&clocks);
+    free(tr.p);
+}
+
 static void test_json_depth(void **state)
 {
     (void)state;
@@ -561,7 +634,7 @@ int main(void)
         cmocka_unit_test(test_clock_mapping),    cmocka_unit_test(test_tracks_and_sequences),
         cmocka_unit_test(test_flows),            cmocka_unit_test(test_annotations),
         cmocka_unit_test(test_host_map_and_errors), cmocka_unit_test(test_json_depth),
-        cmocka_unit_test(test_times_out_of_range),
+        cmocka_unit_test(test_times_out_of_range), cmocka_unit_test(test_sequence_ids_at_the_top),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
