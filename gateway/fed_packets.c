@@ -51,28 +51,69 @@ void tg_fed_stream_clear(struct tg_fed_stream *st)
     memset(st, 0, sizeof *st);
 }
 
+static size_t seq_slot(uint32_t seq, size_t cap)
+{
+    uint32_t h = seq * 2654435761u; /* Knuth's multiplicative hash; cap is a power of two */
+    return (size_t)(h ^ (h >> 16)) & (cap - 1);
+}
+
+/* Doubles the table (kept at most half full). */
+static int seq_grow(struct tg_fed_stream *st)
+{
+    size_t cap = st->cap_seq ? st->cap_seq * 2 : 32;
+    uint32_t *f = calloc(cap, sizeof *f), *t = calloc(cap, sizeof *t);
+    if (!f || !t) {
+        free(f);
+        free(t);
+        return -1;
+    }
+    for (size_t i = 0; i < st->cap_seq; i++) {
+        if (!st->seq_to[i])
+            continue;
+        size_t k = seq_slot(st->seq_from[i], cap);
+        while (t[k])
+            k = (k + 1) & (cap - 1);
+        f[k] = st->seq_from[i];
+        t[k] = st->seq_to[i];
+    }
+    free(st->seq_from);
+    free(st->seq_to);
+    st->seq_from = f;
+    st->seq_to = t;
+    st->cap_seq = cap;
+    return 0;
+}
+
 uint32_t tg_fed_map_seq(struct tg_fed_stream *st, uint32_t seq)
 {
-    for (size_t i = 0; i < st->n_seq; i++)
-        if (st->seq_from[i] == seq)
-            return st->seq_to[i];
-    if (st->n_seq == st->cap_seq) {
-        size_t cap = st->cap_seq ? st->cap_seq * 2 : 16;
-        uint32_t *f = realloc(st->seq_from, cap * sizeof *f);
-        if (!f)
-            return 0;
-        st->seq_from = f;
-        uint32_t *t = realloc(st->seq_to, cap * sizeof *t);
-        if (!t)
-            return 0;
-        st->seq_to = t;
-        st->cap_seq = cap;
+    if (st->cap_seq) {
+        for (size_t k = seq_slot(seq, st->cap_seq); st->seq_to[k]; k = (k + 1) & (st->cap_seq - 1))
+            if (st->seq_from[k] == seq)
+                return st->seq_to[k];
     }
+    if (st->n_seq >= TG_FED_MAX_SEQS)
+        return 0;
     if (!st->alloc->next)
         st->alloc->next = 1;
-    st->seq_from[st->n_seq] = seq;
-    st->seq_to[st->n_seq] = st->alloc->next++;
-    return st->seq_to[st->n_seq++];
+    if (st->alloc->next == UINT32_MAX)
+        return 0; /* the session's ids ran out: never wrap onto one in use */
+    if ((st->n_seq + 1) * 2 > st->cap_seq && seq_grow(st) != 0)
+        return 0;
+    size_t k = seq_slot(seq, st->cap_seq);
+    while (st->seq_to[k])
+        k = (k + 1) & (st->cap_seq - 1);
+    st->seq_from[k] = seq;
+    st->seq_to[k] = st->alloc->next++;
+    st->n_seq++;
+    return st->seq_to[k];
+}
+
+static int machine_reserved(const struct tg_fed_seq_alloc *a, uint32_t id)
+{
+    for (size_t i = 0; i < a->n_reserved; i++)
+        if (a->reserved[i] == id)
+            return 1;
+    return 0;
 }
 
 /* Appends one ReadBuffersResponse.Slice: data = a[alen] followed by b[blen]. */
@@ -107,37 +148,43 @@ static int put_packet(struct evbuffer *out, const uint8_t *pkt, size_t len, cons
     return put_slice(out, pkt, len, stamp, slen, 1);
 }
 
+enum { FINISH_OOM = -1, FINISH_SEQS = -2 };
+
 static int finish_packet(struct tg_fed_stream *st, struct evbuffer *out)
 {
     size_t len = evbuffer_get_length(st->partial);
     const uint8_t *pkt = len ? evbuffer_pullup(st->partial, -1) : NULL;
     if (len && !pkt)
-        return -1;
-    /* the service's trusted slice comes last; the last varint field 10 is the packet's sequence */
-    int have_seq = 0;
+        return FINISH_OOM;
+    /* the service's trusted slice comes last. Perfetto's reader takes a field's last occurrence
+     * and reads a uint32 from a varint, fixed32 or fixed64 alike (its low 32 bits), so so do we:
+     * a sequence id or machine id in another encoding must not slip past the stamp */
+    int have_seq = 0, machine_ok = 1;
     uint64_t seq = 0, machine = 0;
     struct tg_pb_reader r;
     struct tg_pb_field f;
     tg_pb_reader_init(&r, pkt, len);
     while (tg_pb_next(&r, &f) == 1)
-        if (f.number == PKT_TRUSTED_SEQ && f.wire == TG_PB_VARINT) {
+        if (f.number == PKT_TRUSTED_SEQ) {
             have_seq = 1;
-            seq = f.value;
-        } else if (f.number == PKT_MACHINE_ID && f.wire == TG_PB_VARINT) {
-            machine = f.value;
+            seq = f.wire == TG_PB_LEN ? 0 : f.value;
+        } else if (f.number == PKT_MACHINE_ID) {
+            machine_ok = f.wire != TG_PB_LEN;
+            machine = machine_ok ? (uint32_t)f.value : 0;
         }
     uint8_t stamp[32];
     size_t n = 0;
     if (have_seq) {
         uint32_t mapped = tg_fed_map_seq(st, (uint32_t)seq);
         if (!mapped)
-            return -1;
+            return st->n_seq >= TG_FED_MAX_SEQS ? FINISH_SEQS : FINISH_OOM;
         n += tg_pb_put_tag(stamp + n, PKT_TRUSTED_SEQ, TG_PB_VARINT);
         n += tg_pb_put_varint(stamp + n, mapped);
     }
     /* a packet the node's service already gave a machine (a producer that reached it over a link
-     * from a third node) keeps it: the ids are the same on every node */
-    if (st->machine_id && !machine) {
+     * from a third node) keeps it: the ids are the same on every node. But that is the node's
+     * word: it may not claim the hub (0, or the hub's name) or another node of the session */
+    if (st->machine_id && (!machine_ok || !machine || machine_reserved(st->alloc, (uint32_t)machine))) {
         n += tg_pb_put_tag(stamp + n, PKT_MACHINE_ID, TG_PB_VARINT);
         n += tg_pb_put_varint(stamp + n, st->machine_id);
     }
@@ -152,6 +199,7 @@ struct rewrite_ctx {
     struct tg_fed_stream *st;
     struct evbuffer *out;
     int too_large; /* else: out of memory */
+    int too_many_seqs;
 };
 
 static int rewrite_slice(void *arg, const uint8_t *data, size_t len, int last)
@@ -161,15 +209,17 @@ static int rewrite_slice(void *arg, const uint8_t *data, size_t len, int last)
         c->too_large = 1;
         return -1;
     }
-    if ((len && evbuffer_add(c->st->partial, data, len) != 0) || (last && finish_packet(c->st, c->out) != 0))
+    if (len && evbuffer_add(c->st->partial, data, len) != 0)
         return -1;
-    return 0;
+    int rc = last ? finish_packet(c->st, c->out) : 0;
+    c->too_many_seqs = rc == FINISH_SEQS;
+    return rc ? -1 : 0;
 }
 
 int tg_fed_rewrite_reply(struct tg_fed_stream *st, const uint8_t *reply, size_t len, struct evbuffer *out, char *err,
                          size_t errlen)
 {
-    struct rewrite_ctx c = {st, out, 0};
+    struct rewrite_ctx c = {st, out, 0, 0};
     const char *where = "reply";
     int rc = tg_rb_slices_each(reply, len, rewrite_slice, &c, &where);
     if (rc == TG_RB_MALFORMED) {
@@ -179,6 +229,8 @@ int tg_fed_rewrite_reply(struct tg_fed_stream *st, const uint8_t *reply, size_t 
     if (rc != 0) {
         if (c.too_large)
             snprintf(err, errlen, "a packet larger than %zu bytes", st->max_packet);
+        else if (c.too_many_seqs)
+            snprintf(err, errlen, "more than %d packet sequences", TG_FED_MAX_SEQS);
         else
             snprintf(err, errlen, "out of memory");
         return -1;

@@ -15,18 +15,31 @@
 
 struct evbuffer;
 
-/* Sequence ids of the merged trace: (node, the node's own sequence id) -> a fresh id, shared by
- * every node of one federated session (trace processor keys incremental state by sequence id). */
+/* The most machine ids a session reserves (its nodes and the hub itself). */
+#define TG_FED_MAX_RESERVED 80
+/* The most packet sequences one node may use in a session: traced makes one per trace writer
+ * (a producer's thread and data source); past it the node's data is refused, since every one
+ * costs the hub memory and a lookup. */
+#define TG_FED_MAX_SEQS 65536
+
+/* Shared by every node of one federated session. Sequence ids of the merged trace: (node, the
+ * node's own sequence id) -> a fresh id (trace processor keys incremental state by sequence id).
+ * Reserved machine ids: those the hub stamps itself (each node of the session, and the hub's
+ * own name's), which no node's packet may claim for itself. */
 struct tg_fed_seq_alloc {
     uint32_t next; /* the next fresh id (starts at 1) */
+    uint32_t reserved[TG_FED_MAX_RESERVED];
+    size_t n_reserved;
 };
 
 struct tg_fed_stream {
-    uint32_t machine_id;       /* stamped as TracePacket.machine_id (98) when non-zero, on packets without one */
+    uint32_t machine_id;       /* stamped as TracePacket.machine_id (98) when non-zero (see
+                                * tg_fed_rewrite_reply for the packets that keep their own) */
     struct tg_fed_seq_alloc *alloc;
     struct evbuffer *partial;  /* the packet being reassembled from slices */
     size_t max_packet;         /* larger packets are an error (bounded memory) */
-    uint32_t *seq_from, *seq_to; /* this node's sequence map */
+    uint32_t *seq_from, *seq_to; /* this node's sequence map: an open-addressing table of cap_seq
+                                  * slots (seq_to 0: free) */
     size_t n_seq, cap_seq;
     uint64_t packets, bytes;   /* packets and packet bytes passed on */
 };
@@ -37,12 +50,18 @@ int tg_fed_stream_init(struct tg_fed_stream *st, uint32_t machine_id, struct tg_
 void tg_fed_stream_clear(struct tg_fed_stream *st);
 
 /* One ReadBuffersResponse from the node: appends the slices of every packet it completes (a
- * packet split across replies is held until its last slice). 0, or -1 with a message when the
- * reply is malformed or a packet is too large (the node's data cannot be trusted further). */
+ * packet split across replies is held until its last slice). Every packet with a sequence id
+ * gets the node's mapped one, and a remote node's packets (machine_id non-zero) its machine id,
+ * read as Perfetto reads them (the last occurrence; varint, fixed32 or fixed64 alike). A packet
+ * the node's service gave another machine (a producer relayed to it from a third node) keeps
+ * that machine, unless it is one the session reserves. 0, or -1 with a message when the reply
+ * is malformed, a packet is too large or the node uses more than TG_FED_MAX_SEQS sequences
+ * (the node's data cannot be trusted further). */
 int tg_fed_rewrite_reply(struct tg_fed_stream *st, const uint8_t *reply, size_t len, struct evbuffer *out, char *err,
                          size_t errlen);
 
-/* The node's mapped id for its own sequence id `seq` (allocating one). 0 out of memory. */
+/* The node's mapped id for its own sequence id `seq` (allocating one). 0 out of memory, past
+ * TG_FED_MAX_SEQS of the node's sequences, or when the session's ids ran out. */
 uint32_t tg_fed_map_seq(struct tg_fed_stream *st, uint32_t seq);
 
 /* A TracePacket{machine_id, remote_clock_sync{synced_clocks[n]}} from n clock records, each

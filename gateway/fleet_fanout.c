@@ -17,6 +17,7 @@
 #include "fed_packets.h"
 #include "fleet.h"
 #include "gw_core.h"
+#include "gw_identity.h"
 #include "gw_upstream.h"
 #include "link_int.h"
 #include "tracegate/clock.h"
@@ -28,6 +29,7 @@
 
 #define LOG "fanout"
 #define MAX_FED_NODES 64
+_Static_assert(MAX_FED_NODES < TG_FED_MAX_RESERVED, "every node's machine id is reserved");
 #define FED_OUT_HIGH (1u << 20) /* pause reading the nodes above this much queued to the client */
 #define FED_OUT_LOW (256u << 10)
 #define FED_CHUNK (96u << 10)   /* whole slices per ReadBuffers reply to the client */
@@ -915,6 +917,11 @@ int tg_fanout_connect(struct tg_fanout *fo, const char *spec, int producer, cons
     fed->n = n;
     fed->alloc.next = 1;
     const char *self = tg_fleet_node_name(fo->fleet);
+    /* machine ids no node may claim for its packets: the hub's and every node's of the session */
+    fed->alloc.reserved[fed->alloc.n_reserved++] = tg_gw_node_machine_id(self);
+    for (size_t i = 0; i < n && fed->alloc.n_reserved < TG_FED_MAX_RESERVED; i++)
+        if (tg_fleet_machine_id(fo->fleet, names[i]))
+            fed->alloc.reserved[fed->alloc.n_reserved++] = tg_fleet_machine_id(fo->fleet, names[i]);
     for (size_t i = 0; i < n; i++) {
         struct fed_node *nd = &fed->nodes[i];
         nd->fed = fed;

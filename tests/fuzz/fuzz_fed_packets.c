@@ -44,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 2)
         return 0;
-    struct tg_fed_seq_alloc alloc = {1};
+    struct tg_fed_seq_alloc alloc = {.next = 1};
     struct tg_fed_stream st;
     if (tg_fed_stream_init(&st, data[0] & 1 ? 0x1234 : 0, &alloc, 4096) != 0)
         return 0;

@@ -2,7 +2,8 @@
  * reassembled across slices and replies keep their bytes, carry the node's machine id and a
  * sequence id unique across nodes (the last occurrence, as the trace's readers take it); big
  * packets are re-sliced; bad replies are refused; RemoteClockSync and failure packets decode as
- * Perfetto's TracePacket with the values given. */
+ * Perfetto's TracePacket with the values given; a hostile node's trusted fields (another
+ * node's or the hub's machine, a sequence id in another encoding, endless sequences). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -126,7 +127,7 @@ static void free_out(struct out_packets *o)
 static void test_stamps_and_reassembles(void **state)
 {
     (void)state;
-    struct tg_fed_seq_alloc alloc = {1};
+    struct tg_fed_seq_alloc alloc = {.next = 1};
     struct tg_fed_stream a, b;
     assert_int_equal(tg_fed_stream_init(&a, 0, &alloc, 1 << 20), 0);
     assert_int_equal(tg_fed_stream_init(&b, 0xBEEF, &alloc, 1 << 20), 0);
@@ -177,7 +178,7 @@ static void test_stamps_and_reassembles(void **state)
 static void test_big_packet_is_resliced(void **state)
 {
     (void)state;
-    struct tg_fed_seq_alloc alloc = {1};
+    struct tg_fed_seq_alloc alloc = {.next = 1};
     struct tg_fed_stream st;
     assert_int_equal(tg_fed_stream_init(&st, 7, &alloc, 1 << 20), 0);
     size_t big = 200 * 1024;
@@ -207,7 +208,7 @@ static void test_big_packet_is_resliced(void **state)
 static void test_bad_replies_refused(void **state)
 {
     (void)state;
-    struct tg_fed_seq_alloc alloc = {1};
+    struct tg_fed_seq_alloc alloc = {.next = 1};
     struct tg_fed_stream st;
     assert_int_equal(tg_fed_stream_init(&st, 7, &alloc, 1000), 0);
     struct evbuffer *out = evbuffer_new();
@@ -230,6 +231,119 @@ static void test_bad_replies_refused(void **state)
     tg_fed_stream_clear(&st);
 }
 
+/* The field's value as Perfetto's reader takes it: the last occurrence, a varint, fixed32 or
+ * fixed64 alike, its low 32 bits. -1 when absent. */
+static int64_t last_u32(const struct bytes *b, uint32_t field)
+{
+    struct tg_pb_reader r;
+    struct tg_pb_field f;
+    int64_t v = -1;
+    tg_pb_reader_init(&r, b->p, b->n);
+    while (tg_pb_next(&r, &f) == 1)
+        if (f.number == field && f.wire != TG_PB_LEN)
+            v = (uint32_t)f.value;
+    return v;
+}
+
+static void put_fixed32_field(struct bytes *b, uint32_t field, uint32_t v)
+{
+    uint8_t t[16];
+    size_t n = tg_pb_put_tag(t, field, TG_PB_I32);
+    for (int i = 0; i < 4; i++)
+        t[n++] = (uint8_t)(v >> (8 * i));
+    put(b, t, n);
+}
+
+/* A hostile node (machine 0xBEEF) in a session with the hub (its name's id 0x1111, its own
+ * packets machine 0) and node C (0xC0DE): what it writes into its packets' trusted fields does
+ * not survive into the merged trace as another node, the hub or another sequence. */
+static void test_hostile_node_fields(void **state)
+{
+    (void)state;
+    struct tg_fed_seq_alloc alloc = {.next = 1, .reserved = {0x1111, 0xBEEF, 0xC0DE}, .n_reserved = 3};
+    struct tg_fed_stream hub, b;
+    assert_int_equal(tg_fed_stream_init(&hub, 0, &alloc, 1 << 20), 0);
+    assert_int_equal(tg_fed_stream_init(&b, 0xBEEF, &alloc, 1 << 20), 0);
+    uint32_t hub_seq = tg_fed_map_seq(&hub, 1); /* the hub's service sequence */
+    struct bytes p[6] = {{0}}, r = {0};
+    /* 0: claims node C's machine */
+    put_varint_field(&p[0], 10, 3);
+    put_varint_field(&p[0], 98, 0xC0DE);
+    /* 1: a machine, then machine 0 as a fixed32: the last one is the hub's (0) */
+    put_varint_field(&p[1], 10, 3);
+    put_varint_field(&p[1], 98, 0x5555);
+    put_fixed32_field(&p[1], 98, 0);
+    /* 2: its sequence id only as a fixed32, the hub's own mapped id */
+    put_len_field(&p[2], 36, "x", 1);
+    put_fixed32_field(&p[2], 10, hub_seq);
+    /* 3: a producer relayed to it from a machine outside the session: kept */
+    put_varint_field(&p[3], 10, 4);
+    put_varint_field(&p[3], 98, 0x5555);
+    /* 4: the hub's name's machine */
+    put_varint_field(&p[4], 10, 4);
+    put_varint_field(&p[4], 98, 0x1111);
+    /* 5: a machine id above 32 bits whose low bits are 0 (the hub) */
+    put_varint_field(&p[5], 10, 4);
+    put_varint_field(&p[5], 98, 1ull << 32);
+    for (int i = 0; i < 6; i++)
+        add_slice(&r, p[i].p, p[i].n, 1);
+    struct evbuffer *out = evbuffer_new();
+    char err[128];
+    assert_int_equal(tg_fed_rewrite_reply(&b, r.p, r.n, out, err, sizeof err), 0);
+    struct out_packets o = {0};
+    collect(out, &o);
+    assert_int_equal(o.n, 6);
+    static const int64_t machine[6] = {0xBEEF, 0xBEEF, 0xBEEF, 0x5555, 0xBEEF, 0xBEEF};
+    for (int i = 0; i < 6; i++) {
+        assert_int_equal(last_u32(&o.pkt[i], 98), machine[i]);
+        int64_t seq = last_u32(&o.pkt[i], 10);
+        assert_true(seq > 0);
+        assert_int_not_equal(seq, hub_seq);
+    }
+    assert_int_equal(last_u32(&o.pkt[2], 10), tg_fed_map_seq(&b, hub_seq));
+    free_out(&o);
+    free(r.p);
+    for (int i = 0; i < 6; i++)
+        free(p[i].p);
+    evbuffer_free(out);
+    tg_fed_stream_clear(&hub);
+    tg_fed_stream_clear(&b);
+}
+
+/* A node that numbers every packet on a sequence of its own is refused once it passes
+ * TG_FED_MAX_SEQS, instead of growing the hub's map (and its lookups) without bound. */
+static void test_too_many_sequences(void **state)
+{
+    (void)state;
+    struct tg_fed_seq_alloc alloc = {.next = 1};
+    struct tg_fed_stream st;
+    assert_int_equal(tg_fed_stream_init(&st, 7, &alloc, 1 << 20), 0);
+    struct evbuffer *out = evbuffer_new();
+    char err[128] = "";
+    struct bytes r = {0};
+    for (uint32_t i = 0; i < TG_FED_MAX_SEQS; i++) {
+        struct bytes p = {0};
+        put_varint_field(&p, 10, 1000000u + i * 3u);
+        add_slice(&r, p.p, p.n, 1);
+        free(p.p);
+    }
+    assert_int_equal(tg_fed_rewrite_reply(&st, r.p, r.n, out, err, sizeof err), 0);
+    assert_int_equal(st.n_seq, TG_FED_MAX_SEQS);
+    /* the same sequences again are fine; one more is not */
+    assert_int_equal(tg_fed_rewrite_reply(&st, r.p, r.n, out, err, sizeof err), 0);
+    free(r.p);
+    memset(&r, 0, sizeof r);
+    struct bytes p = {0};
+    put_varint_field(&p, 10, 5);
+    add_slice(&r, p.p, p.n, 1);
+    assert_int_equal(tg_fed_rewrite_reply(&st, r.p, r.n, out, err, sizeof err), -1);
+    assert_non_null(strstr(err, "packet sequences"));
+    free(p.p);
+    free(r.p);
+    evbuffer_free(out);
+    tg_fed_stream_clear(&st);
+}
+
 static void test_clock_sync_and_failure_packets(void **state)
 {
     (void)state;
@@ -237,7 +351,7 @@ static void test_clock_sync_and_failure_packets(void **state)
     uint64_t mine[2][4] = {{900, 1900, 2900, 3900}, {1450, 2450, 3450, 4450}};
     struct evbuffer *out = evbuffer_new();
     assert_int_equal(tg_fed_clock_sync_packet(42, (const uint64_t(*)[4])peer, (const uint64_t(*)[4])mine, 2, out), 0);
-    struct tg_fed_seq_alloc alloc = {1};
+    struct tg_fed_seq_alloc alloc = {.next = 1};
     struct tg_fed_stream st;
     assert_int_equal(tg_fed_stream_init(&st, 42, &alloc, 1000), 0);
     assert_int_equal(tg_fed_failure_packet(&st, out), 0);
@@ -281,7 +395,7 @@ static void test_gap_packet(void **state)
 {
     (void)state;
     struct evbuffer *out = evbuffer_new();
-    struct tg_fed_seq_alloc alloc = {1};
+    struct tg_fed_seq_alloc alloc = {.next = 1};
     struct tg_fed_stream st;
     assert_int_equal(tg_fed_stream_init(&st, 7, &alloc, 1000), 0);
     assert_int_equal(tg_fed_gap_packet(&st, 2, 3500000000ull, 1, out), 0);
@@ -331,6 +445,8 @@ int main(void)
         cmocka_unit_test(test_bad_replies_refused),
         cmocka_unit_test(test_clock_sync_and_failure_packets),
         cmocka_unit_test(test_gap_packet),
+        cmocka_unit_test(test_hostile_node_fields),
+        cmocka_unit_test(test_too_many_sequences),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
