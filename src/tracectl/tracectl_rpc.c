@@ -229,6 +229,13 @@ static void on_reply(tg_ipc_client *cli, int success, int has_more, const uint8_
         return;
     }
     a->parts++;
+    a->bytes += len;
+    if (a->max_bytes && a->bytes > a->max_bytes) {
+        a->too_big = 1;
+        a->done = 1;
+        a->ok = 0;
+        return;
+    }
     int stop = a->fn ? a->fn(a->arg, reply, len, has_more) : 0;
     if (!has_more || stop) {
         a->done = 1;
@@ -242,6 +249,8 @@ int tc_rpc_start(struct tc_rpc *rpc, const char *method, const uint8_t *args, si
     a->done = 0;
     a->ok = 0;
     a->parts = 0;
+    a->bytes = 0;
+    a->too_big = 0;
     a->request_id = tg_ipc_client_invoke_bytes(rpc->cli, rpc->port, method, args, args_len, fd, on_reply, a);
     if (a->request_id == 0) {
         snprintf(rpc->error, sizeof rpc->error, "cannot invoke %s (not offered by the service?)", method);
@@ -253,7 +262,7 @@ int tc_rpc_start(struct tc_rpc *rpc, const char *method, const uint8_t *args, si
 int tc_rpc_call(struct tc_rpc *rpc, const char *method, const uint8_t *args, size_t args_len, int fd,
                 tc_part_fn fn, void *arg, int timeout_ms)
 {
-    struct tc_async a = {.fn = fn, .arg = arg};
+    struct tc_async a = {.fn = fn, .arg = arg, .max_bytes = TC_RPC_MAX_REPLY};
     if (tc_rpc_start(rpc, method, args, args_len, fd, &a) != 0)
         return -1;
     /* a resume while waiting sends it again if nothing came back (see tc_rpc_recover) */
@@ -274,6 +283,12 @@ int tc_rpc_call(struct tc_rpc *rpc, const char *method, const uint8_t *args, siz
     rpc->cur_args_len = pl;
     if (!a.done) {
         tg_ipc_client_cancel(rpc->cli, a.request_id);
+        return -1;
+    }
+    if (a.too_big) {
+        tg_ipc_client_cancel(rpc->cli, a.request_id);
+        snprintf(rpc->error, sizeof rpc->error, "the reply to %s passed %u MiB: stopped reading it", method,
+                 TC_RPC_MAX_REPLY >> 20);
         return -1;
     }
     if (!a.ok) {

@@ -70,9 +70,14 @@ void tc_rpc_close(struct tc_rpc *rpc);
 /* Called for every reply part; return nonzero to stop waiting early. */
 typedef int (*tc_part_fn)(void *arg, const uint8_t *reply, size_t len, int has_more);
 
+/* The most reply bytes tc_rpc_call takes for one call, over all its parts: a server that streams
+ * has_more parts without end is cut there instead of growing tracectl's memory until the
+ * deadline. Far above any real answer (a QueryServiceState of a large device is a few MiB). */
+#define TC_RPC_MAX_REPLY (32u << 20)
+
 /* Invokes `method` and runs the loop until the final reply (or stop). Returns
- * 0 on success=true replies, -1 on reject/disconnect (message in rpc->error).
- * timeout_ms 0 waits forever. */
+ * 0 on success=true replies, -1 on reject/disconnect or a reply over TC_RPC_MAX_REPLY
+ * (message in rpc->error). timeout_ms 0 waits forever. */
 int tc_rpc_call(struct tc_rpc *rpc, const char *method, const uint8_t *args, size_t args_len, int fd,
                 tc_part_fn fn, void *arg, int timeout_ms);
 
@@ -85,6 +90,9 @@ struct tc_async {
     int done, ok;
     uint64_t request_id;
     unsigned parts; /* reply parts received */
+    uint64_t bytes;     /* reply bytes received */
+    uint64_t max_bytes; /* 0: no limit; past it the call ends, failed, with too_big */
+    int too_big;
 };
 int tc_rpc_start(struct tc_rpc *rpc, const char *method, const uint8_t *args, size_t args_len, int fd,
                  struct tc_async *a);
