@@ -96,6 +96,7 @@ struct tc_session {
     int stop_deferred;
     int read_gap;
     int buffers_freed;
+    uint64_t read_limit;     /* ReadBuffers: stop past this many reply bytes (0: no limit) */
     unsigned test_drop_read; /* test only: cut the connection after this many ReadBuffers replies */
     int test_drop_silent;    /* test only: ... without the gateway noticing */
     /* per machine of a federated trace (tracectl_machines.c) */
@@ -127,8 +128,12 @@ void tc_session_stop(struct tc_session *s);
 /* Runs the loop until the EnableTracing reply arrives. Returns 0 when the
  * session ended cleanly, -1 on error (message printed to stderr). */
 int tc_session_wait(struct tc_session *s);
+/* The most a ReadBuffers of a session with this config may send: twice its buffers plus 16 MiB
+ * (the service's own packets), 0 (no limit) when the config names no buffer. A server sending
+ * more is broken or hostile: its data would only fill the disk. */
+uint64_t tc_read_limit(const Perfetto__Protos__TraceConfig *cfg);
 /* ReadBuffers into the open writer w, closes it, then FreeBuffers and prints
- * a summary. Returns 0 or -1 (message printed). */
+ * a summary; past s->read_limit it stops, keeping what came. Returns 0 or -1 (message printed). */
 int tc_session_read(struct tc_session *s, struct tc_trace_writer *w);
 /* FreeBuffers only (write_into_file sessions). */
 void tc_session_free_buffers(struct tc_session *s);

@@ -17,7 +17,8 @@ static void attach_usage(FILE *out)
     fprintf(out, "usage: tracectl attach [URL] KEY [options]\n\n"
                  "Re-attaches to a session detached with `tracectl record --detach KEY` (or perfetto --detach),\n"
                  "waits for it to end, reads its trace and frees it.\n\n"
-                 "  -o, --out FILE     output trace file (default trace.pftrace; '-' = stdout)\n"
+                 "  -o, --out FILE     output trace file (default trace.pftrace; '-' = stdout); an existing\n"
+                 "                     FILE is replaced; a read that fails half-way keeps what came\n"
                  "      --stop         stop the session now instead of waiting for its duration\n"
                  "      --no-progress  no progress line on stderr\n"
                  "  -h, --help         this help\n");
@@ -150,6 +151,8 @@ int tc_cmd_attach(const struct tc_opts *opts, int argc, char **argv)
     }
     remove_out = 0; /* from here on a failure leaves what was collected */
     have_writer = 0;
+    if (!(eo.node && eo.node[0] == '@'))
+        s.read_limit = tc_read_limit(cfg);
     if (tc_session_read(&s, &w) != 0)
         goto out;
     ret = 0;

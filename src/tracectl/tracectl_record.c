@@ -399,10 +399,19 @@ int tc_session_wait(struct tc_session *s)
     return -1;
 }
 
+uint64_t tc_read_limit(const Perfetto__Protos__TraceConfig *cfg)
+{
+    uint64_t kb = 0;
+    for (size_t i = 0; i < cfg->n_buffers; i++)
+        kb += cfg->buffers[i]->size_kb;
+    return cfg->n_buffers ? 2 * kb * 1024 + (16u << 20) : 0;
+}
+
 struct read_ctx {
     struct tc_session *s;
     struct tc_trace_writer *w;
     struct tc_packet_assembler as;
+    uint64_t bytes; /* reply bytes so far */
     uint64_t last_activity;
     int failed;
     unsigned gaps, parts;
@@ -425,6 +434,15 @@ static int read_part(void *arg, const uint8_t *reply, size_t len, int has_more)
     rc->last_activity = tg_mono_ms();
     if (rc->failed)
         return 1;
+    rc->bytes += len;
+    if (rc->s->read_limit && rc->bytes > rc->s->read_limit) {
+        char h[32];
+        human_bytes(h, sizeof h, rc->s->read_limit);
+        snprintf(rc->err, sizeof rc->err, "the service sent more than %s, more than the session's buffers can hold: "
+                 "stopped reading", h);
+        rc->failed = 1;
+        return 1;
+    }
     if (rc->s->read_gap) {
         /* a resume could not re-send everything: a packet cut by the gap is dropped */
         rc->s->read_gap = 0;
@@ -494,7 +512,8 @@ int tc_session_read(struct tc_session *s, struct tc_trace_writer *w)
         tg_ipc_client_cancel(rpc->cli, a.request_id);
     int close_rc = tc_trace_writer_close(w, cerr, sizeof cerr);
     if (rc.failed) {
-        fprintf(stderr, "tracectl: reading the trace failed: %s\n", rc.err);
+        fprintf(stderr, "tracectl: reading the trace failed: %s; %s is incomplete\n", rc.err,
+                strcmp(w->path, "-") == 0 ? "the output" : w->path);
         goto out;
     }
     if (s->aborted) {
@@ -825,7 +844,10 @@ static void record_usage(FILE *out)
             "      --fill POLICY    ring or discard (buffer 0's fill_policy)\n"
             "      --ds NAME        add a data source writing into buffer 0 (repeatable); without a\n"
             "                       config and without --ds: track_event with all categories\n"
-            "  -o, --out FILE       output trace file (default trace.pftrace; '-' = stdout)\n"
+            "  -o, --out FILE       output trace file (default trace.pftrace; '-' = stdout). An existing\n"
+            "                       FILE is replaced: truncated before tracing starts, removed when the\n"
+            "                       session fails before its trace is read; a read that fails half-way\n"
+            "                       (disk full, connection lost) keeps what came and says it is incomplete\n"
             "      --detach KEY     start the session, detach from it and exit (see `tracectl attach`)\n"
             "      --no-resume      through a tracegate gateway: do not reconnect and resume the session\n"
             "      --nodes A,B      one session on nodes A and B of the gateway's fleet, merged into one trace\n"
@@ -1146,6 +1168,9 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
         ret = n_spans && tc_stitch_file(out_path, spans, n_spans, fleet_host[0] ? fleet_host : NULL) != 0 ? 1 : 0;
         goto out;
     }
+    /* a federated session (@all, @a,b) merges every node's buffers: no per-config limit */
+    if (!(eo.node && eo.node[0] == '@'))
+        s.read_limit = tc_read_limit(cfg);
     if (tc_session_read(&s, &w) != 0)
         goto out;
     have_writer = 0;

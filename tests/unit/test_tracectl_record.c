@@ -59,6 +59,9 @@ struct fake {
      * tracectl has read the first reply (it sent two more polls since) and printed its line */
     int sigint_at_stats;
     int stats_calls;
+    /* hostile answers: QueryServiceState streams this many bytes of has_more parts and never
+     * a last one; ReadBuffers sends this many bytes of packets more */
+    size_t flood_query, flood_read;
 };
 
 static struct fake F;
@@ -143,6 +146,8 @@ static int slice(Perfetto__Protos__ReadBuffersResponse__Slice *s, const char *da
     return 0;
 }
 
+#define FLOOD_PART (100u << 10)
+
 /* Packets: "\x40\x01" (ts 1), then ts 2 split over two replies, then ts 3 in three slices. */
 static void m_read(tg_ipc_call *call, const ProtobufCMessage *req, void *svc, void *ps)
 {
@@ -165,6 +170,22 @@ static void m_read(tg_ipc_call *call, const ProtobufCMessage *req, void *svc, vo
     slice(&s[0], "\x58\x05", 1); /* ...\x58\x05 = trusted_packet_sequence_id 5 appended */
     r.n_slices = 1;
     tg_ipc_call_reply(call, &r.base, 1, -1);
+    if (F.flood_read) {
+        /* packets of 100 KiB (a field 36 of 'x's) until flood_read bytes went out */
+        uint8_t *pkt = malloc(FLOOD_PART);
+        assert_non_null(pkt);
+        size_t body = FLOOD_PART - 5;
+        pkt[0] = 0xa2, pkt[1] = 0x02; /* field 36, length-delimited */
+        pkt[2] = (uint8_t)(0x80 | (body & 0x7f)), pkt[3] = (uint8_t)(0x80 | ((body >> 7) & 0x7f));
+        pkt[4] = (uint8_t)(body >> 14);
+        memset(pkt + 5, 'x', body);
+        s[0].data.data = pkt;
+        s[0].data.len = FLOOD_PART;
+        s[0].last_slice_for_packet = 1;
+        for (size_t sent = 0; sent < F.flood_read; sent += FLOOD_PART)
+            tg_ipc_call_reply(call, &r.base, 1, -1);
+        free(pkt);
+    }
     tg_ipc_call_reply(call, NULL, 0, -1); /* an empty last reply */
 }
 
@@ -275,6 +296,24 @@ static void m_unimpl(tg_ipc_call *call, const ProtobufCMessage *req, void *svc, 
     tg_ipc_call_reject(call);
 }
 
+/* QueryServiceState answered with F.flood_query bytes in has_more parts, none of them the last */
+static void m_query(tg_ipc_call *call, const ProtobufCMessage *req, void *svc, void *ps)
+{
+    (void)req;
+    (void)svc;
+    (void)ps;
+    log_call("QueryServiceState");
+    if (!F.flood_query) {
+        tg_ipc_call_reject(call);
+        return;
+    }
+    uint8_t *part = calloc(1, FLOOD_PART);
+    assert_non_null(part);
+    for (size_t sent = 0; sent < F.flood_query; sent += FLOOD_PART)
+        tg_ipc_call_reply_bytes(call, part, FLOOD_PART, 1, -1);
+    free(part);
+}
+
 static void *peer_open(tg_ipc_peer *peer, void *svc)
 {
     (void)peer;
@@ -301,7 +340,7 @@ static const struct tg_ipc_method k_methods[] = {
     {"Attach", &perfetto__protos__attach_request__descriptor, m_attach},
     {"GetTraceStats", &perfetto__protos__get_trace_stats_request__descriptor, m_stats},
     {"ObserveEvents", &perfetto__protos__observe_events_request__descriptor, m_unimpl},
-    {"QueryServiceState", &perfetto__protos__query_service_state_request__descriptor, m_unimpl},
+    {"QueryServiceState", &perfetto__protos__query_service_state_request__descriptor, m_query},
     {"QueryCapabilities", &perfetto__protos__query_capabilities_request__descriptor, m_unimpl},
     {"CloneSession", &perfetto__protos__clone_session_request__descriptor, m_clone},
 };
@@ -772,6 +811,49 @@ static void test_clone(void **state)
     assert_false(file_exists("c3.pftrace"));
 }
 
+/* a server that streams has_more parts without end: tracectl stops reading at 32 MiB with a
+ * clear error instead of collecting until its deadline (gigabytes on a fast socket) */
+static void test_endless_reply_cut(void **state)
+{
+    (void)state;
+    NEED_TRACECTL();
+    char url[200];
+    snprintf(url, sizeof url, "unix:%s", F.sock);
+    F.flood_query = (32u << 20) + 4 * FLOOD_PART;
+    const char *a1[] = {"query", url, NULL};
+    run_expect(a1, 1);
+    expect_in_stderr("the reply to QueryServiceState passed 32 MiB");
+    F.flood_query = 0;
+}
+
+/* a service whose ReadBuffers sends more than the session's buffers can hold (1 MiB here: at most
+ * 2 x 1 MiB + 16 MiB) is cut there: the file keeps what came, said to be incomplete, exit 1 */
+static void test_read_beyond_buffers_cut(void **state)
+{
+    (void)state;
+    NEED_TRACECTL();
+    F.mode = END_BY_DURATION;
+    char url[200];
+    snprintf(url, sizeof url, "unix:%s", F.sock);
+    F.flood_read = 24u << 20;
+    const char *a1[] = {"record", url, "--duration", "100ms", "--buffer", "1mb", "--no-progress", NULL};
+    run_expect(a1, 1);
+    expect_in_stderr("more than the session's buffers can hold");
+    expect_in_stderr("trace.pftrace is incomplete");
+    struct stat st;
+    char path[256];
+    snprintf(path, sizeof path, "%s/trace.pftrace", F.dir);
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(st.st_size > 0 && st.st_size <= (18 << 20));
+    /* 20 MiB with a 32 MiB buffer is a trace like any other */
+    F.flood_read = 20u << 20;
+    const char *a2[] = {"record", url, "--duration", "100ms", "--no-progress", NULL};
+    run_expect(a2, 0);
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(st.st_size > (20 << 20));
+    F.flood_read = 0;
+}
+
 /* what is missing or too much is said before anything is sent; with --node and no URL the
  * operand is not taken for an endpoint: the gateway's default one is used */
 static void test_operand_errors(void **state)
@@ -848,6 +930,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_attach_unknown_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_attach_options_first, setup, teardown),
         cmocka_unit_test_setup_teardown(test_clone, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_endless_reply_cut, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_read_beyond_buffers_cut, setup, teardown),
         cmocka_unit_test_setup_teardown(test_operand_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
     };
