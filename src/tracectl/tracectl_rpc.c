@@ -219,28 +219,33 @@ void tc_rpc_close(struct tc_rpc *rpc)
     rpc->test_silent_fd = -1;
 }
 
+/* A call ends here when the last part came, or earlier: rejected, over its byte limit, or its
+ * part function said stop. Ended early while the server says more is coming, it is cancelled, so
+ * the IPC client forgets it: its later parts must not reach `a`, which its caller may have
+ * reused or left (a tc_rpc_call's is on the stack). */
 static void on_reply(tg_ipc_client *cli, int success, int has_more, const uint8_t *reply, size_t len, void *arg)
 {
     struct tc_async *a = arg;
-    (void)cli;
     if (!success) {
         a->done = 1;
         a->ok = 0;
-        return;
+    } else {
+        a->parts++;
+        a->bytes += len;
+        if (a->max_bytes && a->bytes > a->max_bytes) {
+            a->too_big = 1;
+            a->done = 1;
+            a->ok = 0;
+        } else {
+            int stop = a->fn ? a->fn(a->arg, reply, len, has_more) : 0;
+            if (!has_more || stop) {
+                a->done = 1;
+                a->ok = 1;
+            }
+        }
     }
-    a->parts++;
-    a->bytes += len;
-    if (a->max_bytes && a->bytes > a->max_bytes) {
-        a->too_big = 1;
-        a->done = 1;
-        a->ok = 0;
-        return;
-    }
-    int stop = a->fn ? a->fn(a->arg, reply, len, has_more) : 0;
-    if (!has_more || stop) {
-        a->done = 1;
-        a->ok = 1;
-    }
+    if (a->done && has_more)
+        tg_ipc_client_cancel(cli, a->request_id);
 }
 
 int tc_rpc_start(struct tc_rpc *rpc, const char *method, const uint8_t *args, size_t args_len, int fd,
