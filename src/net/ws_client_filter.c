@@ -19,6 +19,7 @@
 #define LOG "ws-client"
 #define MAX_HEAD 16384u     /* the server's upgrade answer, headers included */
 #define MAX_CONTROL 125u    /* payload of a control frame (RFC 6455 5.5) */
+#define MAX_UNSENT_PONG 65536u /* no PONG while this much of our output waits for the server */
 #define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 enum { OP_CONT = 0x0, OP_TEXT = 0x1, OP_BINARY = 0x2, OP_CLOSE = 0x8, OP_PING = 0x9, OP_PONG = 0xA };
@@ -258,6 +259,13 @@ out:
 static int on_control(struct wsf *f, int opcode, const uint8_t *p, size_t n)
 {
     if (opcode == OP_PING) {
+        /* a server that sends PINGs without reading our output would have us keep a PONG for
+         * each, without bound: past MAX_UNSENT_PONG waiting it gets none until it reads (RFC 6455
+         * 5.5.3 lets an endpoint answer only the latest Ping) */
+        struct bufferevent *under = bufferevent_get_underlying(f->bev);
+        if (evbuffer_get_length(f->ctl_out) + (under ? evbuffer_get_length(bufferevent_get_output(under)) : 0) >=
+            MAX_UNSENT_PONG)
+            return 0;
         if (!f->close_sent && put_frame(f->ctl_out, OP_PONG, NULL, p, n) != 0)
             return fail(f, "out of memory");
         kick(f);

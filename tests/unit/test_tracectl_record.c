@@ -854,6 +854,27 @@ static void test_read_beyond_buffers_cut(void **state)
     F.flood_read = 0;
 }
 
+/* -o onto a full disk: the write error is named with the path, exit 1; onto a directory that
+ * cannot be written: refused before anything is sent */
+static void test_output_write_errors(void **state)
+{
+    (void)state;
+    NEED_TRACECTL();
+    F.mode = END_BY_DURATION;
+    char url[200];
+    snprintf(url, sizeof url, "unix:%s", F.sock);
+    if (access("/dev/full", W_OK) == 0) {
+        const char *a1[] = {"record", url, "--duration", "100ms", "--no-progress", "-o", "/dev/full", NULL};
+        run_expect(a1, 1);
+        expect_in_stderr("cannot write /dev/full: No space left on device");
+    }
+    F.n_calls = 0;
+    const char *a2[] = {"record", url, "--duration", "100ms", "-o", "no-such-dir/t.pftrace", NULL};
+    run_expect(a2, 1);
+    expect_in_stderr("cannot open no-such-dir/t.pftrace for writing");
+    assert_int_equal(F.n_calls, 0);
+}
+
 /* what is missing or too much is said before anything is sent; with --node and no URL the
  * operand is not taken for an endpoint: the gateway's default one is used */
 static void test_operand_errors(void **state)
@@ -932,6 +953,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_clone, setup, teardown),
         cmocka_unit_test_setup_teardown(test_endless_reply_cut, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_beyond_buffers_cut, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_output_write_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_operand_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
     };

@@ -1,7 +1,8 @@
 /* test_ws_client_filter.c: the WebSocket client filter (net/ws_client_filter.h) against a scripted
  * server on the other end of a socketpair: the handshake dribbled byte by byte, fragmented
  * messages with a PING in the middle, every length encoding, close answered, what it sends masked
- * and cut into messages, and each way a server can break the protocol failing the connection. */
+ * and cut into messages, a PING flood from a server that never reads kept bounded, and each way a
+ * server can break the protocol failing the connection. */
 #include "config.h"
 
 #include <errno.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -391,6 +393,57 @@ static void test_close_answered(void **state)
     client_close(&c);
 }
 
+static int input_consumed(void *arg)
+{
+    struct client *c = arg;
+    struct bufferevent *under = bufferevent_get_underlying(c->ws);
+    int unread = 0;
+    return ioctl(bufferevent_getfd(under), FIONREAD, &unread) == 0 && unread == 0 &&
+           evbuffer_get_length(bufferevent_get_input(under)) == 0;
+}
+
+/* The server reads and drops everything the client sent; done when nothing more waits. */
+static int srv_drained(void *arg)
+{
+    struct client *c = arg;
+    uint8_t junk[65536];
+    while (recv(c->srv, junk, sizeof junk, MSG_DONTWAIT) > 0) {
+    }
+    return evbuffer_get_length(bufferevent_get_output(bufferevent_get_underlying(c->ws))) == 0;
+}
+
+/* A server that sends PINGs and never reads: the client does not keep a PONG for each (here 5 MB
+ * of them) once 64 KiB of its output wait; once the server reads, a PING is answered again. */
+static void test_ping_flood_bounded(void **state)
+{
+    (void)state;
+    struct client c;
+    client_open(&c, 1u << 20);
+    srv_accept(&c);
+    uint8_t pay[125], out[16 * 131];
+    memset(pay, 'p', sizeof pay);
+    size_t o = 0;
+    for (int i = 0; i < 16; i++)
+        o += frame(out + o, 1, 0x9, pay, sizeof pay, 0);
+    for (int k = 0; k < 2500; k++)
+        srv_send(&c, out, o); /* 40,000 PINGs */
+    assert_true(tg_test_run_until(c.base, input_consumed, &c, 10000));
+    size_t waiting = evbuffer_get_length(bufferevent_get_output(bufferevent_get_underlying(c.ws)));
+    assert_true(waiting < 65536 + 2 * 131);
+    /* the server reads it all: the next PING is answered */
+    assert_true(tg_test_run_until(c.base, srv_drained, &c, 10000));
+    o = frame(out, 1, 0x9, "last", 4, 0);
+    srv_send(&c, out, o);
+    struct want w = {&c, 10};
+    assert_true(tg_test_run_until(c.base, srv_has, &w, 5000));
+    uint8_t f[16];
+    size_t len;
+    assert_int_equal(client_frame(&c, f, &len), 0xA);
+    assert_int_equal(len, 4);
+    assert_memory_equal(f, "last", 4);
+    client_close(&c);
+}
+
 /* Flushing with BEV_FINISHED ends with a close frame (1000). */
 static void test_finished_sends_close(void **state)
 {
@@ -527,6 +580,7 @@ int main(void)
         cmocka_unit_test(test_handshake_dribbled_and_fragments),
         cmocka_unit_test(test_lengths_and_big_writes),
         cmocka_unit_test(test_close_answered),
+        cmocka_unit_test(test_ping_flood_bounded),
         cmocka_unit_test(test_finished_sends_close),
         cmocka_unit_test(test_broken_servers),
     };
