@@ -34,6 +34,7 @@ _Static_assert(MAX_FED_NODES < TG_FED_MAX_RESERVED, "every node's machine id is 
 #define FED_OUT_LOW (256u << 10)
 #define FED_CHUNK (96u << 10)   /* whole slices per ReadBuffers reply to the client */
 #define FED_MAX_PACKET (64u << 20)
+#define FED_MAX_MERGED (32u << 20) /* the nodes' answers to one GetTraceStats/QueryServiceState/QueryCapabilities */
 #define FED_ATTACH_TRIES 20     /* Attach retries while the far node's Detach may still be on its way */
 #define FED_ATTACH_RETRY_MS 250
 
@@ -325,8 +326,19 @@ static void leg_reply(tg_ipc_client *cli, int success, int has_more, const uint8
         tg_ipc_call_reply_bytes(op->call, reply, len, 1, -1); /* every node's events as they come */
         return;
     }
-    if (success && len && (op->m == M_STATS || op->m == M_QUERY || op->m == M_CAPS))
-        evbuffer_add(op->merged, reply, len);
+    if (success && len && (op->m == M_STATS || op->m == M_QUERY || op->m == M_CAPS)) {
+        /* a node that streams has_more parts without end must not grow the merge without bound */
+        if (evbuffer_get_length(op->merged) + len > FED_MAX_MERGED) {
+            char why[96];
+            snprintf(why, sizeof why, "%s: the answers passed %u MiB", k_names[op->m], FED_MAX_MERGED >> 20);
+            node_fail(n, why);
+            tg_ipc_client_cancel(n->cli, leg->rid);
+            success = 0;
+            has_more = 0;
+        } else {
+            evbuffer_add(op->merged, reply, len);
+        }
+    }
     if (has_more)
         return;
     leg->done = 1;
