@@ -83,6 +83,7 @@ struct fed_leg {
     size_t node;
     uint64_t rid;
     int done;
+    uint64_t bytes; /* ReadBuffers: the node's answer so far */
 };
 
 struct fed_op {
@@ -112,6 +113,7 @@ struct fed {
     struct event *resume_ev;
     int paused;
     int stopping; /* the client sent DisableTracing or FreeBuffers: lost nodes stay detached */
+    uint64_t read_limit; /* one node's ReadBuffers answer: twice the session's buffers + 16 MiB (0: none) */
 };
 
 struct tg_fanout {
@@ -296,7 +298,12 @@ static void leg_reply(tg_ipc_client *cli, int success, int has_more, const uint8
     if (op->m == M_READ) {
         if (success && len) {
             char err[160];
-            if (tg_fed_rewrite_reply(&n->st, reply, len, op->merged, err, sizeof err) != 0) {
+            leg->bytes += len;
+            int over = fed->read_limit && leg->bytes > fed->read_limit;
+            if (over)
+                snprintf(err, sizeof err, "ReadBuffers: more than %llu MiB, twice the session's buffers and 16 MiB",
+                         (unsigned long long)(fed->read_limit >> 20));
+            if (over || tg_fed_rewrite_reply(&n->st, reply, len, op->merged, err, sizeof err) != 0) {
                 node_fail(n, err);
                 has_more = 0;
                 success = 0;
@@ -441,6 +448,35 @@ static void start_op(struct fed_op *op)
         finish_all(op);
 }
 
+/* What a node may answer one ReadBuffers with, from the client's EnableTracingRequest
+ * {trace_config(1){buffers(1){size_kb(1)}}}: as tracectl bounds a single node's (0: no buffers
+ * named, no limit). A node that sends more is broken or hostile. */
+static uint64_t enable_read_limit(const uint8_t *args, size_t len)
+{
+    struct tg_pb_reader r, cr, br;
+    struct tg_pb_field f, cf, bf;
+    uint64_t kb = 0;
+    int buffers = 0;
+    tg_pb_reader_init(&r, args, len);
+    while (tg_pb_next(&r, &f) == 1) {
+        if (f.number != 1 || f.wire != TG_PB_LEN)
+            continue;
+        tg_pb_reader_init(&cr, f.data, f.len);
+        while (tg_pb_next(&cr, &cf) == 1) {
+            if (cf.number != 1 || cf.wire != TG_PB_LEN)
+                continue;
+            uint64_t size_kb = 0;
+            tg_pb_reader_init(&br, cf.data, cf.len);
+            while (tg_pb_next(&br, &bf) == 1)
+                if (bf.number == 1 && bf.wire != TG_PB_LEN)
+                    size_kb = (uint32_t)bf.value;
+            kb += size_kb;
+            buffers = 1;
+        }
+    }
+    return buffers ? 2 * kb * 1024 + (16u << 20) : 0;
+}
+
 static void run_queued(struct fed *fed)
 {
     if (fed->n_settled < fed->n)
@@ -488,6 +524,8 @@ static void on_call(tg_ipc_call *call, enum method m, void *peer_state)
     op->m = m;
     if (m == M_DISABLE || m == M_FREE)
         fed->stopping = 1;
+    if (m == M_ENABLE)
+        fed->read_limit = enable_read_limit(op->args, alen);
     struct fed_op **tail = &fed->ops;
     while (*tail)
         tail = &(*tail)->next;

@@ -72,8 +72,8 @@ static void usage(FILE *out)
                  "Against a broken or hostile server: an answer to one call (query, stats, nodes, spans,\n"
                  "attach, clone) over 32 MiB in all its parts is refused; a ReadBuffers (record, attach)\n"
                  "that sends more than twice the session's buffers plus 16 MiB is stopped there (the file\n"
-                 "keeps what came, reported incomplete, exit 1; not for federated sessions, whose nodes'\n"
-                 "buffers add up), and one silent for 60 s is given up. Connecting and binding (--timeout)\n"
+                 "keeps what came, reported incomplete, exit 1; in a federated session the gateway bounds\n"
+                 "each node's part so), and one silent for 60 s is given up. Connecting and binding (--timeout)\n"
                  "and every call (10 s to 60 s) have deadlines; a session that does not end 30 s after its\n"
                  "duration is stopped, and given up 30 s after that.\n");
 }

@@ -1,8 +1,9 @@
 /* test_fanout_hostile.c: a federated session (gateway/fleet_fanout.c) whose node answers
  * QueryServiceState with has_more parts without end: the fan-out, which merges the nodes' answers
  * into one, fails that node once the merged answer passes its limit and answers the client,
- * instead of collecting whatever the node streams. The node is a raw node (--node NAME=ADDR)
- * served by a fake ConsumerPort in this process. */
+ * instead of collecting whatever the node streams; a node whose ReadBuffers answer passes what the
+ * session's buffers can hold is failed there. The node is a raw node (--node NAME=ADDR) served by
+ * a fake ConsumerPort in this process. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -45,20 +46,47 @@ static void m_query(tg_ipc_call *call, const ProtobufCMessage *req, void *svc, v
     free(part);
 }
 
-static void m_reject(tg_ipc_call *call, const ProtobufCMessage *req, void *svc, void *ps)
+/* EnableTracing: the session ended at once */
+static void m_enable(tg_ipc_call *call, const ProtobufCMessage *req, void *svc, void *ps)
 {
     (void)req, (void)svc, (void)ps;
-    tg_ipc_call_reject(call);
+    static const uint8_t disabled[] = {0x08, 0x01};
+    tg_ipc_call_reply_bytes(call, disabled, sizeof disabled, 0, -1);
+}
+
+/* ReadBuffers: READ_FLOOD bytes of 100 KiB packets (a field 36 of 'x's), then the last reply */
+#define READ_FLOOD (24u << 20)
+static void m_read(tg_ipc_call *call, const ProtobufCMessage *req, void *svc, void *ps)
+{
+    (void)req, (void)svc, (void)ps;
+    size_t body = PART - 16, pkt = body + 5, slice = 1 + 3 + pkt + 2; /* data(1) + last(2) */
+    uint8_t *r = malloc(slice + 8), *p = r;
+    assert_non_null(r);
+    *p++ = 0x12, *p++ = (uint8_t)(0x80 | (slice & 0x7f)), *p++ = (uint8_t)(0x80 | ((slice >> 7) & 0x7f));
+    *p++ = (uint8_t)(slice >> 14);                       /* slices(2) */
+    *p++ = 0x0a, *p++ = (uint8_t)(0x80 | (pkt & 0x7f)), *p++ = (uint8_t)(0x80 | ((pkt >> 7) & 0x7f));
+    *p++ = (uint8_t)(pkt >> 14);                         /* data(1) */
+    *p++ = 0xa2, *p++ = 0x02, *p++ = (uint8_t)(0x80 | (body & 0x7f)), *p++ = (uint8_t)(0x80 | ((body >> 7) & 0x7f));
+    *p++ = (uint8_t)(body >> 14);                        /* the packet: field 36 */
+    memset(p, 'x', body);
+    p += body;
+    *p++ = 0x10, *p++ = 0x01;                            /* last_slice_for_packet(2) */
+    for (g_sent = 0; g_sent < READ_FLOOD; g_sent += (size_t)(p - r))
+        tg_ipc_call_reply_bytes(call, r, (size_t)(p - r), 1, -1);
+    tg_ipc_call_reply_bytes(call, NULL, 0, 0, -1);
+    free(r);
 }
 
 static const struct tg_ipc_method k_methods[] = {
-    {"EnableTracing", &perfetto__protos__enable_tracing_request__descriptor, m_reject},
+    {"EnableTracing", &perfetto__protos__enable_tracing_request__descriptor, m_enable},
     {"QueryServiceState", &perfetto__protos__query_service_state_request__descriptor, m_query},
+    {"ReadBuffers", &perfetto__protos__read_buffers_request__descriptor, m_read},
 };
 
 struct client {
     tg_ipc_service_proxy *port;
     int bound, done, success;
+    uint64_t bytes; /* reply bytes of the current call */
 };
 
 static void on_bound(tg_ipc_client *cli, tg_ipc_service_proxy *proxy, void *arg)
@@ -73,6 +101,7 @@ static void on_reply(tg_ipc_client *cli, int success, int has_more, const uint8_
 {
     (void)cli, (void)reply, (void)len;
     struct client *c = arg;
+    c->bytes += len;
     if (!has_more) {
         c->done = 1;
         c->success = success;
@@ -82,38 +111,53 @@ static void on_reply(tg_ipc_client *cli, int success, int has_more, const uint8_
 static int bound(void *arg) { return ((struct client *)arg)->bound; }
 static int answered(void *arg) { return ((struct client *)arg)->done; }
 
-static void test_endless_answer_from_a_node(void **state)
+/* A fake node "evil", a hub whose fleet names it, and a client of a federated session over it */
+struct world {
+    char dir[32], sock[96];
+    struct event_base *base;
+    tg_ipc_host *host;
+    struct tg_gw_config cfg;
+    struct tg_gw *gw;
+    struct tg_fleet *fleet;
+    tg_ipc_client *cli;
+    struct client c;
+};
+
+static struct world W;
+
+static int setup(void **state)
 {
     (void)state;
+    char raw[128], err[512];
     tg_log_set_level(TG_LOG_ERROR);
-    char dir[] = "/tmp/tg-test-fanout-XXXXXX", sock[96], raw[128], err[512];
-    assert_non_null(mkdtemp(dir));
-    snprintf(sock, sizeof sock, "%s/evil.sock", dir);
-    struct event_base *base = event_base_new();
+    memset(&W, 0, sizeof W);
+    snprintf(W.dir, sizeof W.dir, "/tmp/tg-test-fanout-XXXXXX");
+    assert_non_null(mkdtemp(W.dir));
+    snprintf(W.sock, sizeof W.sock, "%s/evil.sock", W.dir);
+    W.base = event_base_new();
 
-    /* the node: a ConsumerPort that streams its QueryServiceState answer without end */
+    /* the node: a ConsumerPort that streams its answers without end, or past its buffers */
     struct tg_ipc_host_opts ho;
     memset(&ho, 0, sizeof ho);
     tg_conn_opts_default(&ho.conn);
     ho.conn.out_hard_limit = 2 * FLOOD;
-    tg_ipc_host *host = tg_ipc_host_new(base, &ho);
-    assert_non_null(host);
-    static const struct tg_ipc_service_def def = {.name = "ConsumerPort", .methods = k_methods, .n_methods = 2};
-    assert_true(tg_ipc_host_add_service(host, &def, NULL) != 0);
-    assert_int_equal(tg_ipc_host_listen(host, sock, 0600, err, sizeof err), 0);
+    W.host = tg_ipc_host_new(W.base, &ho);
+    assert_non_null(W.host);
+    static const struct tg_ipc_service_def def = {.name = "ConsumerPort", .methods = k_methods, .n_methods = 3};
+    assert_true(tg_ipc_host_add_service(W.host, &def, NULL) != 0);
+    assert_int_equal(tg_ipc_host_listen(W.host, W.sock, 0600, err, sizeof err), 0);
 
     /* the hub: a gateway whose fleet names that socket as node "evil" */
-    struct tg_gw_config cfg;
-    tg_gw_config_init(&cfg);
-    assert_int_equal(tg_gw_config_set(&cfg, "upstream-consumer", sock, err, sizeof err), 0);
-    assert_int_equal(tg_gw_config_set(&cfg, "no-http", NULL, err, sizeof err), 0);
-    assert_int_equal(tg_gw_config_set(&cfg, "upstream-probe-interval", "0", err, sizeof err), 0);
-    if (tg_gw_config_validate(&cfg, err, sizeof err) != 0)
+    tg_gw_config_init(&W.cfg);
+    assert_int_equal(tg_gw_config_set(&W.cfg, "upstream-consumer", W.sock, err, sizeof err), 0);
+    assert_int_equal(tg_gw_config_set(&W.cfg, "no-http", NULL, err, sizeof err), 0);
+    assert_int_equal(tg_gw_config_set(&W.cfg, "upstream-probe-interval", "0", err, sizeof err), 0);
+    if (tg_gw_config_validate(&W.cfg, err, sizeof err) != 0)
         fail_msg("validate: %s", err);
-    struct tg_gw *gw = tg_gw_new(base, &cfg, NULL, err, sizeof err);
-    if (!gw)
+    W.gw = tg_gw_new(W.base, &W.cfg, NULL, err, sizeof err);
+    if (!W.gw)
         fail_msg("tg_gw_new: %s", err);
-    snprintf(raw, sizeof raw, "evil=unix:%s", sock);
+    snprintf(raw, sizeof raw, "evil=unix:%s", W.sock);
     char *raws[1] = {raw};
     struct tg_fleet_config fc;
     memset(&fc, 0, sizeof fc);
@@ -122,11 +166,11 @@ static void test_endless_answer_from_a_node(void **state)
     fc.n_raw_nodes = 1;
     fc.resume_window_ms = (uint32_t)tg_test_ms(600000);
     fc.ping_interval_ms = (uint32_t)tg_test_ms(600000);
-    struct tg_fleet *fleet = tg_fleet_new(base, gw, &fc, err, sizeof err);
-    if (!fleet)
+    W.fleet = tg_fleet_new(W.base, W.gw, &fc, err, sizeof err);
+    if (!W.fleet)
         fail_msg("tg_fleet_new: %s", err);
 
-    /* a client of a federated session over "evil" asks QueryServiceState */
+    /* a client of a federated session over "evil", bound to its ConsumerPort */
     struct tg_gw_client_info who;
     memset(&who, 0, sizeof who);
     snprintf(who.principal, sizeof who.principal, "uid:0");
@@ -134,39 +178,75 @@ static void test_endless_answer_from_a_node(void **state)
     who.has_uid = 1;
     who.pid = -1;
     who.loopback = 1;
-    int fd = tg_fanout_connect(tg_fleet_fanout(fleet), "evil", 0, &who, err, sizeof err);
+    int fd = tg_fanout_connect(tg_fleet_fanout(W.fleet), "evil", 0, &who, err, sizeof err);
     if (fd < 0)
         fail_msg("tg_fanout_connect: %s", err);
-    tg_conn *conn = tg_conn_new_fd(base, fd, NULL, NULL, NULL);
+    tg_conn *conn = tg_conn_new_fd(W.base, fd, NULL, NULL, NULL);
     assert_non_null(conn);
-    tg_ipc_client *cli = tg_ipc_client_new(base, conn, NULL, NULL);
-    assert_non_null(cli);
-    struct client c;
-    memset(&c, 0, sizeof c);
-    assert_int_equal(tg_ipc_client_bind(cli, "ConsumerPort", on_bound, &c), 0);
-    assert_true(tg_test_run_until(base, bound, &c, 20000));
-    assert_non_null(c.port);
-    assert_true(tg_ipc_client_invoke_bytes(cli, c.port, "QueryServiceState", NULL, 0, -1, on_reply, &c) != 0);
-    /* the node never finishes its answer: the fan-out must, once the merge is over its limit */
-    assert_true(tg_test_run_until(base, answered, &c, 30000));
-    assert_true(g_sent >= FLOOD);
-    assert_false(c.success); /* the one node failed: nobody answered */
+    W.cli = tg_ipc_client_new(W.base, conn, NULL, NULL);
+    assert_non_null(W.cli);
+    assert_int_equal(tg_ipc_client_bind(W.cli, "ConsumerPort", on_bound, &W.c), 0);
+    assert_true(tg_test_run_until(W.base, bound, &W.c, 20000));
+    assert_non_null(W.c.port);
+    return 0;
+}
 
-    tg_ipc_client_free(cli);
-    tg_fleet_free(fleet);
-    tg_test_run_until(base, NULL, NULL, 50);
-    tg_gw_free(gw);
-    tg_gw_config_free(&cfg);
-    tg_ipc_host_free(host);
-    event_base_free(base);
-    unlink(sock);
-    rmdir(dir);
+static int teardown(void **state)
+{
+    (void)state;
+    tg_ipc_client_free(W.cli);
+    tg_fleet_free(W.fleet);
+    tg_test_run_until(W.base, NULL, NULL, 50);
+    tg_gw_free(W.gw);
+    tg_gw_config_free(&W.cfg);
+    tg_ipc_host_free(W.host);
+    event_base_free(W.base);
+    unlink(W.sock);
+    rmdir(W.dir);
+    return 0;
+}
+
+/* Calls method with args and waits for its last reply. */
+static void call(const char *method, const uint8_t *args, size_t len, int timeout_ms)
+{
+    W.c.done = W.c.success = 0;
+    W.c.bytes = 0;
+    assert_true(tg_ipc_client_invoke_bytes(W.cli, W.c.port, method, args, len, -1, on_reply, &W.c) != 0);
+    assert_true(tg_test_run_until(W.base, answered, &W.c, timeout_ms));
+}
+
+/* QueryServiceState answered with has_more parts without end: the fan-out fails the node once the
+ * merged answers pass 32 MiB and answers the client, instead of collecting on */
+static void test_endless_answer_from_a_node(void **state)
+{
+    (void)state;
+    call("QueryServiceState", NULL, 0, 30000);
+    assert_true(g_sent >= FLOOD);
+    assert_false(W.c.success); /* the one node failed: nobody answered */
+}
+
+/* A session with a 1 MiB buffer whose node answers ReadBuffers with 24 MiB: the node is failed at
+ * twice its buffers plus 16 MiB (18 MiB), and the client's trace stops there with the node's
+ * failure packet, instead of passing on whatever the node sends */
+static void test_read_beyond_buffers(void **state)
+{
+    (void)state;
+    /* EnableTracingRequest{trace_config{buffers{size_kb: 1024}}} */
+    static const uint8_t enable[] = {0x0a, 0x05, 0x0a, 0x03, 0x08, 0x80, 0x08};
+    call("EnableTracing", enable, sizeof enable, 20000);
+    assert_true(W.c.success);
+    call("ReadBuffers", NULL, 0, 60000);
+    assert_true(W.c.success);
+    assert_true(g_sent >= READ_FLOOD);
+    if (W.c.bytes <= (16u << 20) || W.c.bytes >= (18u << 20) + (1u << 20))
+        fail_msg("the client got %llu bytes", (unsigned long long)W.c.bytes);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_endless_answer_from_a_node),
+        cmocka_unit_test_setup_teardown(test_endless_answer_from_a_node, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_read_beyond_buffers, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
