@@ -96,6 +96,13 @@ static size_t escape(char *out, size_t pos, size_t cap, const char *s, int json)
     return pos;
 }
 
+const char *tg_escape_text(const char *s, char *out, size_t cap)
+{
+    size_t n = escape(out, 0, cap, s ? s : "", 0);
+    out[n] = '\0';
+    return out;
+}
+
 /* fmt is a printf format passed on from tg_log (clang's -Wformat-nonliteral needs to know) */
 __attribute__((format(printf, 3, 0))) void tg_vlog(enum tg_log_level level, const char *component, const char *fmt,
                                                    va_list ap);

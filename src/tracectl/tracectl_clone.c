@@ -3,6 +3,7 @@
  * the original keeps tracing. The service decides who may clone what (its own sessions, unless
  * privileged). */
 #include "tracectl.h"
+#include "tracegate/log.h"
 
 #include <event2/buffer.h>
 #include <getopt.h>
@@ -101,7 +102,9 @@ int tc_cmd_clone(const struct tc_opts *opts, int argc, char **argv)
         goto out;
     }
     if (!resp->success) {
-        fprintf(stderr, "tracectl clone: cannot clone '%s': %s\n", what, resp->error ? resp->error : "refused");
+        char e[512];
+        fprintf(stderr, "tracectl clone: cannot clone '%s': %s\n", what,
+                resp->error ? tg_escape_text(resp->error, e, sizeof e) : "refused");
         goto out;
     }
     if (tc_trace_writer_open(&w, out_path, err, sizeof err) != 0) {

@@ -3,6 +3,7 @@
  * gateway's TraceStats{final_flush_outcome: FAILED} packet for a node, link gaps from its
  * TraceStats extension field 1001 (docs/link-protocol.md §8), names from ListNodes. */
 #include "tracectl.h"
+#include "tracegate/log.h"
 
 #include <event2/buffer.h>
 #include <inttypes.h>
@@ -127,7 +128,9 @@ void tc_print_machines(const struct tc_session *s, const struct tc_opts *opts, F
                      (double)m->gap_ns / 1e9,
                      m->reattached ? ", session re-attached" : ", session left detached on the node");
         const char *failed = m->failed ? "  FAILED: its data is missing or incomplete (see the gateway's log)" : "";
-        fprintf(out, "tracectl:   %-20s machine %-10" PRIu32 " %8" PRIu64 " packets%s%s\n", name ? name : "?", m->id,
+        char en[160];
+        fprintf(out, "tracectl:   %-20s machine %-10" PRIu32 " %8" PRIu64 " packets%s%s\n",
+                name ? tg_escape_text(name, en, sizeof en) : "?", m->id,
                 m->packets, gap, failed);
     }
     if (nodes)

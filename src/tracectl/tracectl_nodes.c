@@ -1,6 +1,7 @@
 /* tracectl_nodes.c: `tracectl nodes [URL]`: the nodes a tracegate gateway reaches over its links
  * (TracegateFleet.ListNodes): name, state, machine id, RTT, clock offset, bytes, channels, since. */
 #include "tracectl.h"
+#include "tracegate/log.h"
 
 #include <event2/buffer.h>
 #include <inttypes.h>
@@ -51,7 +52,8 @@ static void print_adb(struct tc_rpc *rpc, const char *node)
     if (!r) {
         printf("  %-18s adb: undecodable answer\n", node);
     } else if (r->error) {
-        printf("  %-18s adb: none (%s)\n", node, r->error);
+        char e[256];
+        printf("  %-18s adb: none (%s)\n", node, tg_escape_text(r->error, e, sizeof e));
     } else {
         int any = 0;
         char *save = NULL;
@@ -60,7 +62,8 @@ static void print_adb(struct tc_rpc *rpc, const char *node)
             for (char *t = line; *t; t++)
                 if (*t == '\t')
                     *t = ' ';
-            printf("  %-18s adb: %s\n", node, line);
+            char e[512]; /* serials and models are the devices' to choose */
+            printf("  %-18s adb: %s\n", node, tg_escape_text(line, e, sizeof e));
             any = 1;
         }
         if (!any)
@@ -119,8 +122,10 @@ int tc_cmd_nodes(const struct tc_opts *opts, int argc, char **argv)
         human_bytes(x->bytes_out, out, sizeof out);
         if (x->since_unix_s && (uint64_t)now >= x->since_unix_s)
             snprintf(since, sizeof since, "%llus ago", (unsigned long long)((uint64_t)now - x->since_unix_s));
-        printf("%-20s %-10s %-10s %-10u %-9s %-12s %-8s %-8s %-4u %s\n", x->name ? x->name : "?",
-               x->state ? x->state : "?", x->via && x->via[0] ? x->via : "-", x->machine_id, rtt, off, in, out,
+        char en[160], es[48], ev[160];
+        printf("%-20s %-10s %-10s %-10u %-9s %-12s %-8s %-8s %-4u %s\n", x->name ? tg_escape_text(x->name, en, sizeof en) : "?",
+               x->state ? tg_escape_text(x->state, es, sizeof es) : "?",
+               x->via && x->via[0] ? tg_escape_text(x->via, ev, sizeof ev) : "-", x->machine_id, rtt, off, in, out,
                x->channels, since);
     }
     if (adb) {

@@ -7,6 +7,7 @@
 #include <event2/buffer.h>
 
 #include "consumer_port.pb-c.h"
+#include "tracegate/log.h"
 
 struct collect {
     struct evbuffer *buf;
@@ -30,7 +31,11 @@ static const char *producer_name(const Perfetto__Protos__TracingServiceState *st
 
 static void print_state(FILE *out, const Perfetto__Protos__TracingServiceState *st)
 {
-    fprintf(out, "Service: %s\n", st->tracing_service_version ? st->tracing_service_version : "(unknown)");
+    /* every string here is someone else's choice (a producer names itself and its data sources and
+     * categories, a consumer its session): escaped, so none reaches the terminal as a control */
+    char e1[256], e2[256];
+    fprintf(out, "Service: %s\n",
+            st->tracing_service_version ? tg_escape_text(st->tracing_service_version, e1, sizeof e1) : "(unknown)");
     fprintf(out, "Tracing sessions: %d (started: %d)\n\n", st->num_sessions, st->num_sessions_started);
 
     fprintf(out, "PRODUCERS CONNECTED:\n\n");
@@ -42,7 +47,7 @@ static void print_state(FILE *out, const Perfetto__Protos__TracingServiceState *
         if (p->has_machine_id && p->machine_id)
             snprintf(machine, sizeof machine, "%u", p->machine_id);
         fprintf(out, "%-6d %-8d %-8d %-10s %-42s %s\n", p->id, p->has_pid ? p->pid : -1, p->uid, machine,
-                p->name ? p->name : "", p->sdk_version ? p->sdk_version : "");
+                tg_escape_text(p->name, e1, sizeof e1), tg_escape_text(p->sdk_version, e2, sizeof e2));
     }
 
     fprintf(out, "\nDATA SOURCES REGISTERED:\n\n");
@@ -52,16 +57,18 @@ static void print_state(FILE *out, const Perfetto__Protos__TracingServiceState *
         const Perfetto__Protos__TracingServiceState__DataSource *ds = st->data_sources[i];
         const Perfetto__Protos__DataSourceDescriptor *d = ds->ds_descriptor;
         char prod[64];
-        snprintf(prod, sizeof prod, "%.48s (%d)", producer_name(st, ds->producer_id), ds->producer_id);
+        snprintf(prod, sizeof prod, "%.48s (%d)", tg_escape_text(producer_name(st, ds->producer_id), e1, 49),
+                 ds->producer_id);
         char details[256] = "";
         size_t dl = 0;
         if (d && d->track_event_descriptor)
             for (size_t c = 0; c < d->track_event_descriptor->n_available_categories && dl + 2 < sizeof details; c++)
                 dl += (size_t)snprintf(details + dl, sizeof details - dl, "%s%s", c ? "," : "",
-                                       d->track_event_descriptor->available_categories[c]->name
-                                           ? d->track_event_descriptor->available_categories[c]->name
-                                           : "");
-        fprintf(out, "%-40s %-32s %s\n", d && d->name ? d->name : "", prod, details);
+                                       tg_escape_text(d->track_event_descriptor->available_categories[c]->name, e1,
+                                                      sizeof e1));
+        if (dl >= sizeof details)
+            dl = sizeof details - 1;
+        fprintf(out, "%-40s %-32s %s\n", tg_escape_text(d ? d->name : NULL, e2, sizeof e2), prod, details);
     }
 
     fprintf(out, "\nTRACING SESSIONS:\n\n");
@@ -77,8 +84,8 @@ static void print_state(FILE *out, const Perfetto__Protos__TracingServiceState *
         char buf[32];
         snprintf(buf, sizeof buf, "(%zu) %llu", s->n_buffer_size_kb, (unsigned long long)kb);
         fprintf(out, "%-8llu %-7d %-12s %-14s %-9u %-5u %-8s %s\n", (unsigned long long)s->id, s->consumer_uid,
-                s->state ? s->state : "", buf, s->duration_ms / 1000, s->num_data_sources,
-                s->is_started ? "yes" : "no", s->unique_session_name ? s->unique_session_name : "");
+                tg_escape_text(s->state, e1, 32), buf, s->duration_ms / 1000, s->num_data_sources,
+                s->is_started ? "yes" : "no", tg_escape_text(s->unique_session_name, e2, sizeof e2));
     }
 }
 

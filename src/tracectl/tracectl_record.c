@@ -2,6 +2,7 @@
  * show progress, stop on Ctrl-C, ReadBuffers into a .pftrace, FreeBuffers; or start and Detach.
  * Also the consumer-session helpers (tc_session_*) that `tracectl attach` reuses. */
 #include "tracectl.h"
+#include "tracegate/log.h"
 #include "tracegate/clock.h"
 
 #include <errno.h>
@@ -188,7 +189,7 @@ static int enable_part(void *arg, const uint8_t *reply, size_t len, int has_more
         return 0;
     }
     if (r->error && r->error[0])
-        snprintf(s->enable_error, sizeof s->enable_error, "%s", r->error);
+        tg_escape_text(r->error, s->enable_error, sizeof s->enable_error); /* the service's words */
     perfetto__protos__enable_tracing_response__free_unpacked(r, NULL);
     return 0;
 }
@@ -581,7 +582,8 @@ void tc_print_config_summary(FILE *out, const Perfetto__Protos__TraceConfig *cfg
     fprintf(out, "], data sources [");
     for (size_t i = 0; i < cfg->n_data_sources; i++) {
         const Perfetto__Protos__DataSourceConfig *c = cfg->data_sources[i]->config;
-        fprintf(out, "%s%s", i ? ", " : "", c && c->name ? c->name : "?");
+        char e[160]; /* `attach` prints the config the service sent back */
+        fprintf(out, "%s%s", i ? ", " : "", c && c->name ? tg_escape_text(c->name, e, sizeof e) : "?");
     }
     fprintf(out, "]%s", cfg->write_into_file ? ", write_into_file" : "");
 }

@@ -3,6 +3,7 @@
  * `record --spans` read. A cursor file (--cursor) remembers, per node, the last span fetched, so
  * repeated fetches get each span once. Also the fetch behind `record --nodes/--all --spans @fleet`. */
 #include "tracectl.h"
+#include "tracegate/log.h"
 
 #include <event2/buffer.h>
 #include <getopt.h>
@@ -80,13 +81,15 @@ static int collect(void *arg, const uint8_t *reply, size_t len, int has_more)
 
 /* One node: Spans calls from *since until the node has no more. Lines go to out. Returns the spans
  * written, or -1 (the reason on log). */
-static long fetch_node(struct tc_rpc *rpc, const char *node, uint64_t *since, FILE *out, FILE *log)
+static long fetch_node(struct tc_rpc *rpc, const char *node_name, uint64_t *since, FILE *out, FILE *log)
 {
+    char node[160]; /* for messages: the name comes from the gateway's ListNodes */
+    tg_escape_text(node_name, node, sizeof node);
     long total = 0;
     uint64_t missed = 0, stop_at = 0;
     for (int round = 0; round < MAX_ROUNDS; round++) {
         Tracegate__SpansRequest rq = TRACEGATE__SPANS_REQUEST__INIT;
-        rq.node = (char *)node;
+        rq.node = (char *)node_name;
         rq.has_since_id = 1;
         rq.since_id = *since;
         uint8_t buf[128];
@@ -110,7 +113,8 @@ static long fetch_node(struct tc_rpc *rpc, const char *node, uint64_t *since, FI
             return -1;
         }
         if (r->error) {
-            fprintf(log, "tracectl spans: node %s: %s\n", node, r->error);
+            char e[512];
+            fprintf(log, "tracectl spans: node %s: %s\n", node, tg_escape_text(r->error, e, sizeof e));
             tracegate__spans_response__free_unpacked(r, NULL);
             return -1;
         }

@@ -14,6 +14,7 @@
 #define TRACEGATE_LOG_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 enum tg_log_level { TG_LOG_DEBUG = 0, TG_LOG_INFO = 1, TG_LOG_WARN = 2, TG_LOG_ERROR = 3 };
 enum tg_log_format { TG_LOG_TEXT = 0, TG_LOG_JSON = 1 };
@@ -29,6 +30,11 @@ void tg_log_use_syslog(const char *ident);
 void tg_log(enum tg_log_level level, const char *component, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void tg_vlog(enum tg_log_level level, const char *component, const char *fmt, va_list ap);
+
+/* s (NULL: "") escaped as the logger escapes its text, into out (cap > 0; cut at a whole
+ * character or escape): for printing strings others chose (a producer's name, a server's error)
+ * to a terminal. Returns out. Any thread. */
+const char *tg_escape_text(const char *s, char *out, size_t cap);
 
 #define tg_debug(comp, ...) do { if (tg_log_get_level() <= TG_LOG_DEBUG) tg_log(TG_LOG_DEBUG, comp, __VA_ARGS__); } while (0)
 #define tg_info(comp, ...) tg_log(TG_LOG_INFO, comp, __VA_ARGS__)

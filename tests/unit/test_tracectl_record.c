@@ -62,6 +62,7 @@ struct fake {
     /* hostile answers: QueryServiceState streams this many bytes of has_more parts and never
      * a last one; ReadBuffers sends this many bytes of packets more */
     size_t flood_query, flood_read;
+    int evil_names; /* QueryServiceState names with terminal controls in them */
 };
 
 static struct fake F;
@@ -303,6 +304,30 @@ static void m_query(tg_ipc_call *call, const ProtobufCMessage *req, void *svc, v
     (void)svc;
     (void)ps;
     log_call("QueryServiceState");
+    if (F.evil_names) {
+        /* names a producer and a consumer choose, with terminal controls in them */
+        Perfetto__Protos__TracingServiceState__Producer pr = PERFETTO__PROTOS__TRACING_SERVICE_STATE__PRODUCER__INIT,
+                                                        *prp = &pr;
+        pr.has_id = 1;
+        pr.id = 7;
+        pr.name = (char *)"evil\x1b]0;owned\x07\x1b[2J";
+        pr.sdk_version = (char *)"\xc2\x9b" "31m";
+        Perfetto__Protos__TracingServiceState__TracingSession ts =
+                                                              PERFETTO__PROTOS__TRACING_SERVICE_STATE__TRACING_SESSION__INIT,
+                                                          *tsp = &ts;
+        ts.has_id = 1;
+        ts.id = 3;
+        ts.unique_session_name = (char *)"sess\r\nforged line";
+        Perfetto__Protos__TracingServiceState st = PERFETTO__PROTOS__TRACING_SERVICE_STATE__INIT;
+        st.n_producers = 1;
+        st.producers = &prp;
+        st.n_tracing_sessions = 1;
+        st.tracing_sessions = &tsp;
+        Perfetto__Protos__QueryServiceStateResponse r = PERFETTO__PROTOS__QUERY_SERVICE_STATE_RESPONSE__INIT;
+        r.service_state = &st;
+        tg_ipc_call_reply(call, &r.base, 0, -1);
+        return;
+    }
     if (!F.flood_query) {
         tg_ipc_call_reject(call);
         return;
@@ -875,6 +900,29 @@ static void test_output_write_errors(void **state)
     assert_int_equal(F.n_calls, 0);
 }
 
+/* names others chose (a producer's, a session's) reach the terminal escaped: no ESC, no CSI, no
+ * line break of their own */
+static void test_query_names_escaped(void **state)
+{
+    (void)state;
+    NEED_TRACECTL();
+    char url[200];
+    snprintf(url, sizeof url, "unix:%s", F.sock);
+    F.evil_names = 1;
+    const char *a1[] = {"query", url, NULL};
+    run_expect(a1, 0);
+    F.evil_names = 0;
+    char *t = read_text("stderr.txt");
+    assert_non_null(t);
+    assert_null(strchr(t, 0x1b));
+    assert_null(strchr(t, 0x07));
+    assert_null(strstr(t, "\xc2\x9b"));
+    assert_null(strstr(t, "\r\nforged"));
+    assert_non_null(strstr(t, "evil\\x1b]0;owned\\x07\\x1b[2J"));
+    assert_non_null(strstr(t, "sess\\r\\nforged line"));
+    free(t);
+}
+
 /* what is missing or too much is said before anything is sent; with --node and no URL the
  * operand is not taken for an endpoint: the gateway's default one is used */
 static void test_operand_errors(void **state)
@@ -954,6 +1002,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_endless_reply_cut, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_beyond_buffers_cut, setup, teardown),
         cmocka_unit_test_setup_teardown(test_output_write_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_query_names_escaped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_operand_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
     };
