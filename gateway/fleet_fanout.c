@@ -34,6 +34,7 @@ _Static_assert(MAX_FED_NODES < TG_FED_MAX_RESERVED, "every node's machine id is 
 #define FED_OUT_LOW (256u << 10)
 #define FED_CHUNK (96u << 10)   /* whole slices per ReadBuffers reply to the client */
 #define FED_MAX_PACKET (64u << 20)
+#define FED_READ_IDLE_MS 30000 /* a node silent this long in ReadBuffers is failed (tracectl waits 60 s) */
 #define FED_MAX_MERGED (32u << 20) /* the nodes' answers to one GetTraceStats/QueryServiceState/QueryCapabilities */
 #define FED_ATTACH_TRIES 20     /* Attach retries while the far node's Detach may still be on its way */
 #define FED_ATTACH_RETRY_MS 250
@@ -98,6 +99,7 @@ struct fed_op {
     size_t waiting, ok, asked;
     struct evbuffer *merged; /* merged replies, or the rewritten slices of ReadBuffers */
     size_t cursor;           /* ReadBuffers: the node being read */
+    struct event *read_idle; /* ReadBuffers: fails the node being read when it stays silent */
 };
 
 struct fed {
@@ -120,10 +122,12 @@ struct tg_fanout {
     struct tg_fleet *fleet;
     tg_ipc_host *host;
     struct fed *feds;
+    int read_idle_ms;
 };
 
 static void start_op(struct fed_op *op);
 static void read_next(struct fed_op *op);
+static void read_idle_arm(struct fed_op *op);
 
 /* ------------------------------------------------------------ ops */
 
@@ -143,6 +147,8 @@ static void op_free(struct fed_op *op)
     free(op->args);
     if (op->merged)
         evbuffer_free(op->merged);
+    if (op->read_idle)
+        event_free(op->read_idle);
     free(op);
 }
 
@@ -288,6 +294,44 @@ static void finish_all(struct fed_op *op)
     }
 }
 
+/* A node that answers ReadBuffers with nothing (or stops half-way) would hold every node after it
+ * and the client's whole trace: past read_idle_ms of silence (not counting while the client is
+ * too slow and the nodes are not read) it is failed and the next node read. */
+static void read_idle_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct fed_op *op = arg;
+    struct fed *fed = op->fed;
+    if (fed->paused || op->cursor >= fed->n) {
+        read_idle_arm(op);
+        return;
+    }
+    struct fed_node *n = &fed->nodes[op->cursor];
+    struct fed_leg *leg = &op->legs[op->cursor];
+    char why[96];
+    snprintf(why, sizeof why, "ReadBuffers: no data for %d s", fed->fo->read_idle_ms / 1000);
+    node_fail(n, why);
+    if (n->cli)
+        tg_ipc_client_cancel(n->cli, leg->rid);
+    leg->done = 1;
+    if (!n->failure_sent) {
+        n->failure_sent = 1;
+        tg_fed_failure_packet(&n->st, op->merged);
+    }
+    op->cursor++;
+    read_next(op);
+}
+
+static void read_idle_arm(struct fed_op *op)
+{
+    if (!op->read_idle && !(op->read_idle = evtimer_new(tg_fleet_base(op->fed->fo->fleet), read_idle_cb, op)))
+        return;
+    int ms = op->fed->fo->read_idle_ms;
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    evtimer_add(op->read_idle, &tv);
+}
+
 static void leg_reply(tg_ipc_client *cli, int success, int has_more, const uint8_t *reply, size_t len, void *arg)
 {
     (void)cli;
@@ -296,6 +340,7 @@ static void leg_reply(tg_ipc_client *cli, int success, int has_more, const uint8
     struct fed *fed = op->fed;
     struct fed_node *n = &fed->nodes[leg->node];
     if (op->m == M_READ) {
+        read_idle_arm(op);
         if (success && len) {
             char err[160];
             leg->bytes += len;
@@ -394,8 +439,10 @@ static void read_next(struct fed_op *op)
         leg->node = op->cursor;
         leg->done = 0;
         leg->rid = tg_ipc_client_invoke_bytes(n->cli, n->proxy, "ReadBuffers", NULL, 0, -1, leg_reply, leg);
-        if (leg->rid)
+        if (leg->rid) {
+            read_idle_arm(op);
             return;
+        }
         node_fail(n, "cannot send ReadBuffers");
         n->failure_sent = 1;
         tg_fed_failure_packet(&n->st, op->merged);
@@ -1021,6 +1068,7 @@ struct tg_fanout *tg_fanout_new(struct tg_fleet *f)
     if (!fo)
         return NULL;
     fo->fleet = f;
+    fo->read_idle_ms = FED_READ_IDLE_MS;
     struct tg_ipc_host_opts o;
     memset(&o, 0, sizeof o);
     tg_conn_opts_default(&o.conn);
@@ -1044,3 +1092,5 @@ void tg_fanout_free(struct tg_fanout *fo)
         tg_ipc_host_free(fo->host);
     free(fo);
 }
+
+void tg_fanout_set_read_idle_ms(struct tg_fanout *fo, int ms) { fo->read_idle_ms = ms; }

@@ -45,5 +45,8 @@ int tg_fanout_channel_lost(struct tg_fanout *fo, const char *peer, uint64_t chan
  * channel, Attach with the key) unless its client has already stopped (DisableTracing/FreeBuffers)
  * or gone. Lost nodes still unreachable keep waiting. */
 void tg_fanout_routes_changed(struct tg_fanout *fo);
+/* How long a node may stay silent while its ReadBuffers is read before it is failed (default 30 s,
+ * below tracectl's 60 s; tests shorten it). */
+void tg_fanout_set_read_idle_ms(struct tg_fanout *fo, int ms);
 
 #endif

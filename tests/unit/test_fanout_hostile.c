@@ -2,7 +2,8 @@
  * QueryServiceState with has_more parts without end: the fan-out, which merges the nodes' answers
  * into one, fails that node once the merged answer passes its limit and answers the client,
  * instead of collecting whatever the node streams; a node whose ReadBuffers answer passes what the
- * session's buffers can hold is failed there. The node is a raw node (--node NAME=ADDR) served by
+ * session's buffers can hold is failed there, and one that never answers ReadBuffers after the
+ * fan-out's read idle time. The node is a raw node (--node NAME=ADDR) served by
  * a fake ConsumerPort in this process. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,6 +24,7 @@
 #include "gw_config.h"
 #include "gw_core.h"
 #include "link_int.h"
+#include "tracegate/clock.h"
 #include "tracegate/conn.h"
 #include "tracegate/ipc_client.h"
 #include "tracegate/ipc_host.h"
@@ -56,9 +58,13 @@ static void m_enable(tg_ipc_call *call, const ProtobufCMessage *req, void *svc, 
 
 /* ReadBuffers: READ_FLOOD bytes of 100 KiB packets (a field 36 of 'x's), then the last reply */
 #define READ_FLOOD (24u << 20)
+static int g_read_silent; /* ReadBuffers: never answered */
+
 static void m_read(tg_ipc_call *call, const ProtobufCMessage *req, void *svc, void *ps)
 {
     (void)req, (void)svc, (void)ps;
+    if (g_read_silent)
+        return; /* the call stays open, unanswered, until the host is freed */
     size_t body = PART - 16, pkt = body + 5, slice = 1 + 3 + pkt + 2; /* data(1) + last(2) */
     uint8_t *r = malloc(slice + 8), *p = r;
     assert_non_null(r);
@@ -242,11 +248,30 @@ static void test_read_beyond_buffers(void **state)
         fail_msg("the client got %llu bytes", (unsigned long long)W.c.bytes);
 }
 
+/* A node that never answers ReadBuffers is failed after the fan-out's read idle time (300 ms here)
+ * and the client's read completes with its failure packet, instead of waiting for it forever
+ * (and holding every node read after it) */
+static void test_silent_read(void **state)
+{
+    (void)state;
+    tg_fanout_set_read_idle_ms(tg_fleet_fanout(W.fleet), 300);
+    g_read_silent = 1;
+    static const uint8_t enable[] = {0x0a, 0x05, 0x0a, 0x03, 0x08, 0x80, 0x08};
+    call("EnableTracing", enable, sizeof enable, 20000);
+    uint64_t t0 = tg_mono_ms();
+    call("ReadBuffers", NULL, 0, 20000);
+    g_read_silent = 0;
+    assert_true(tg_test_waited(t0, 300));
+    assert_true(W.c.success);
+    assert_true(W.c.bytes > 0); /* the node's failure packet */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_endless_answer_from_a_node, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_beyond_buffers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_silent_read, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
