@@ -772,7 +772,8 @@ static int write_all(struct ctx *c)
                  c->n_seq);
         return -1;
     }
-    qsort(c->evs, c->n_evs, sizeof *c->evs, cmp_ev);
+    if (c->n_evs) /* (every span unplaceable: qsort must not get NULL) */
+        qsort(c->evs, c->n_evs, sizeof *c->evs, cmp_ev);
     /* descriptors carry the time of their machine's first event, so they sort before its slices */
     uint64_t *first = malloc(c->n_seq * sizeof *first);
     if (!first)
