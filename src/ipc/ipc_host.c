@@ -1,6 +1,7 @@
 /* ipc_host.c: Perfetto IPC host: BindService, InvokeMethod dispatch, streaming/deferred replies (see tracegate/ipc_host.h). */
 #include "tracegate/ipc_host.h"
 #include "tracegate/addr.h"
+#include "tracegate/clock.h"
 #include "tracegate/frame.h"
 #include "tracegate/ipc_wire.h"
 #include "tracegate/log.h"
@@ -26,6 +27,9 @@ struct service_slot {
 
 struct listener {
     struct evconnlistener *l;
+    struct tg_ipc_host *h;
+    struct event *retry_ev; /* re-enables accepts after a pause for want of descriptors */
+    uint64_t last_log_us;
     struct listener *next;
     char path[256]; /* filesystem UNIX path to unlink on shutdown */
 };
@@ -410,26 +414,33 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
     (void)l;
     (void)sa;
     (void)salen;
-    tg_ipc_host_adopt_fd(arg, fd);
+    tg_ipc_host_adopt_fd(((struct listener *)arg)->h, fd);
 }
 
 static void reenable_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    evconnlistener_enable(arg);
+    evconnlistener_enable(((struct listener *)arg)->l);
 }
 
+/* Out of descriptors (or memory) the socket stays readable: accepts pause for a second instead of
+ * spinning, with one log line per 10 s. The timer is the listener's, freed with it. */
 static void accept_error_cb(struct evconnlistener *l, void *arg)
 {
-    (void)arg;
+    struct listener *li = arg;
     int e = EVUTIL_SOCKET_ERROR();
-    tg_warn(LOG, "accept failed: %s", evutil_socket_error_to_string(e));
-    if (e == EMFILE || e == ENFILE) { /* back off instead of spinning */
-        evconnlistener_disable(l);
-        struct timeval tv = {1, 0};
-        event_base_once(evconnlistener_get_base(l), -1, EV_TIMEOUT, reenable_cb, l, &tv);
+    int pause = e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM;
+    uint64_t now = tg_mono_us();
+    if (!li->last_log_us || now - li->last_log_us > 10000000u) {
+        tg_warn(LOG, "accept failed: %s%s", evutil_socket_error_to_string(e), pause ? "; pausing accepts for 1 s" : "");
+        li->last_log_us = now;
     }
+    if (!pause)
+        return;
+    evconnlistener_disable(l);
+    struct timeval tv = {1, 0};
+    event_add(li->retry_ev, &tv);
 }
 
 /* ---------------------------------------------------------------- host */
@@ -456,6 +467,8 @@ void tg_ipc_host_free(tg_ipc_host *h)
     while (h->listeners) {
         struct listener *l = h->listeners;
         h->listeners = l->next;
+        if (l->retry_ev)
+            event_free(l->retry_ev);
         evconnlistener_free(l->l);
         if (l->path[0])
             unlink(l->path);
@@ -500,8 +513,13 @@ int tg_ipc_host_listen(tg_ipc_host *h, const char *addr, unsigned mode, char *er
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    l->l = evconnlistener_new(h->base, accept_cb, h, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
+    l->h = h;
+    l->retry_ev = evtimer_new(h->base, reenable_cb, l);
+    l->l = l->retry_ev ? evconnlistener_new(h->base, accept_cb, l, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd)
+                       : NULL;
     if (!l->l) {
+        if (l->retry_ev)
+            event_free(l->retry_ev);
         close(fd);
         free(l);
         snprintf(err, errlen, "cannot create listener on %s", a.text);
