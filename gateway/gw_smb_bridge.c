@@ -95,6 +95,20 @@ static enum tg_smbb_verdict rewrite_init_reply(const struct tg_frame_info *fi, u
         snprintf(err, errlen, "out of memory");
         return TG_SMBB_ERROR;
     }
+    /* protobuf-c keeps fields it cannot name (even field 0) and writes them back after ours: a
+     * reply that no longer decodes would leave the producer without the emulation it must use */
+    struct tg_frame_info fo;
+    Perfetto__Protos__InitializeConnectionResponse *check =
+        tg_frame_scan(*out, *out_len, &fo) == 0
+            ? perfetto__protos__initialize_connection_response__unpack(NULL, fo.payload_len, fo.payload)
+            : NULL;
+    if (!check) {
+        free(*out);
+        *out = NULL;
+        snprintf(err, errlen, "undecodable InitializeConnectionResponse from the service");
+        return TG_SMBB_ERROR;
+    }
+    perfetto__protos__initialize_connection_response__free_unpacked(check, NULL);
     return TG_SMBB_REPLACED;
 }
 
