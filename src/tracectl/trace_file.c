@@ -40,6 +40,14 @@ int tc_trace_writer_open(struct tc_trace_writer *w, const char *path, char *err,
     return 0;
 }
 
+void tc_trace_writer_adopt(struct tc_trace_writer *w, FILE *f, const char *path)
+{
+    memset(w, 0, sizeof *w);
+    snprintf(w->path, sizeof w->path, "%s", path);
+    w->f = f;
+    w->own = 1;
+}
+
 int tc_trace_writer_append(struct tc_trace_writer *w, const char *path, char *err, size_t errlen)
 {
     memset(w, 0, sizeof *w);

@@ -26,6 +26,8 @@ struct tc_trace_writer {
 /* Opens (creates/truncates) path for writing; "-" is stdout. Returns 0, or -1
  * with a message in err. */
 int tc_trace_writer_open(struct tc_trace_writer *w, const char *path, char *err, size_t errlen);
+/* Writes to f (open for writing, closed by tc_trace_writer_close), named path in messages. */
+void tc_trace_writer_adopt(struct tc_trace_writer *w, FILE *f, const char *path);
 /* Opens an existing trace file to append records to it (a trace is a bare sequence of records,
  * so appending keeps it valid). 0 or -1 (err). */
 int tc_trace_writer_append(struct tc_trace_writer *w, const char *path, char *err, size_t errlen);

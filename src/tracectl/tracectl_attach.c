@@ -18,7 +18,8 @@ static void attach_usage(FILE *out)
                  "Re-attaches to a session detached with `tracectl record --detach KEY` (or perfetto --detach),\n"
                  "waits for it to end, reads its trace and frees it.\n\n"
                  "  -o, --out FILE     output trace file (default trace.pftrace; '-' = stdout); an existing\n"
-                 "                     FILE is replaced; a read that fails half-way keeps what came\n"
+                 "                     FILE is replaced (a symlink is followed, as by perfetto --out); a read\n"
+                 "                     that fails half-way keeps what came\n"
                  "      --stop         stop the session now instead of waiting for its duration\n"
                  "      --no-progress  no progress line on stderr\n"
                  "  -h, --help         this help\n");

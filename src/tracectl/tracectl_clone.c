@@ -21,7 +21,8 @@ static void clone_usage(FILE *out)
                  "Takes a snapshot of a running session (SESSION: its id from `tracectl query`, or its\n"
                  "unique_session_name) and writes it to a trace file; the session keeps running.\n\n"
                  "  -o, --out FILE     output trace file (default trace.pftrace; '-' = stdout); an existing\n"
-                 "                     FILE is replaced; a read that fails half-way keeps what came\n"
+                 "                     FILE is replaced (a symlink is followed, as by perfetto --out); a read\n"
+                 "                     that fails half-way keeps what came\n"
                  "  -h, --help         this help\n");
 }
 

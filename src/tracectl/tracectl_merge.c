@@ -12,6 +12,7 @@
 
 #include "span_load.h"
 #include "span_stitch.h"
+#include "tmp_file.h"
 #include "trace_clocks.h"
 
 struct emit_ctx {
@@ -133,7 +134,9 @@ static void merge_usage(FILE *out)
             "Writes OUT: TRACE with the OnePath spans of the NDJSON files added as TrackEvent slices\n"
             "(a track per machine, service and thread), flows for parent/child edges across tracks, and\n"
             "attributes as arguments; span times are mapped onto the trace's clock per machine.\n\n"
-            "  -o, --out FILE         output trace (may be TRACE itself)\n"
+            "  -o, --out FILE         output trace (may be TRACE itself); written to a new file next to it\n"
+            "                         and renamed over it when complete: a symlink at FILE is replaced, not\n"
+            "                         followed\n"
             "      --machine HOST=ID  spans whose resource host.name is HOST belong to trace machine ID\n"
             "                         (when the span has no perfetto.machine_id / tracegate.node)\n"
             "      --host-node NAME   spans of tracegate node NAME are the trace's host (machine 0): the\n"
@@ -200,15 +203,21 @@ int tc_cmd_merge(const struct tc_opts *opts, int argc, char **argv)
         free(data);
         goto out;
     }
-    /* a regular OUT is written under a temporary name and renamed when complete */
+    /* a regular OUT is written under a new temporary name (created exclusively: a name planted in a
+     * shared directory is never opened) and renamed over OUT when complete */
     int to_stdout = strcmp(out_path, "-") == 0;
     char tmp[600];
-    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", out_path, (long)getpid());
     struct tc_trace_writer w;
-    if (tc_trace_writer_open(&w, to_stdout ? "-" : tmp, err, sizeof err) != 0) {
-        fprintf(stderr, "tracectl merge: %s\n", err);
-        free(data);
-        goto out;
+    if (to_stdout) {
+        tc_trace_writer_open(&w, "-", err, sizeof err);
+    } else {
+        FILE *tf = tc_tmp_create(out_path, tmp, sizeof tmp, err, sizeof err);
+        if (!tf) {
+            fprintf(stderr, "tracectl merge: %s\n", err);
+            free(data);
+            goto out;
+        }
+        tc_trace_writer_adopt(&w, tf, tmp);
     }
     tc_trace_reader_init(&r, data, len);
     int bad = 0;

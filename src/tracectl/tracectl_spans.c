@@ -5,12 +5,14 @@
 #include "tracectl.h"
 #include "tracegate/log.h"
 
+#include <errno.h>
 #include <event2/buffer.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "tmp_file.h"
 #include "tracegate_gateway.pb-c.h"
 
 #define MAX_NODES 256
@@ -56,16 +58,22 @@ static int cursors_load(struct cursors *c, const char *path)
     return 0;
 }
 
-static int cursors_save(const struct cursors *c, const char *path)
+/* Written to a new file next to path and renamed over it: a name planted in a shared directory is
+ * never opened, and a symlink at path is replaced, not followed. */
+static int cursors_save(const struct cursors *c, const char *path, FILE *log)
 {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f)
+    char tmp[4096], err[512];
+    FILE *f = tc_tmp_create(path, tmp, sizeof tmp, err, sizeof err);
+    if (!f) {
+        fprintf(log, "tracectl spans: cannot save the cursor file: %s\n", err);
         return -1;
+    }
+    errno = 0;
     for (size_t i = 0; i < c->n; i++)
         fprintf(f, "%s %" PRIu64 "\n", c->v[i].node, c->v[i].since);
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
+        fprintf(log, "tracectl spans: cannot save the cursor file %s: %s\n", path, strerror(errno ? errno : EIO));
         remove(tmp);
         return -1;
     }
@@ -235,8 +243,8 @@ int tc_fetch_fleet_spans(const struct tc_opts *opts, const char *spec, const cha
         fprintf(log, "tracectl spans: writing %s failed\n", out_path);
     else if (out == stdout)
         fflush(stdout);
-    if (cursor_path && cursors_save(&cur, cursor_path) != 0)
-        fprintf(log, "tracectl spans: cannot save the cursor file %s\n", cursor_path);
+    if (cursor_path)
+        cursors_save(&cur, cursor_path, log);
     ret = n && ok == n ? 0 : ok ? 1 : -1;
 done:
     free(names);
@@ -288,7 +296,9 @@ static void spans_usage(FILE *out)
             "(`tracectl merge TRACE FILE.ndjson -o OUT` stitches them into a trace). Needs the spans role\n"
             "here, and on the other nodes their link-roles must include spans.\n"
             "  -o FILE          write the spans to FILE (default: stdout)\n"
-            "  --cursor FILE    read and update per-node cursors in FILE: each span is fetched once\n");
+            "  --cursor FILE    read and update per-node cursors in FILE: each span is fetched once. It is\n"
+            "                   replaced through a new file next to it (a symlink at FILE is replaced, not\n"
+            "                   followed); -o FILE is opened as given (a symlink is followed)\n");
 }
 
 int tc_cmd_spans(const struct tc_opts *opts, int argc, char **argv)

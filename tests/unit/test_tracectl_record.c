@@ -3,7 +3,9 @@
  * config tracectl builds, the call sequences of the perfetto CLI (deferred EnableTracing reply,
  * Flush+DisableTracing on Ctrl-C and --stop, streamed ReadBuffers, FreeBuffers, Detach/Attach,
  * CloneSession),
- * the .pftrace it writes, and its errors. Skipped when $TG_BUILDDIR/src/tracectl/tracectl is absent. */
+ * the .pftrace it writes, and its errors; also the files `merge` and `spans --cursor` write in a
+ * shared directory (temporaries never follow a planted symlink) and the cursor file's syntax, with
+ * a fake TracegateFleet (ListNodes, Spans) on the same host. Skipped when $TG_BUILDDIR/src/tracectl/tracectl is absent. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,6 +23,8 @@
 #include <unistd.h>
 
 #include "consumer_port.pb-c.h"
+#include "trace_packet.pb-c.h"
+#include "tracegate_gateway.pb-c.h"
 #include "tracegate/ipc_host.h"
 #include "tracegate/log.h"
 #include "tg_test_util.h"
@@ -63,6 +67,14 @@ struct fake {
      * a last one; ReadBuffers sends this many bytes of packets more */
     size_t flood_query, flood_read;
     int evil_names; /* QueryServiceState names with terminal controls in them */
+    /* in the child, before exec: a symlink to "victim" named this (ending in '-': the child's
+     * pid appended) */
+    const char *plant;
+    /* TracegateFleet: ListNodes also lists names outside the node name syntax; the since_id of
+     * the last Spans call and the node it named */
+    int evil_nodes;
+    uint64_t spans_since;
+    char spans_node[64];
 };
 
 static struct fake F;
@@ -339,6 +351,54 @@ static void m_query(tg_ipc_call *call, const ProtobufCMessage *req, void *svc, v
     free(part);
 }
 
+/* TracegateFleet.ListNodes: "hub" (self) and "edge-1", and with evil_nodes names a hostile
+ * gateway could send: a space and a line break (a forged cursor line), a terminal control */
+static void m_list_nodes(tg_ipc_call *call, const ProtobufCMessage *req, void *svc, void *ps)
+{
+    (void)req;
+    (void)svc;
+    (void)ps;
+    log_call("ListNodes");
+    static const char *const names[][2] = {
+        {"hub", "self"}, {"edge-1", "up"}, {"evil 5\nforged", "up"}, {"x\x1b[2J", "up"}, {"@all", "up"}};
+    Tracegate__FleetNode n[5], *np[5];
+    size_t k = F.evil_nodes ? 5 : 2;
+    for (size_t i = 0; i < k; i++) {
+        tracegate__fleet_node__init(&n[i]);
+        n[i].name = (char *)names[i][0];
+        n[i].state = (char *)names[i][1];
+        np[i] = &n[i];
+    }
+    Tracegate__ListNodesResponse r = TRACEGATE__LIST_NODES_RESPONSE__INIT;
+    r.n_nodes = k;
+    r.nodes = np;
+    tg_ipc_call_reply(call, &r.base, 0, -1);
+}
+
+/* TracegateFleet.Spans: one span line for any node; the cursor moves to 42 */
+static void m_spans(tg_ipc_call *call, const ProtobufCMessage *req, void *svc, void *ps)
+{
+    (void)svc;
+    (void)ps;
+    const Tracegate__SpansRequest *q = (const Tracegate__SpansRequest *)req;
+    log_call("Spans");
+    F.spans_since = q->since_id;
+    snprintf(F.spans_node, sizeof F.spans_node, "%s", q->node ? q->node : "");
+    static const char line[] = "{\"span\":1}\n";
+    Tracegate__SpansResponse r = TRACEGATE__SPANS_RESPONSE__INIT;
+    r.has_ndjson = 1;
+    r.ndjson.data = (uint8_t *)line;
+    r.ndjson.len = sizeof line - 1;
+    r.has_next_since = r.has_last_id = 1;
+    r.next_since = r.last_id = 42;
+    tg_ipc_call_reply(call, &r.base, 0, -1);
+}
+
+static const struct tg_ipc_method k_fleet_methods[] = {
+    {"ListNodes", &tracegate__list_nodes_request__descriptor, m_list_nodes},
+    {"Spans", &tracegate__spans_request__descriptor, m_spans},
+};
+
 static void *peer_open(tg_ipc_peer *peer, void *svc)
 {
     (void)peer;
@@ -411,6 +471,14 @@ static int setup(void **state)
         .peer_close = peer_close,
     };
     assert_true(tg_ipc_host_add_service(F.host, &def, &F) != 0);
+    static const struct tg_ipc_service_def fleet = {
+        .name = "TracegateFleet",
+        .methods = k_fleet_methods,
+        .n_methods = sizeof k_fleet_methods / sizeof k_fleet_methods[0],
+        .peer_open = peer_open,
+        .peer_close = peer_close,
+    };
+    assert_true(tg_ipc_host_add_service(F.host, &fleet, &F) != 0);
     char err[256];
     assert_int_equal(tg_ipc_host_listen(F.host, F.sock, 0600, err, sizeof err), 0);
     F.end_timer = evtimer_new(F.base, end_timer_cb, NULL);
@@ -480,6 +548,17 @@ static int run_tracectl(const char *const *args)
         if (chdir(F.dir) != 0)
             _exit(126);
         int fd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        umask(022);
+        if (F.plant) {
+            char link[128];
+            size_t pl = strlen(F.plant);
+            if (pl && F.plant[pl - 1] == '-')
+                snprintf(link, sizeof link, "%s%d", F.plant, (int)getpid());
+            else
+                snprintf(link, sizeof link, "%s", F.plant);
+            if (symlink("victim", link) != 0)
+                _exit(125);
+        }
         dup2(fd, 2);
         dup2(fd, 1);
         execv(argv[0], (char *const *)argv);
@@ -923,6 +1002,134 @@ static void test_query_names_escaped(void **state)
     free(t);
 }
 
+static void write_text(const char *name, const char *text)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", F.dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    assert_int_equal(fclose(f), 0);
+}
+
+static void expect_text(const char *name, const char *want)
+{
+    char *t = read_text(name);
+    assert_non_null(t);
+    if (strcmp(t, want) != 0) {
+        print_error("%s is [%s], want [%s]\n", name, t, want);
+        free(t);
+        fail();
+    }
+    free(t);
+}
+
+/* no file named like a temporary is left in F.dir */
+static void expect_no_tmp_left(void)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep -q '\\.tmp'", F.dir);
+    assert_int_not_equal(system(cmd), 0);
+}
+
+/* a trace merge can place spans on: one ClockSnapshot with BOOTTIME and REALTIME */
+static void write_clock_trace(const char *name)
+{
+    Perfetto__Protos__ClockSnapshot__Clock c[2], *cp[2] = {&c[0], &c[1]};
+    for (int i = 0; i < 2; i++) {
+        perfetto__protos__clock_snapshot__clock__init(&c[i]);
+        c[i].has_clock_id = c[i].has_timestamp = 1;
+    }
+    c[0].clock_id = 6;
+    c[0].timestamp = 1000000;
+    c[1].clock_id = 1;
+    c[1].timestamp = 1700000000000000000ull;
+    Perfetto__Protos__ClockSnapshot cs = PERFETTO__PROTOS__CLOCK_SNAPSHOT__INIT;
+    cs.n_clocks = 2;
+    cs.clocks = cp;
+    cs.has_primary_trace_clock = 1;
+    cs.primary_trace_clock = PERFETTO__PROTOS__BUILTIN_CLOCK__BUILTIN_CLOCK_BOOTTIME;
+    Perfetto__Protos__TracePacket pkt = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+    pkt.has_timestamp = 1;
+    pkt.timestamp = 1000000;
+    pkt.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_CLOCK_SNAPSHOT;
+    pkt.clock_snapshot = &cs;
+    pkt.optional_trusted_packet_sequence_id_case =
+        PERFETTO__PROTOS__TRACE_PACKET__OPTIONAL_TRUSTED_PACKET_SEQUENCE_ID_TRUSTED_PACKET_SEQUENCE_ID;
+    pkt.trusted_packet_sequence_id = 1;
+    uint8_t buf[256];
+    size_t n = perfetto__protos__trace_packet__pack(&pkt, buf + 2);
+    assert_true(n < 128);
+    buf[0] = 0x0a;
+    buf[1] = (uint8_t)n;
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", F.dir, name);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(buf, 1, n + 2, f), n + 2);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* merge in a shared directory: another user planted a symlink at the temporary name the old code
+ * used (OUT.tmp-PID); it is not followed (its target keeps its bytes), OUT is written, a regular
+ * file with the umask's mode, and no temporary is left. A symlink at OUT itself is replaced. */
+static void test_merge_tmp_not_followed(void **state)
+{
+    (void)state;
+    NEED_TRACECTL();
+    write_clock_trace("in.pftrace");
+    write_text("s.ndjson", "{\"trace_id\":\"0af7651916cd43dd8448eb211c80319c\",\"span_id\":\"0000000000000001\","
+                           "\"name\":\"x\",\"start_ns\":1700000000000000100,\"end_ns\":1700000000000000200,"
+                           "\"resource\":{\"service.name\":\"s\"}}\n");
+    write_text("victim", "the victim's file\n");
+    F.plant = "out.pftrace.tmp-";
+    const char *a1[] = {"merge", "in.pftrace", "s.ndjson", "-o", "out.pftrace", NULL};
+    run_expect(a1, 0);
+    F.plant = NULL;
+    expect_text("victim", "the victim's file\n");
+    expect_in_stderr("stitched 1 spans");
+    char path[256];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/out.pftrace", F.dir);
+    assert_int_equal(lstat(path, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    assert_int_equal(st.st_mode & 0777, 0644);
+    assert_true(st.st_size > 0);
+    snprintf(path, sizeof path, "%s/out.pftrace.tmp-%d", F.dir, (int)F.child);
+    assert_int_equal(unlink(path), 0); /* the planted link, untouched */
+    expect_no_tmp_left();
+
+    /* -o naming a symlink: the link is replaced by the merged file, its target is unchanged */
+    snprintf(path, sizeof path, "%s/link.pftrace", F.dir);
+    assert_int_equal(symlink("victim", path), 0);
+    const char *a2[] = {"merge", "in.pftrace", "s.ndjson", "-o", "link.pftrace", NULL};
+    run_expect(a2, 0);
+    expect_text("victim", "the victim's file\n");
+    assert_int_equal(lstat(path, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+}
+
+/* spans --cursor in a shared directory: a symlink planted at the temporary name the old code used
+ * (FILE.tmp) is not followed; the cursor file is written and no temporary is left */
+static void test_spans_cursor_tmp_not_followed(void **state)
+{
+    (void)state;
+    NEED_TRACECTL();
+    char url[200];
+    snprintf(url, sizeof url, "unix:%s", F.sock);
+    write_text("victim", "the victim's file\n");
+    F.plant = "cur.txt.tmp";
+    const char *a1[] = {"spans", url, "--all", "--cursor", "cur.txt", "-o", "s.ndjson", NULL};
+    run_expect(a1, 0);
+    F.plant = NULL;
+    expect_text("victim", "the victim's file\n");
+    expect_text("cur.txt", "hub 42\nedge-1 42\n");
+    char path[256];
+    snprintf(path, sizeof path, "%s/cur.txt.tmp", F.dir);
+    assert_int_equal(unlink(path), 0); /* the planted link, untouched */
+    expect_no_tmp_left();
+}
+
 /* what is missing or too much is said before anything is sent; with --node and no URL the
  * operand is not taken for an endpoint: the gateway's default one is used */
 static void test_operand_errors(void **state)
@@ -1003,6 +1210,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_read_beyond_buffers_cut, setup, teardown),
         cmocka_unit_test_setup_teardown(test_output_write_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_query_names_escaped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_merge_tmp_not_followed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_spans_cursor_tmp_not_followed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_operand_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
     };
