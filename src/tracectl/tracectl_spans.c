@@ -40,22 +40,57 @@ static uint64_t *cursor_of(struct cursors *c, const char *node)
     return &c->v[c->n++].since;
 }
 
-/* "NODE ID" lines; a missing file is an empty cursor */
-static int cursors_load(struct cursors *c, const char *path)
+/* A node name as gateways accept them (docs/link-protocol.md): [A-Za-z0-9._-]{1,63}, not "." or
+ * "..", not starting with '@'. Only such names go into a cursor file, whose lines are "NAME ID". */
+static int node_name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n > 63 || name[0] == '@' || !strcmp(name, ".") || !strcmp(name, ".."))
+        return 0;
+    return strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
+}
+
+/* "NAME ID" lines; a missing file is an empty cursor. Any other line (a name outside the node
+ * name syntax, a bad id, a line too long) fails the load: -1, the reason on log. */
+static int cursors_load(struct cursors *c, const char *path, FILE *log)
 {
     FILE *f = fopen(path, "r");
     if (!f)
         return 0;
-    char line[256], name[64];
-    unsigned long long id;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "%63s %llu", name, &id) == 2) {
-            uint64_t *p = cursor_of(c, name);
-            if (p)
-                *p = id;
+    char line[256];
+    int ret = 0;
+    for (unsigned ln = 1; fgets(line, sizeof line, f); ln++) {
+        size_t len = strlen(line);
+        const char *why = NULL;
+        if (len && line[len - 1] == '\n')
+            line[--len] = 0;
+        else if (!feof(f))
+            why = "line too long";
+        char *sp = why ? NULL : strchr(line, ' ');
+        char *end = NULL;
+        unsigned long long id = 0;
+        if (!why && !sp)
+            why = "not 'NODE ID'";
+        if (!why) {
+            *sp = 0;
+            errno = 0;
+            id = strtoull(sp + 1, &end, 10);
+            if (!node_name_ok(line))
+                why = "not a node name ([A-Za-z0-9._-]{1,63})";
+            else if (!(sp[1] >= '0' && sp[1] <= '9') || *end || errno)
+                why = "not a span id";
         }
+        if (why) {
+            fprintf(log, "tracectl spans: cursor file %s line %u: %s: fix or remove the file\n", path, ln, why);
+            ret = -1;
+            break;
+        }
+        uint64_t *p = cursor_of(c, line);
+        if (p)
+            *p = id;
+    }
     fclose(f);
-    return 0;
+    return ret;
 }
 
 /* Written to a new file next to path and renamed over it: a name planted in a shared directory is
@@ -70,7 +105,8 @@ static int cursors_save(const struct cursors *c, const char *path, FILE *log)
     }
     errno = 0;
     for (size_t i = 0; i < c->n; i++)
-        fprintf(f, "%s %" PRIu64 "\n", c->v[i].node, c->v[i].since);
+        if (node_name_ok(c->v[i].node))
+            fprintf(f, "%s %" PRIu64 "\n", c->v[i].node, c->v[i].since);
     int bad = ferror(f);
     if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
         fprintf(log, "tracectl spans: cannot save the cursor file %s: %s\n", path, strerror(errno ? errno : EIO));
@@ -170,6 +206,13 @@ static int list_nodes(struct tc_rpc *rpc, const char *spec, char (*names)[64], s
         const Tracegate__FleetNode *x = r->nodes[i];
         if (!x->name)
             continue;
+        if (!node_name_ok(x->name)) { /* a broken or hostile gateway: the name is not fetched nor kept */
+            char e[320];
+            if (log)
+                fprintf(log, "tracectl spans: the gateway lists a node named '%s', not a node name: skipped\n",
+                        tg_escape_text(x->name, e, sizeof e));
+            continue;
+        }
         if (self && x->state && !strcmp(x->state, "self"))
             snprintf(self, 64, "%s", x->name);
         if (!strcmp(spec, "@all") && *n < max && (!x->state || strcmp(x->state, "raw") != 0))
@@ -211,6 +254,10 @@ int tc_fetch_fleet_spans(const struct tc_opts *opts, const char *spec, const cha
     o.node = NULL; /* TracegateFleet is the gateway's own: it asks the other nodes itself */
     if (o.endpoint_defaulted)
         o.endpoint = TC_DEFAULT_GATEWAY;
+    static struct cursors cur;
+    memset(&cur, 0, sizeof cur);
+    if (cursor_path && cursors_load(&cur, cursor_path, log) != 0)
+        return -1;
     struct tc_rpc rpc;
     if (tc_rpc_open(&rpc, &o, "TracegateFleet") != 0) {
         fprintf(log, "tracectl spans: %s: %s (is it a tracegate gateway? the spans role is needed)\n", o.endpoint,
@@ -218,10 +265,6 @@ int tc_fetch_fleet_spans(const struct tc_opts *opts, const char *spec, const cha
         tc_rpc_close(&rpc);
         return -1;
     }
-    static struct cursors cur;
-    memset(&cur, 0, sizeof cur);
-    if (cursor_path)
-        cursors_load(&cur, cursor_path);
     char(*names)[64] = calloc(MAX_NODES, sizeof *names);
     FILE *out = !names ? NULL : strcmp(out_path, "-") == 0 ? stdout : fopen(out_path, "w");
     int ret = -1;
@@ -234,7 +277,7 @@ int tc_fetch_fleet_spans(const struct tc_opts *opts, const char *spec, const cha
     size_t n = spec_nodes(&rpc, spec, names, MAX_NODES, self, log);
     size_t ok = 0;
     for (size_t i = 0; i < n; i++) {
-        uint64_t *since = cursor_of(&cur, names[i]);
+        uint64_t *since = node_name_ok(names[i]) ? cursor_of(&cur, names[i]) : NULL;
         uint64_t scratch = 0;
         if (fetch_node(&rpc, names[i], since ? since : &scratch, out, log) >= 0)
             ok++;
@@ -296,9 +339,12 @@ static void spans_usage(FILE *out)
             "(`tracectl merge TRACE FILE.ndjson -o OUT` stitches them into a trace). Needs the spans role\n"
             "here, and on the other nodes their link-roles must include spans.\n"
             "  -o FILE          write the spans to FILE (default: stdout)\n"
-            "  --cursor FILE    read and update per-node cursors in FILE: each span is fetched once. It is\n"
-            "                   replaced through a new file next to it (a symlink at FILE is replaced, not\n"
-            "                   followed); -o FILE is opened as given (a symlink is followed)\n");
+            "  --cursor FILE    read and update per-node cursors in FILE: each span is fetched once. Its\n"
+            "                   lines are 'NODE ID' (NODE: [A-Za-z0-9._-]{1,63}, ID: a decimal span id); a\n"
+            "                   file with any other line is refused before anything is fetched, and a node\n"
+            "                   whose name is not such a name is not kept in it. It is replaced through a\n"
+            "                   new file next to it (a symlink at FILE is replaced, not followed); -o FILE\n"
+            "                   is opened as given (a symlink is followed)\n");
 }
 
 int tc_cmd_spans(const struct tc_opts *opts, int argc, char **argv)

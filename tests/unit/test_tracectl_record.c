@@ -1130,6 +1130,64 @@ static void test_spans_cursor_tmp_not_followed(void **state)
     expect_no_tmp_left();
 }
 
+/* spans --cursor against a gateway listing names outside the node name syntax: a space and a line
+ * break would forge a cursor line ("forged 42"), a terminal control; they are neither fetched nor
+ * written to the cursor file, and are named escaped */
+static void test_spans_cursor_names_written(void **state)
+{
+    (void)state;
+    NEED_TRACECTL();
+    char url[200];
+    snprintf(url, sizeof url, "unix:%s", F.sock);
+    F.evil_nodes = 1;
+    const char *a1[] = {"spans", url, "--all", "--cursor", "cur.txt", "-o", "s.ndjson", NULL};
+    run_expect(a1, 0);
+    F.evil_nodes = 0;
+    expect_text("cur.txt", "hub 42\nedge-1 42\n");
+    expect_in_stderr("the gateway lists a node named 'evil 5\\nforged', not a node name: skipped");
+    expect_in_stderr("the gateway lists a node named 'x\\x1b[2J', not a node name: skipped");
+    char *t = read_text("stderr.txt");
+    assert_non_null(t);
+    assert_null(strchr(t, 0x1b));
+    free(t);
+    expect_text("s.ndjson", "{\"span\":1}\n{\"span\":1}\n"); /* hub and edge-1 only */
+}
+
+/* a cursor file with a line that is not "NODE ID" is refused before anything is fetched, naming
+ * the file and line; a good one gives each node its since_id */
+static void test_spans_cursor_lines_read(void **state)
+{
+    (void)state;
+    NEED_TRACECTL();
+    char url[200];
+    snprintf(url, sizeof url, "unix:%s", F.sock);
+    static const char *const bad[][2] = {
+        {"hub 7\nedge-1 9 forged 3\n", "line 2: not a span id"},
+        {"hub 7\nevil\x1b[2J 3\n", "line 2: not a node name"},
+        {"@all 3\n", "line 1: not a node name"},
+        {"hub -1\n", "line 1: not a span id"},
+        {"hub 99999999999999999999999\n", "line 1: not a span id"},
+        {"hub\n", "line 1: not 'NODE ID'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_text("cur.txt", bad[i][0]);
+        F.n_calls = 0;
+        const char *a1[] = {"spans", url, "--all", "--cursor", "cur.txt", "-o", "s.ndjson", NULL};
+        run_expect(a1, 1);
+        expect_in_stderr("tracectl spans: cursor file cur.txt ");
+        expect_in_stderr(bad[i][1]);
+        expect_in_stderr("fix or remove the file");
+        assert_int_equal(F.n_calls, 0);
+        expect_text("cur.txt", bad[i][0]); /* left as it was */
+    }
+    write_text("cur.txt", "edge-1 9\nhub 7\n");
+    const char *a2[] = {"spans", url, "--node", "hub", "--cursor", "cur.txt", "-o", "s.ndjson", NULL};
+    run_expect(a2, 0);
+    assert_string_equal(F.spans_node, "hub");
+    assert_int_equal(F.spans_since, 7);
+    expect_text("cur.txt", "edge-1 9\nhub 42\n");
+}
+
 /* what is missing or too much is said before anything is sent; with --node and no URL the
  * operand is not taken for an endpoint: the gateway's default one is used */
 static void test_operand_errors(void **state)
@@ -1212,6 +1270,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_query_names_escaped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_merge_tmp_not_followed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_spans_cursor_tmp_not_followed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_spans_cursor_names_written, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_spans_cursor_lines_read, setup, teardown),
         cmocka_unit_test_setup_teardown(test_operand_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
     };
