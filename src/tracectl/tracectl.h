@@ -97,6 +97,7 @@ struct tc_session {
     int read_gap;
     int buffers_freed;
     uint64_t read_limit;     /* ReadBuffers: stop past this many reply bytes (0: no limit) */
+    const char *read_limit_why; /* said when it is passed (NULL: "more than the session's buffers") */
     unsigned test_drop_read; /* test only: cut the connection after this many ReadBuffers replies */
     int test_drop_silent;    /* test only: ... without the gateway noticing */
     /* per machine of a federated trace (tracectl_machines.c) */
@@ -132,6 +133,9 @@ int tc_session_wait(struct tc_session *s);
  * (the service's own packets), 0 (no limit) when the config names no buffer. A server sending
  * more is broken or hostile: its data would only fill the disk. */
 uint64_t tc_read_limit(const Perfetto__Protos__TraceConfig *cfg);
+/* "32mb", "512kb", "1gb", "64m", "4096k" (binary multiples) -> KiB (at most UINT32_MAX, rounded
+ * up). 0 or -1. */
+int tc_parse_size_kb(const char *s, uint32_t *out);
 /* ReadBuffers into the open writer w, closes it, then FreeBuffers and prints
  * a summary; past s->read_limit it stops, keeping what came. Returns 0 or -1 (message printed). */
 int tc_session_read(struct tc_session *s, struct tc_trace_writer *w);

@@ -439,8 +439,12 @@ static int read_part(void *arg, const uint8_t *reply, size_t len, int has_more)
     if (rc->s->read_limit && rc->bytes > rc->s->read_limit) {
         char h[32];
         human_bytes(h, sizeof h, rc->s->read_limit);
-        snprintf(rc->err, sizeof rc->err, "the service sent more than %s, more than the session's buffers can hold: "
-                 "stopped reading", h);
+        if (rc->s->read_limit_why)
+            snprintf(rc->err, sizeof rc->err, "the service sent more than %s (%s): stopped reading", h,
+                     rc->s->read_limit_why);
+        else
+            snprintf(rc->err, sizeof rc->err, "the service sent more than %s, more than the session's buffers can "
+                     "hold: stopped reading", h);
         rc->failed = 1;
         return 1;
     }
@@ -616,8 +620,7 @@ static int parse_duration_ms(const char *s, uint32_t *out)
     return 0;
 }
 
-/* "32mb", "512kb", "1gb", "64m", "4096k" (binary multiples) -> KiB */
-static int parse_size_kb(const char *s, uint32_t *out)
+int tc_parse_size_kb(const char *s, uint32_t *out)
 {
     char *end;
     errno = 0;
@@ -773,7 +776,7 @@ static Perfetto__Protos__TraceConfig *build_config(const struct record_opts *o, 
         }
         if (o->buffer) {
             uint32_t kb;
-            if (parse_size_kb(o->buffer, &kb) != 0) {
+            if (tc_parse_size_kb(o->buffer, &kb) != 0) {
                 snprintf(err, errlen, "invalid --buffer '%s' (examples: 512kb, 32mb, 1gb)", o->buffer);
                 goto fail;
             }

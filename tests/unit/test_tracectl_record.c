@@ -67,6 +67,7 @@ struct fake {
      * a last one; ReadBuffers sends this many bytes of packets more */
     size_t flood_query, flood_read;
     int evil_names; /* QueryServiceState names with terminal controls in them */
+    int stats_reject; /* GetTraceStats is rejected (a service that does not tell its buffers) */
     /* in the child, before exec: a symlink to "victim" named this (ending in '-': the child's
      * pid appended) */
     const char *plant;
@@ -285,6 +286,10 @@ static void m_stats(tg_ipc_call *call, const ProtobufCMessage *req, void *svc, v
     (void)svc;
     (void)ps;
     log_call("GetTraceStats");
+    if (F.stats_reject) {
+        tg_ipc_call_reject(call);
+        return;
+    }
     Perfetto__Protos__TraceStats__BufferStats bs = PERFETTO__PROTOS__TRACE_STATS__BUFFER_STATS__INIT, *bsp = &bs;
     bs.has_bytes_written = 1;
     bs.bytes_written = 512 * 1024;
@@ -958,6 +963,60 @@ static void test_read_beyond_buffers_cut(void **state)
     F.flood_read = 0;
 }
 
+static off_t file_size(const char *name)
+{
+    char path[256];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", F.dir, name);
+    assert_int_equal(stat(path, &st), 0);
+    return st.st_size;
+}
+
+static int called(const char *name)
+{
+    for (size_t i = 0; i < F.n_calls; i++)
+        if (!strcmp(F.calls[i], name))
+            return 1;
+    return 0;
+}
+
+/* clone against a service whose ReadBuffers sends more than the clone's buffers (1 MiB, as its
+ * GetTraceStats says) can hold: cut at 2 x 1 MiB + 16 MiB, the file keeps what came, exit 1. A
+ * service that does not tell the buffers is held to --max-size; its default (4 GiB) does not cut
+ * an ordinary trace. */
+static void test_clone_read_bounded(void **state)
+{
+    (void)state;
+    NEED_TRACECTL();
+    char url[200];
+    snprintf(url, sizeof url, "unix:%s", F.sock);
+    F.flood_read = 24u << 20;
+    const char *a1[] = {"clone", url, "7", "-o", "c.pftrace", NULL};
+    run_expect(a1, 1);
+    assert_true(called("GetTraceStats"));
+    expect_in_stderr("more than the session's buffers can hold");
+    expect_in_stderr("c.pftrace is incomplete");
+    assert_true(file_size("c.pftrace") > 0 && file_size("c.pftrace") <= (18 << 20));
+
+    F.stats_reject = 1;
+    const char *a2[] = {"clone", url, "7", "--max-size", "4mb", "-o", "c.pftrace", NULL};
+    run_expect(a2, 1);
+    expect_in_stderr("the service sent more than 4.0 MiB (--max-size): stopped reading");
+    assert_true(file_size("c.pftrace") > 0 && file_size("c.pftrace") <= (4 << 20));
+
+    F.n_calls = 0;
+    const char *a3[] = {"clone", url, "7", "-o", "c.pftrace", NULL};
+    run_expect(a3, 0);
+    assert_true(called("GetTraceStats"));
+    assert_true(file_size("c.pftrace") > (24 << 20));
+
+    const char *a4[] = {"clone", url, "7", "--max-size", "lots", NULL};
+    run_expect(a4, 2);
+    expect_in_stderr("invalid --max-size 'lots'");
+    F.flood_read = 0;
+    F.stats_reject = 0;
+}
+
 /* -o onto a full disk: the write error is named with the path, exit 1; onto a directory that
  * cannot be written: refused before anything is sent */
 static void test_output_write_errors(void **state)
@@ -1266,6 +1325,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_clone, setup, teardown),
         cmocka_unit_test_setup_teardown(test_endless_reply_cut, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_beyond_buffers_cut, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_clone_read_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_output_write_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_query_names_escaped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_merge_tmp_not_followed, setup, teardown),
