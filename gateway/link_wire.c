@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "base/node_name.h"
 #include "tracegate/pbwire.h"
 
 size_t tg_link_rec_header(uint8_t *out, enum tg_link_rec_type type, size_t len)
@@ -105,27 +106,10 @@ long tg_link_ctl_parse(const uint8_t *buf, size_t len, const uint8_t **msg, size
     return total;
 }
 
-/* n bytes of [A-Za-z0-9._-] */
-static int name_chars_ok(const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-              c == '-'))
-            return 0;
-    }
-    return 1;
-}
+/* the one rule for node names is libtracegate's (base/node_name.h) */
+int tg_link_node_name_ok(const char *name) { return tg_node_name_ok(name); }
 
-int tg_link_node_name_ok(const char *name)
-{
-    size_t n = strlen(name);
-    if (n == 0 || n > 63 || name[0] == '@' || !strcmp(name, ".") || !strcmp(name, ".."))
-        return 0;
-    return name_chars_ok(name, n);
-}
-
-int tg_link_lost_key_ok(const char *key, size_t n) { return n && n <= TG_LINK_LOST_MAX && name_chars_ok(key, n); }
+int tg_link_lost_key_ok(const char *key, size_t n) { return n && n <= TG_LINK_LOST_MAX && tg_node_name_chars_ok(key, n); }
 
 int tg_link_parse_path(const char *path, size_t len, char *name, size_t namelen, int *producer)
 {

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/node_name.h"
 #include "tmp_file.h"
 #include "tracegate_gateway.pb-c.h"
 
@@ -40,16 +41,6 @@ static uint64_t *cursor_of(struct cursors *c, const char *node)
     return &c->v[c->n++].since;
 }
 
-/* A node name as gateways accept them (docs/link-protocol.md): [A-Za-z0-9._-]{1,63}, not "." or
- * "..", not starting with '@'. Only such names go into a cursor file, whose lines are "NAME ID". */
-static int node_name_ok(const char *name)
-{
-    size_t n = strlen(name);
-    if (n == 0 || n > 63 || name[0] == '@' || !strcmp(name, ".") || !strcmp(name, ".."))
-        return 0;
-    return strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
-}
-
 /* "NAME ID" lines; a missing file is an empty cursor. Any other line (a name outside the node
  * name syntax, a bad id, a line too long) fails the load: -1, the reason on log. */
 static int cursors_load(struct cursors *c, const char *path, FILE *log)
@@ -75,7 +66,7 @@ static int cursors_load(struct cursors *c, const char *path, FILE *log)
             *sp = 0;
             errno = 0;
             id = strtoull(sp + 1, &end, 10);
-            if (!node_name_ok(line))
+            if (!tg_node_name_ok(line))
                 why = "not a node name ([A-Za-z0-9._-]{1,63})";
             else if (!(sp[1] >= '0' && sp[1] <= '9') || *end || errno)
                 why = "not a span id";
@@ -105,7 +96,7 @@ static int cursors_save(const struct cursors *c, const char *path, FILE *log)
     }
     errno = 0;
     for (size_t i = 0; i < c->n; i++)
-        if (node_name_ok(c->v[i].node))
+        if (tg_node_name_ok(c->v[i].node))
             fprintf(f, "%s %" PRIu64 "\n", c->v[i].node, c->v[i].since);
     int bad = ferror(f);
     if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
@@ -206,7 +197,7 @@ static int list_nodes(struct tc_rpc *rpc, const char *spec, char (*names)[64], s
         const Tracegate__FleetNode *x = r->nodes[i];
         if (!x->name)
             continue;
-        if (!node_name_ok(x->name)) { /* a broken or hostile gateway: the name is not fetched nor kept */
+        if (!tg_node_name_ok(x->name)) { /* a broken or hostile gateway: the name is not fetched nor kept */
             char e[320];
             if (log)
                 fprintf(log, "tracectl spans: the gateway lists a node named '%s', not a node name: skipped\n",
@@ -277,7 +268,7 @@ int tc_fetch_fleet_spans(const struct tc_opts *opts, const char *spec, const cha
     size_t n = spec_nodes(&rpc, spec, names, MAX_NODES, self, log);
     size_t ok = 0;
     for (size_t i = 0; i < n; i++) {
-        uint64_t *since = node_name_ok(names[i]) ? cursor_of(&cur, names[i]) : NULL;
+        uint64_t *since = tg_node_name_ok(names[i]) ? cursor_of(&cur, names[i]) : NULL;
         uint64_t scratch = 0;
         if (fetch_node(&rpc, names[i], since ? since : &scratch, out, log) >= 0)
             ok++;
