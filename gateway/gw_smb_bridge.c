@@ -73,6 +73,35 @@ static int encode_reply(const struct tg_frame_info *fi, const ProtobufCMessage *
     return 0;
 }
 
+/* protobuf-c keeps a field it cannot name, even field 0 (no valid protobuf has one), and writes it
+ * back when the message is re-encoded, where its own decoder then refuses it: a request carrying
+ * one is refused before anything is taken from the SMB, instead of becoming a rewrite nobody can
+ * read. Unknown fields with real numbers (a newer SDK's) are kept and pass through. */
+static int unknown_ok(const ProtobufCMessage *m)
+{
+    for (unsigned i = 0; i < m->n_unknown_fields; i++)
+        if (m->unknown_fields[i].tag == 0)
+            return 0;
+    return 1;
+}
+
+static int fields_survive_rewrite(const Perfetto__Protos__CommitDataRequest *r)
+{
+    if (!unknown_ok(&r->base))
+        return 0;
+    for (size_t i = 0; i < r->n_chunks_to_move; i++)
+        if (!unknown_ok(&r->chunks_to_move[i]->base))
+            return 0;
+    for (size_t i = 0; i < r->n_chunks_to_patch; i++) {
+        if (!unknown_ok(&r->chunks_to_patch[i]->base))
+            return 0;
+        for (size_t j = 0; j < r->chunks_to_patch[i]->n_patches; j++)
+            if (!unknown_ok(&r->chunks_to_patch[i]->patches[j]->base))
+                return 0;
+    }
+    return 1;
+}
+
 /* InitializeConnection reply: the remote producer must use emulation. */
 static enum tg_smbb_verdict rewrite_init_reply(const struct tg_frame_info *fi, uint8_t **out, size_t *out_len,
                                                char *err, size_t errlen)
@@ -228,7 +257,9 @@ enum tg_smbb_verdict tg_smb_bridge_from_producer(struct tg_smb_bridge *b, const 
         return TG_SMBB_FORWARD;
     Perfetto__Protos__CommitDataRequest *req =
         perfetto__protos__commit_data_request__unpack(NULL, fi->payload_len, fi->payload);
-    if (!req) {
+    if (!req || !fields_survive_rewrite(req)) {
+        if (req)
+            perfetto__protos__commit_data_request__free_unpacked(req, NULL);
         snprintf(err, errlen, "undecodable CommitData from the producer");
         return TG_SMBB_ERROR;
     }
