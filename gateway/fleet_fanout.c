@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "fed_packets.h"
+#include "fed_split.h"
 #include "fleet.h"
 #include "gw_core.h"
 #include "gw_identity.h"
@@ -36,6 +37,9 @@ _Static_assert(MAX_FED_NODES < TG_FED_MAX_RESERVED, "every node's machine id is 
 #define FED_MAX_PACKET (64u << 20)
 #define FED_READ_IDLE_MS 30000 /* a node silent this long in ReadBuffers is failed (tracectl waits 60 s) */
 #define FED_MAX_MERGED (32u << 20) /* the nodes' answers to one GetTraceStats/QueryServiceState/QueryCapabilities */
+/* one reply to the client: an IPC frame is at most 128 KiB with its header and envelope (request id,
+ * success, has_more, lengths: under 40 bytes); traced keeps its replies 128 bytes under */
+#define FED_REPLY_MAX (TG_FRAME_MAX_DEFAULT - 256u)
 #define FED_ATTACH_TRIES 20     /* Attach retries while the far node's Detach may still be on its way */
 #define FED_ATTACH_RETRY_MS 250
 
@@ -100,6 +104,8 @@ struct fed_op {
     struct evbuffer *merged; /* merged replies, or the rewritten slices of ReadBuffers */
     size_t cursor;           /* ReadBuffers: the node being read */
     struct event *read_idle; /* ReadBuffers: fails the node being read when it stays silent */
+    size_t sent_parts;       /* QueryServiceState: parts sent to the client */
+    int call_over;           /* QueryServiceState: its last part went (the call is freed) */
 };
 
 struct fed {
@@ -248,6 +254,15 @@ static int has_error_field(const uint8_t *reply, size_t len, char *out, size_t o
     return 0;
 }
 
+/* One part of a merged QueryServiceState to the client (has_more on all but the last). */
+static int send_part(void *arg, const uint8_t *part, size_t len, int has_more)
+{
+    struct fed_op *op = arg;
+    op->sent_parts++;
+    op->call_over = !has_more;
+    return tg_ipc_call_reply_bytes(op->call, part, len, has_more, -1);
+}
+
 static void finish_all(struct fed_op *op)
 {
     struct fed *fed = op->fed;
@@ -275,11 +290,40 @@ static void finish_all(struct fed_op *op)
             op_finish(op, 1, buf, n + ml);
         }
         return;
+    case M_QUERY: {
+        /* protobuf merge: the concatenation of the nodes' replies lists every node's producers and
+         * data sources; scalars are the last node's. More than one frame holds is streamed in
+         * has_more parts, as traced does: the consumer concatenates them (fed_split.h) */
+        if (!op->ok) {
+            op_finish(op, 0, NULL, 0);
+            return;
+        }
+        size_t skipped = 0;
+        int rc = tg_fed_split_service_state(p, len, FED_REPLY_MAX, send_part, op, &skipped);
+        if (skipped)
+            tg_warn(LOG, "federated session of %s: QueryServiceState: %zu entr%s larger than a reply left out",
+                    fed->who.principal, skipped, skipped == 1 ? "y" : "ies");
+        if (rc != 0) {
+            tg_warn(LOG, "federated session of %s: QueryServiceState: the nodes' merged answer is malformed",
+                    fed->who.principal);
+            if (op->call_over) { /* the client went away while its last part was sent */
+                op_free(op);
+            } else if (op->sent_parts) { /* end the stream the client is reading */
+                tg_ipc_call_reply_bytes(op->call, NULL, 0, 0, -1);
+                op_free(op);
+            } else {
+                op_finish(op, 0, NULL, 0);
+            }
+            return;
+        }
+        op_free(op); /* the last part ended the call */
+        return;
+    }
     case M_STATS:
-    case M_QUERY:
     case M_CAPS:
-        /* protobuf merge: the concatenation of the nodes' replies lists every node's buffers,
-         * producers and data sources; scalars are the last node's */
+        /* protobuf merge: the concatenation of the nodes' replies (every node's buffers); scalars
+         * are the last node's. These calls answer once (no has_more for a consumer to merge):
+         * leg_reply kept the nodes' answers to what one frame holds */
         op_finish(op, op->ok > 0, p, len);
         return;
     case M_FLUSH:
@@ -387,6 +431,13 @@ static void leg_reply(tg_ipc_client *cli, int success, int has_more, const uint8
             tg_ipc_client_cancel(n->cli, leg->rid);
             success = 0;
             has_more = 0;
+        } else if (op->m != M_QUERY && evbuffer_get_length(op->merged) + len > FED_REPLY_MAX) {
+            /* GetTraceStats and QueryCapabilities answer in one reply (Perfetto's client and
+             * tracectl take each has_more part as a whole answer, not as a part to merge), which a
+             * consumer refuses past 128 KiB: the answers that fit go, this node's is left out */
+            tg_warn(LOG, "federated session of %s: %s: node %s's answer left out (the merged answer would pass "
+                         "one %u KiB reply)",
+                    fed->who.principal, k_names[op->m], n->name, TG_FRAME_MAX_DEFAULT >> 10);
         } else {
             evbuffer_add(op->merged, reply, len);
         }
