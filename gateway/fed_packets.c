@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fed_clocks.h"
 #include "ipc/rb_slices.h"
 #include "tracegate/kcdata_node.h"
 #include "tracegate/pbwire.h"
@@ -159,7 +160,7 @@ static int finish_packet(struct tg_fed_stream *st, struct evbuffer *out)
     /* the service's trusted slice comes last. Perfetto's reader takes a field's last occurrence
      * and reads a uint32 from a varint, fixed32 or fixed64 alike (its low 32 bits), so so do we:
      * a sequence id or machine id in another encoding must not slip past the stamp */
-    int have_seq = 0, machine_ok = 1;
+    int have_seq = 0, machine_ok = 1, have_sync = 0;
     uint64_t seq = 0, machine = 0;
     struct tg_pb_reader r;
     struct tg_pb_field f;
@@ -171,7 +172,33 @@ static int finish_packet(struct tg_fed_stream *st, struct evbuffer *out)
         } else if (f.number == PKT_MACHINE_ID) {
             machine_ok = f.wire != TG_PB_LEN;
             machine = machine_ok ? (uint32_t)f.value : 0;
+        } else if (f.number == PKT_REMOTE_CLOCK_SYNC) {
+            have_sync = 1;
         }
+    int stamp_machine = st->machine_id && (!machine_ok || !machine || machine_reserved(st->alloc, (uint32_t)machine));
+    uint8_t *rebased = NULL;
+    if (have_sync && st->machine_id) {
+        /* trace processor takes a RemoteClockSync as the named machine's offset to the trace's host
+         * (the hub). traced emits one per machine relayed to it, without a sequence id, its host
+         * clocks the node's own: moved onto ours (relayed machine -> node -> hub). Any other would
+         * override a machine's sync: the node's own (the hub's packet for it) when stamped with
+         * the node's id, or a relayed machine's when a producer wrote it */
+        size_t rl = 0;
+        if (have_seq || stamp_machine || (st->have_clock_off && tg_fed_rebase_clock_sync(pkt, len, st->clock_off,
+                                                                                        &rebased, &rl) != 0)) {
+            st->clock_syncs_dropped++;
+            return evbuffer_drain(st->partial, len);
+        }
+        if (rebased) {
+            int rc = put_packet(out, rebased, rl, NULL, 0);
+            free(rebased);
+            if (rc != 0)
+                return -1;
+            st->packets++;
+            st->bytes += rl;
+            return evbuffer_drain(st->partial, len);
+        }
+    }
     uint8_t stamp[32];
     size_t n = 0;
     if (have_seq) {
@@ -184,7 +211,7 @@ static int finish_packet(struct tg_fed_stream *st, struct evbuffer *out)
     /* a packet the node's service already gave a machine (a producer that reached it over a link
      * from a third node) keeps it: the ids are the same on every node. But that is the node's
      * word: it may not claim the hub (0, or the hub's name) or another node of the session */
-    if (st->machine_id && (!machine_ok || !machine || machine_reserved(st->alloc, (uint32_t)machine))) {
+    if (stamp_machine) {
         n += tg_pb_put_tag(stamp + n, PKT_MACHINE_ID, TG_PB_VARINT);
         n += tg_pb_put_varint(stamp + n, st->machine_id);
     }

@@ -42,6 +42,12 @@ struct tg_fed_stream {
                                   * slots (seq_to 0: free) */
     size_t n_seq, cap_seq;
     uint64_t packets, bytes;   /* packets and packet bytes passed on */
+    /* the node's clocks minus the hub's, [BOOTTIME, REALTIME, MONOTONIC, MONOTONIC_RAW], as trace
+     * processor derives them from the hub's RemoteClockSync for the node (tg_fed_clock_offsets);
+     * the node's RemoteClockSync packets for machines behind it are moved by it */
+    int have_clock_off;
+    int64_t clock_off[4];
+    uint64_t clock_syncs_dropped; /* RemoteClockSync packets the node may not send (see below) */
 };
 
 /* 0, or -1 out of memory. */
@@ -54,7 +60,11 @@ void tg_fed_stream_clear(struct tg_fed_stream *st);
  * gets the node's mapped one, and a remote node's packets (machine_id non-zero) its machine id,
  * read as Perfetto reads them (the last occurrence; varint, fixed32 or fixed64 alike). A packet
  * the node's service gave another machine (a producer relayed to it from a third node) keeps
- * that machine, unless it is one the session reserves. 0, or -1 with a message when the reply
+ * that machine, unless it is one the session reserves. From a remote node, a RemoteClockSync
+ * (107) passes only as its service emits one for a machine behind it (no sequence id, a machine
+ * it may name), its host clocks moved onto the hub's by clock_off; any other (a producer's, or
+ * one that would be stamped with the node's own machine, overriding the hub's sync of it) is
+ * dropped and counted in clock_syncs_dropped. 0, or -1 with a message when the reply
  * is malformed, a packet is too large or the node uses more than TG_FED_MAX_SEQS sequences
  * (the node's data cannot be trusted further). */
 int tg_fed_rewrite_reply(struct tg_fed_stream *st, const uint8_t *reply, size_t len, struct evbuffer *out, char *err,

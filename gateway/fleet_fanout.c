@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fed_clocks.h"
 #include "fed_packets.h"
 #include "fed_split.h"
 #include "fleet.h"
@@ -478,6 +479,10 @@ static void read_next(struct fed_op *op)
             uint64_t peer[8][4], mine[8][4];
             size_t k = tg_fleet_clock_rounds(fed->fo->fleet, n->name, peer, mine, 8);
             n->clock_sent = 1;
+            /* the offset trace processor will derive from this packet: the node's RemoteClockSync
+             * packets for machines behind it are moved by it onto our clocks */
+            n->st.have_clock_off =
+                tg_fed_clock_offsets((const uint64_t(*)[4])peer, (const uint64_t(*)[4])mine, k, n->st.clock_off);
             tg_fed_clock_sync_packet(n->st.machine_id, (const uint64_t(*)[4])peer, (const uint64_t(*)[4])mine, k,
                                      op->merged);
         }
@@ -984,6 +989,11 @@ static void peer_gone(tg_ipc_peer *peer, void *arg)
         packets += fed->nodes[i].st.packets;
     tg_info(LOG, "federated session of %s over %zu node(s) closed (%zu packets read)", fed->who.principal, fed->n,
             packets);
+    for (size_t i = 0; i < fed->n; i++)
+        if (fed->nodes[i].st.clock_syncs_dropped)
+            tg_warn(LOG, "federated session of %s: node %s: %llu RemoteClockSync packet(s) dropped (not its service's "
+                         "for a machine behind it)",
+                    fed->who.principal, fed->nodes[i].name, (unsigned long long)fed->nodes[i].st.clock_syncs_dropped);
     for (size_t i = 0; i < fed->n; i++)
         if (fed->nodes[i].state == NODE_LOST || fed->nodes[i].state == NODE_REATTACH)
             tg_warn(LOG, "federated session of %s: node %s was not back before the client finished; it keeps the "

@@ -2,7 +2,9 @@
  * (gateway/fed_packets.c) fed what a hostile or broken node could send: the input is cut into
  * replies at points the input chooses. Invariants: no crash or leak; what comes out is always whole
  * ReadBuffersResponse slices whose packets each end with our stamp (the last sequence id and
- * machine id fields are ours); after an error nothing half-done was appended. */
+ * machine id fields are ours); after an error nothing half-done was appended. A node with a
+ * clock offset (input's first byte) has its RemoteClockSync packets rebased (gateway/fed_clocks.c)
+ * or dropped, never half-written. */
 #include <event2/buffer.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -48,6 +50,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct tg_fed_stream st;
     if (tg_fed_stream_init(&st, data[0] & 1 ? 0x1234 : 0, &alloc, 4096) != 0)
         return 0;
+    if (data[0] & 2) { /* a node with a clock offset: its RemoteClockSync packets are rebased */
+        static const int64_t off[4] = {5000000000ll, -3000000000ll, 1, -1};
+        st.have_clock_off = 1;
+        memcpy(st.clock_off, off, sizeof off);
+    }
     struct evbuffer *out = evbuffer_new();
     uint8_t cut = data[1] ? data[1] : 1;
     data += 2;

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 #include <event2/buffer.h>
 
+#include "fed_clocks.h"
 #include "fed_packets.h"
 #include "trace_packet.pb-c.h"
 #include "tracegate/pbwire.h"
@@ -437,6 +438,145 @@ static void test_gap_packet(void **state)
     tg_fed_stream_clear(&st);
 }
 
+/* ---- a machine behind a node: its clocks composed onto the hub's ---- */
+
+#define SEC 1000000000ll
+
+/* Trace processor's reading of a RemoteClockSync for one clock: consecutive records whose client
+ * BOOTTIME readings are under 30 s apart are a round t1c,t1h,t2c,t2h giving (t1c+t2c)/2 - t1h and
+ * t2c - (t1h+t2h)/2; the mean is the machine's offset (client minus host) */
+static int clock_of(const Perfetto__Protos__ClockSnapshot *cs, uint32_t id, uint64_t *v)
+{
+    for (size_t i = 0; cs && i < cs->n_clocks; i++)
+        if (cs->clocks[i]->clock_id == id) {
+            *v = cs->clocks[i]->timestamp;
+            return 1;
+        }
+    return 0;
+}
+
+static int64_t tp_offset(const Perfetto__Protos__RemoteClockSync *rcs, uint32_t id)
+{
+    double sum = 0;
+    size_t est = 0;
+    for (size_t i = 0; i + 1 < rcs->n_synced_clocks; i++) {
+        uint64_t b1, b2, t1c, t1h, t2c, t2h;
+        assert_true(clock_of(rcs->synced_clocks[i]->client_clocks, 6, &b1));
+        assert_true(clock_of(rcs->synced_clocks[i + 1]->client_clocks, 6, &b2));
+        if (b2 < b1 || b2 - b1 >= 30ull * SEC)
+            continue;
+        assert_true(clock_of(rcs->synced_clocks[i]->client_clocks, id, &t1c));
+        assert_true(clock_of(rcs->synced_clocks[i]->host_clocks, id, &t1h));
+        assert_true(clock_of(rcs->synced_clocks[i + 1]->client_clocks, id, &t2c));
+        assert_true(clock_of(rcs->synced_clocks[i + 1]->host_clocks, id, &t2h));
+        sum += ((double)t1c + (double)t2c) / 2 - (double)t1h;
+        sum += (double)t2c - ((double)t1h + (double)t2h) / 2;
+        est += 2;
+        i++;
+    }
+    assert_true(est > 0);
+    return (int64_t)(sum / (double)est);
+}
+
+/* The hub's link to node B: B's BOOTTIME is the hub's + 5 s, its REALTIME the hub's + 3 s. Machine
+ * R is relayed to B: R's BOOTTIME is B's + 2 s, its REALTIME B's - 1 s, which is what B's service
+ * writes in its RemoteClockSync for R (host clocks: B's). In the merged trace, trace processor
+ * must find R at +7 s BOOTTIME and +2 s REALTIME from the hub, so that an event R stamps at
+ * hub time E + 7 s lands at E. B's RemoteClockSync packets that would rewrite a machine's sync
+ * they may not (none named: B's own once stamped; the hub's; one with a producer's sequence) are
+ * dropped. */
+static void test_relayed_machine_clock(void **state)
+{
+    (void)state;
+    const uint64_t T = 1000 * SEC, RT = 1700000000ull * SEC;
+    const int64_t B_BOOT = 5 * SEC, B_REAL = 3 * SEC, R_BOOT = 2 * SEC, R_REAL = -1 * SEC;
+    /* the link's rounds, [BOOTTIME, REALTIME, MONOTONIC, MONOTONIC_RAW]: B's as sent, ours on
+     * receipt, 100 ns later (a PING, then its UPDATE once the answer came back) */
+    uint64_t link_b[2][4], link_hub[2][4];
+    for (int i = 0; i < 2; i++) {
+        uint64_t h = T + (uint64_t)i * 200, hr = RT + (uint64_t)i * 200; /* sent, on the hub's clocks */
+        link_b[i][0] = h + (uint64_t)B_BOOT, link_b[i][1] = hr + (uint64_t)B_REAL;
+        link_b[i][2] = h - 7 + (uint64_t)B_BOOT, link_b[i][3] = h - 9 + (uint64_t)B_BOOT;
+        link_hub[i][0] = h + 100, link_hub[i][1] = hr + 100, link_hub[i][2] = h - 7 + 100, link_hub[i][3] = h - 9 + 100;
+    }
+    struct tg_fed_seq_alloc alloc = {.next = 1, .reserved = {0, 0xB0B0}, .n_reserved = 2};
+    struct tg_fed_stream st;
+    assert_int_equal(tg_fed_stream_init(&st, 0xB0B0, &alloc, 1 << 20), 0);
+    st.have_clock_off = tg_fed_clock_offsets((const uint64_t(*)[4])link_b, (const uint64_t(*)[4])link_hub, 2, st.clock_off);
+    assert_true(st.have_clock_off);
+    assert_true(st.clock_off[0] == B_BOOT && st.clock_off[1] == B_REAL);
+
+    /* B's service's RemoteClockSync for R (two records: R's clocks as sent, B's on receipt) */
+    uint64_t r_sent[2][4], b_recv[2][4];
+    for (int i = 0; i < 2; i++) {
+        uint64_t b = T + (uint64_t)B_BOOT + 5000 + (uint64_t)i * 200, br = RT + (uint64_t)B_REAL + 5000 + (uint64_t)i * 200;
+        r_sent[i][0] = b + (uint64_t)R_BOOT, r_sent[i][1] = br + (uint64_t)R_REAL;
+        r_sent[i][2] = b - 3 + (uint64_t)R_BOOT, r_sent[i][3] = b - 4 + (uint64_t)R_BOOT;
+        b_recv[i][0] = b + 100, b_recv[i][1] = br + 100, b_recv[i][2] = b - 3 + 100, b_recv[i][3] = b - 4 + 100;
+    }
+    const uint32_t R = 0x5151;
+    struct evbuffer *reply = evbuffer_new(), *out = evbuffer_new();
+    assert_int_equal(tg_fed_clock_sync_packet(R, (const uint64_t(*)[4])r_sent, (const uint64_t(*)[4])b_recv, 2, reply), 0);
+    /* ...and the same sync without a machine id, for the hub's machine, and from a producer */
+    struct out_packets in = {0};
+    collect(reply, &in);
+    assert_int_equal(in.n, 1);
+    struct tg_pb_reader rd;
+    struct tg_pb_field f;
+    struct bytes no_machine = {0}, hub_machine = {0}, with_seq = {0};
+    tg_pb_reader_init(&rd, in.pkt[0].p, in.pkt[0].n);
+    while (tg_pb_next(&rd, &f) == 1)
+        if (f.number == 107)
+            put_len_field(&no_machine, 107, f.data, f.len);
+    put(&hub_machine, no_machine.p, no_machine.n);
+    put_varint_field(&hub_machine, 98, 0xB0B0);
+    put(&with_seq, in.pkt[0].p, in.pkt[0].n);
+    put_varint_field(&with_seq, 10, 7);
+    /* an event on R at hub time E: R stamps E + 7 s (BOOTTIME) */
+    const uint64_t E = T + 9 * SEC;
+    struct bytes ev = {0};
+    put_varint_field(&ev, 8, E + (uint64_t)(B_BOOT + R_BOOT));
+    put_len_field(&ev, 36, "r", 1);
+    put_varint_field(&ev, 10, 3);
+    put_varint_field(&ev, 98, R);
+    struct bytes rep = {0};
+    add_slice(&rep, in.pkt[0].p, in.pkt[0].n, 1);
+    add_slice(&rep, no_machine.p, no_machine.n, 1);
+    add_slice(&rep, hub_machine.p, hub_machine.n, 1);
+    add_slice(&rep, with_seq.p, with_seq.n, 1);
+    add_slice(&rep, ev.p, ev.n, 1);
+    char err[128];
+    assert_int_equal(tg_fed_rewrite_reply(&st, rep.p, rep.n, out, err, sizeof err), 0);
+
+    struct out_packets o = {0};
+    collect(out, &o);
+    assert_true(o.n >= 2);
+    Perfetto__Protos__TracePacket *cs = decode(&o.pkt[0]), *tp = decode(&o.pkt[o.n - 1]);
+    assert_int_equal(cs->machine_id, R);
+    assert_int_equal(cs->optional_trusted_packet_sequence_id_case,
+                     PERFETTO__PROTOS__TRACE_PACKET__OPTIONAL_TRUSTED_PACKET_SEQUENCE_ID__NOT_SET);
+    assert_int_equal(cs->data_case, PERFETTO__PROTOS__TRACE_PACKET__DATA_REMOTE_CLOCK_SYNC);
+    int64_t boot = tp_offset(cs->remote_clock_sync, 6), real = tp_offset(cs->remote_clock_sync, 1);
+    if (boot != B_BOOT + R_BOOT || real != B_REAL + R_REAL)
+        fail_msg("machine R is %lld ns (BOOTTIME) and %lld ns (REALTIME) from the hub; expected %lld and %lld",
+                 (long long)boot, (long long)real, (long long)(B_BOOT + R_BOOT), (long long)(B_REAL + R_REAL));
+    assert_int_equal(o.n, 2); /* R's sync and R's event; the three others dropped */
+    assert_int_equal(st.clock_syncs_dropped, 3);
+    /* R's clocks as R read them are untouched */
+    assert_int_equal(cs->remote_clock_sync->synced_clocks[0]->client_clocks->clocks[0]->timestamp, r_sent[0][0]);
+    /* R's event, put on the hub's timeline as trace processor does: at E */
+    assert_int_equal(tp->machine_id, R);
+    assert_int_equal((int64_t)tp->timestamp - boot, (int64_t)E);
+    perfetto__protos__trace_packet__free_unpacked(cs, NULL);
+    perfetto__protos__trace_packet__free_unpacked(tp, NULL);
+    free_out(&o);
+    free_out(&in);
+    free(no_machine.p), free(hub_machine.p), free(with_seq.p), free(ev.p), free(rep.p);
+    evbuffer_free(reply);
+    evbuffer_free(out);
+    tg_fed_stream_clear(&st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -447,6 +587,7 @@ int main(void)
         cmocka_unit_test(test_gap_packet),
         cmocka_unit_test(test_hostile_node_fields),
         cmocka_unit_test(test_too_many_sequences),
+        cmocka_unit_test(test_relayed_machine_clock),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,230 @@
+/* fed_clocks.c: moving a relayed machine's RemoteClockSync onto the hub's clocks (fed_clocks.h). */
+#include "fed_clocks.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "tracegate/kcdata_node.h"
+#include "tracegate/pbwire.h"
+
+enum {
+    PKT_REMOTE_CLOCK_SYNC = 107,
+    RCS_SYNCED = 1,
+    SYNCED_HOST = 3,
+    SNAP_CLOCKS = 1,
+    CLK_ID = 1,
+    CLK_TS = 2,
+    CLK_MULTIPLIER = 4,
+    ROUND_MAX_S = 30, /* trace processor's bound on a round (node BOOTTIME, seconds) */
+};
+
+int tg_fed_clock_offsets(const uint64_t (*peer)[4], const uint64_t (*mine)[4], size_t n, int64_t off[4])
+{
+    int64_t sum[4] = {0, 0, 0, 0};
+    int64_t estimates = 0;
+    for (size_t i = 0; i + 1 < n; i++) {
+        uint64_t t1c = peer[i][0], t2c = peer[i + 1][0];
+        if (t2c < t1c || t2c - t1c >= (uint64_t)ROUND_MAX_S * 1000000000ull)
+            continue;
+        for (int k = 0; k < 4; k++) {
+            /* in differences, so that 64-bit readings lose nothing */
+            int64_t c1h = (int64_t)(peer[i][k] - mine[i][k]);
+            int64_t dc = (int64_t)(peer[i + 1][k] - peer[i][k]), dh = (int64_t)(mine[i + 1][k] - mine[i][k]);
+            sum[k] += c1h + dc / 2;                                    /* (t1c+t2c)/2 - t1h */
+            sum[k] += (int64_t)(peer[i + 1][k] - mine[i][k]) - dh / 2; /* t2c - (t1h+t2h)/2 */
+        }
+        estimates += 2;
+        i++; /* the UPDATE closed this round */
+    }
+    if (!estimates)
+        return 0;
+    for (int k = 0; k < 4; k++)
+        off[k] = sum[k] / estimates;
+    return 1;
+}
+
+/* Which of off[] moves builtin clock `id`, -1 for none. */
+static int offset_index(uint64_t id)
+{
+    switch (id) {
+    case TG_NODE_CLOCK_BOOTTIME:
+        return 0;
+    case TG_NODE_CLOCK_REALTIME:
+    case 2: /* REALTIME_COARSE: the same clock, read coarsely */
+        return 1;
+    case TG_NODE_CLOCK_MONOTONIC:
+    case 4: /* MONOTONIC_COARSE */
+        return 2;
+    case TG_NODE_CLOCK_MONOTONIC_RAW:
+        return 3;
+    default:
+        return -1;
+    }
+}
+
+/* A growable byte string. */
+struct out {
+    uint8_t *p;
+    size_t n, cap;
+    int oom;
+};
+
+static void out_add(struct out *o, const void *d, size_t n)
+{
+    if (o->oom || !n)
+        return;
+    if (o->n + n > o->cap) {
+        size_t cap = o->cap ? o->cap * 2 : 256;
+        while (cap < o->n + n)
+            cap *= 2;
+        uint8_t *p = realloc(o->p, cap);
+        if (!p) {
+            o->oom = 1;
+            return;
+        }
+        o->p = p;
+        o->cap = cap;
+    }
+    memcpy(o->p + o->n, d, n);
+    o->n += n;
+}
+
+static void out_len_field(struct out *o, uint32_t num, const struct out *body)
+{
+    uint8_t h[16];
+    size_t n = tg_pb_put_tag(h, num, TG_PB_LEN);
+    n += tg_pb_put_varint(h + n, body->n);
+    out_add(o, h, n);
+    if (body->oom)
+        o->oom = 1;
+    else
+        out_add(o, body->p, body->n);
+}
+
+/* The raw bytes of the field just read: from `start` to the reader's position. */
+#define RAW(o, start, r) out_add((o), (start), (size_t)((r).p - (start)))
+
+/* ClockSnapshot.Clock with its timestamp moved (nothing moves with a unit multiplier). */
+static int rebase_clock(const uint8_t *d, size_t len, const int64_t off[4], struct out *o)
+{
+    struct tg_pb_reader r;
+    struct tg_pb_field f;
+    uint64_t id = 0, mult = 1;
+    tg_pb_reader_init(&r, d, len);
+    int rc;
+    while ((rc = tg_pb_next(&r, &f)) == 1)
+        if (f.number == CLK_ID && f.wire == TG_PB_VARINT)
+            id = f.value;
+        else if (f.number == CLK_MULTIPLIER && f.wire == TG_PB_VARINT)
+            mult = f.value;
+    if (rc < 0)
+        return -1;
+    int k = offset_index(id);
+    tg_pb_reader_init(&r, d, len);
+    for (const uint8_t *start = r.p; tg_pb_next(&r, &f) == 1; start = r.p) {
+        if (f.number == CLK_TS && f.wire == TG_PB_VARINT && k >= 0 && (mult == 1 || mult == 0)) {
+            uint8_t t[16];
+            size_t n = tg_pb_put_tag(t, CLK_TS, TG_PB_VARINT);
+            n += tg_pb_put_varint(t + n, f.value - (uint64_t)off[k]);
+            out_add(o, t, n);
+        } else {
+            RAW(o, start, r);
+        }
+    }
+    return 0;
+}
+
+static int rebase_snapshot(const uint8_t *d, size_t len, const int64_t off[4], struct out *o)
+{
+    struct tg_pb_reader r;
+    struct tg_pb_field f;
+    tg_pb_reader_init(&r, d, len);
+    int rc;
+    for (const uint8_t *start = r.p; (rc = tg_pb_next(&r, &f)) == 1; start = r.p) {
+        if (f.number == SNAP_CLOCKS && f.wire == TG_PB_LEN) {
+            struct out c = {0};
+            int bad = rebase_clock(f.data, f.len, off, &c);
+            out_len_field(o, SNAP_CLOCKS, &c);
+            free(c.p);
+            if (bad)
+                return -1;
+        } else {
+            RAW(o, start, r);
+        }
+    }
+    return rc;
+}
+
+static int rebase_synced(const uint8_t *d, size_t len, const int64_t off[4], struct out *o)
+{
+    struct tg_pb_reader r;
+    struct tg_pb_field f;
+    tg_pb_reader_init(&r, d, len);
+    int rc;
+    for (const uint8_t *start = r.p; (rc = tg_pb_next(&r, &f)) == 1; start = r.p) {
+        if (f.number == SYNCED_HOST && f.wire == TG_PB_LEN) {
+            struct out s = {0};
+            int bad = rebase_snapshot(f.data, f.len, off, &s);
+            out_len_field(o, SYNCED_HOST, &s);
+            free(s.p);
+            if (bad)
+                return -1;
+        } else {
+            RAW(o, start, r);
+        }
+    }
+    return rc;
+}
+
+static int rebase_rcs(const uint8_t *d, size_t len, const int64_t off[4], struct out *o)
+{
+    struct tg_pb_reader r;
+    struct tg_pb_field f;
+    tg_pb_reader_init(&r, d, len);
+    int rc;
+    for (const uint8_t *start = r.p; (rc = tg_pb_next(&r, &f)) == 1; start = r.p) {
+        if (f.number == RCS_SYNCED && f.wire == TG_PB_LEN) {
+            struct out s = {0};
+            int bad = rebase_synced(f.data, f.len, off, &s);
+            out_len_field(o, RCS_SYNCED, &s);
+            free(s.p);
+            if (bad)
+                return -1;
+        } else {
+            RAW(o, start, r);
+        }
+    }
+    return rc;
+}
+
+int tg_fed_rebase_clock_sync(const uint8_t *pkt, size_t len, const int64_t off[4], uint8_t **out, size_t *out_len)
+{
+    struct out o = {0};
+    struct tg_pb_reader r;
+    struct tg_pb_field f;
+    tg_pb_reader_init(&r, pkt, len);
+    int rc;
+    for (const uint8_t *start = r.p; (rc = tg_pb_next(&r, &f)) == 1; start = r.p) {
+        if (f.number == PKT_REMOTE_CLOCK_SYNC && f.wire == TG_PB_LEN) {
+            struct out s = {0};
+            int bad = rebase_rcs(f.data, f.len, off, &s);
+            out_len_field(&o, PKT_REMOTE_CLOCK_SYNC, &s);
+            free(s.p);
+            if (bad) {
+                rc = -1;
+                break;
+            }
+        } else {
+            RAW(&o, start, r);
+        }
+    }
+    if (rc < 0 || o.oom) {
+        free(o.p);
+        return -1;
+    }
+    if (!o.p && !(o.p = malloc(1))) /* an empty packet: still a buffer to free */
+        return -1;
+    *out = o.p;
+    *out_len = o.n;
+    return 0;
+}
