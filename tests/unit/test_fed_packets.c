@@ -3,7 +3,10 @@
  * sequence id unique across nodes (the last occurrence, as the trace's readers take it); big
  * packets are re-sliced; bad replies are refused; RemoteClockSync and failure packets decode as
  * Perfetto's TracePacket with the values given; a hostile node's trusted fields (another
- * node's or the hub's machine, a sequence id in another encoding, endless sequences). */
+ * node's or the hub's machine, a sequence id in another encoding, endless sequences); a machine
+ * relayed to a node put on the hub's timeline (its RemoteClockSync composed with the node's
+ * offset), other RemoteClockSync packets from a node dropped; sequence-less packets kept so, on
+ * their machine. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -577,6 +580,41 @@ static void test_relayed_machine_clock(void **state)
     tg_fed_stream_clear(&st);
 }
 
+/* Packets without a sequence id (traced's RemoteClockSync is the one kind it emits) are not given
+ * one: trace processor parses a packet that carries a machine id in that machine's own reader,
+ * with its own sequence state, so a remote node's sequence-less packet, which always leaves with
+ * the node's machine id (or the machine behind the node that it names), never shares the hub's
+ * sequence 0; the hub's own stay on the host's. */
+static void test_sequenceless_packets_per_machine(void **state)
+{
+    (void)state;
+    struct tg_fed_seq_alloc alloc = {.next = 1, .reserved = {0x1111, 0xBEEF}, .n_reserved = 2};
+    struct tg_fed_stream hub, b;
+    assert_int_equal(tg_fed_stream_init(&hub, 0, &alloc, 1 << 20), 0);
+    assert_int_equal(tg_fed_stream_init(&b, 0xBEEF, &alloc, 1 << 20), 0);
+    struct bytes p = {0}, r = {0};
+    put_len_field(&p, 36, "no sequence", 11);
+    put_varint_field(&p, 3, 1000);
+    add_slice(&r, p.p, p.n, 1);
+    struct evbuffer *out = evbuffer_new();
+    char err[128];
+    assert_int_equal(tg_fed_rewrite_reply(&hub, r.p, r.n, out, err, sizeof err), 0);
+    assert_int_equal(tg_fed_rewrite_reply(&b, r.p, r.n, out, err, sizeof err), 0);
+    struct out_packets o = {0};
+    collect(out, &o);
+    assert_int_equal(o.n, 2);
+    assert_int_equal(last_u32(&o.pkt[0], 98), -1); /* the hub's: the host's reader */
+    assert_int_equal(last_u32(&o.pkt[0], 10), -1);
+    assert_int_equal(last_u32(&o.pkt[1], 98), 0xBEEF); /* the node's: its machine's reader */
+    assert_int_equal(last_u32(&o.pkt[1], 10), -1);
+    free_out(&o);
+    free(p.p);
+    free(r.p);
+    evbuffer_free(out);
+    tg_fed_stream_clear(&hub);
+    tg_fed_stream_clear(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -588,6 +626,7 @@ int main(void)
         cmocka_unit_test(test_hostile_node_fields),
         cmocka_unit_test(test_too_many_sequences),
         cmocka_unit_test(test_relayed_machine_clock),
+        cmocka_unit_test(test_sequenceless_packets_per_machine),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
