@@ -107,6 +107,7 @@ struct fed_op {
     struct event *read_idle; /* ReadBuffers: fails the node being read when it stays silent */
     size_t sent_parts;       /* QueryServiceState: parts sent to the client */
     int call_over;           /* QueryServiceState: its last part went (the call is freed) */
+    int client_gone;         /* QueryServiceState: a part could not be sent */
 };
 
 struct fed {
@@ -261,7 +262,11 @@ static int send_part(void *arg, const uint8_t *part, size_t len, int has_more)
     struct fed_op *op = arg;
     op->sent_parts++;
     op->call_over = !has_more;
-    return tg_ipc_call_reply_bytes(op->call, part, len, has_more, -1);
+    if (tg_ipc_call_reply_bytes(op->call, part, len, has_more, -1) != 0) {
+        op->client_gone = 1;
+        return -1;
+    }
+    return 0;
 }
 
 static void finish_all(struct fed_op *op)
@@ -305,8 +310,9 @@ static void finish_all(struct fed_op *op)
             tg_warn(LOG, "federated session of %s: QueryServiceState: %zu entr%s larger than a reply left out",
                     fed->who.principal, skipped, skipped == 1 ? "y" : "ies");
         if (rc != 0) {
-            tg_warn(LOG, "federated session of %s: QueryServiceState: the nodes' merged answer is malformed",
-                    fed->who.principal);
+            if (!op->client_gone)
+                tg_warn(LOG, "federated session of %s: QueryServiceState: the nodes' merged answer is malformed",
+                        fed->who.principal);
             if (op->call_over) { /* the client went away while its last part was sent */
                 op_free(op);
             } else if (op->sent_parts) { /* end the stream the client is reading */
