@@ -122,6 +122,13 @@ record_until_drawn() {
     [ "$WAIT_RC" = 0 ] || fail "tracectl record exited with $WAIT_RC: $(cat "$log")"
 }
 
+# ---- 0. a query of @all lists every node's producers (the merged QueryServiceState, sent in
+# parts under the frame limit when large, decodes as one state) ----
+tg_timeout 20 "$TRACECTL" --node @all query "$HUB" >"$T/query-all.txt" 2>&1 || fail "query @all: $(cat "$T/query-all.txt")"
+for n in nodea nodeb nodec; do
+    grep -q "demo-$n" "$T/query-all.txt" || fail "query @all does not list demo-$n: $(cat "$T/query-all.txt")"
+done
+
 # ---- 1. --all: every node, one trace ----
 record_until_drawn "$T/all.pftrace" "$T/rec-all.log" nodea nodeb nodec -- "$HUB" --all --ds track_event
 cat "$T/rec-all.log"
