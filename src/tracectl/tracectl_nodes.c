@@ -80,6 +80,9 @@ int tc_cmd_nodes(const struct tc_opts *opts, int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--adb")) {
             adb = 1;
+        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: tracectl nodes [URL] [--adb]\n");
+            return 0;
         } else {
             fprintf(stderr, "usage: tracectl nodes [URL] [--adb]\n");
             return 2;

@@ -1,6 +1,7 @@
 /* tracectl_query.c: `tracectl query URL`: QueryServiceState + QueryCapabilities printed readably. */
 #include "tracectl.h"
 
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,10 +106,30 @@ static void print_caps(FILE *out, const Perfetto__Protos__TracingServiceCapabili
     fprintf(out, "\n");
 }
 
+static void query_usage(FILE *out)
+{
+    fprintf(out, "usage: tracectl query [URL]\n\n"
+                 "Prints what the service at URL has: producers and their data sources, tracing sessions,\n"
+                 "and its capabilities (QueryServiceState, QueryCapabilities; the observer role is enough).\n\n"
+                 "  -h, --help         this help\n");
+}
+
 int tc_cmd_query(const struct tc_opts *opts, int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
+    static const struct option longopts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'h': query_usage(stdout); return 0;
+        default: query_usage(stderr); return 2;
+        }
+    }
+    if (optind != argc) { /* the URL was taken by the dispatcher: anything more is a mistake */
+        fprintf(stderr, "tracectl query: unexpected argument '%s'\n", argv[optind]);
+        query_usage(stderr);
+        return 2;
+    }
     struct tc_rpc rpc;
     if (tc_rpc_open(&rpc, opts, "ConsumerPort") != 0) {
         fprintf(stderr, "tracectl: %s: %s\n", opts->endpoint, rpc.error);
