@@ -1057,7 +1057,15 @@ void tg_gw_config_usage(FILE *out)
         else
             fprintf(out, "  %-28s %s\n", lhs, k_opts[i].help);
     }
-    fprintf(out, "\nSizes take k/m/g suffixes; durations take ms/s/m/h (plain numbers are seconds).\n"
-                 "Roles: observer, recorder, producer, admin, adb. Signals: SIGHUP reloads tokens, origins and\n"
+    fprintf(out, "\nSizes take k/m/g suffixes; durations take ms/s/m/h (plain numbers are seconds).\nRoles:");
+    const char *sep = " ";
+    for (unsigned bit = 1; bit; bit <<= 1) { /* every role a role list accepts (gw_acl.c) */
+        const char *name = tg_gw_role_name(bit);
+        if (strcmp(name, "none") != 0) {
+            fprintf(out, "%s%s", sep, name);
+            sep = ", ";
+        }
+    }
+    fprintf(out, ". Signals: SIGHUP reloads tokens, origins and\n"
                  "certificates; SIGTERM/SIGINT drain (a second one exits at once).\n");
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gw.h"
 #include "gw_adb_addr.h"
 #include "gw_config.h"
 #include "tracegate/log.h"
@@ -445,6 +446,37 @@ static void test_adb_options(void **state)
     tg_gw_config_free(&c);
 }
 
+/* --help's "Roles:" line names every role the role lists accept (it lacked link and spans) */
+static void test_usage_names_every_role(void **state)
+{
+    (void)state;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    tg_gw_config_usage(f);
+    assert_int_equal(fclose(f), 0);
+    char *line = strstr(text, "Roles: ");
+    assert_non_null(line);
+    char *end = strstr(line, ". ");
+    assert_non_null(end);
+    *end = '\0';
+    int named = 0;
+    for (unsigned bit = 1; bit; bit <<= 1) {
+        const char *name = tg_gw_role_name(bit);
+        if (strcmp(name, "none") == 0)
+            continue;
+        assert_int_equal(tg_gw_roles_parse(name), bit);
+        char word[40];
+        snprintf(word, sizeof word, " %s", name);
+        if (!strstr(line, word))
+            fail_msg("'%s' lacks the role %s", line, name);
+        named++;
+    }
+    assert_int_equal(named, 7);
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -452,7 +484,7 @@ int main(void)
         cmocka_unit_test(test_file_syntax),        cmocka_unit_test(test_file_errors),
         cmocka_unit_test(test_listen_specs),       cmocka_unit_test(test_validate_security),
         cmocka_unit_test(test_args_override_file), cmocka_unit_test(test_http_front_end_options),
-        cmocka_unit_test(test_adb_options),
+        cmocka_unit_test(test_adb_options),        cmocka_unit_test(test_usage_names_every_role),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
