@@ -23,6 +23,7 @@ static const struct command k_commands[] = {
     {"record", tc_cmd_record,
      "record [URL] [-c CONFIG] [--duration 10s] [--buffer 32mb] [--ds NAME]... [--fill ring|discard]\n"
      "                         [-o FILE] [--detach KEY] [--no-progress] [--no-resume]\n"
+     "                         [--nodes A,B|--all] [--all-machines] [--spans FILE|@fleet]...\n"
      "                         record a trace into a .pftrace file (default trace.pftrace)", 1},
     {"attach", tc_cmd_attach, "attach [URL] KEY [-o FILE] [--stop]\n"
                               "                         collect a session started with record --detach KEY", 1},
@@ -33,12 +34,13 @@ static const struct command k_commands[] = {
                             "                         ADB server and the devices it sees (adb role)", 1},
     {"spans", tc_cmd_spans, "spans [URL] [--node NAME|--nodes A,B|--all] [-o FILE.ndjson] [--cursor FILE]\n"
                             "                         the recent OnePath spans of nodes (spans role), as NDJSON", 1},
-    {"merge", tc_cmd_merge, "merge TRACE SPANS.ndjson... -o OUT [--machine HOST=ID]...\n"
+    {"merge", tc_cmd_merge, "merge TRACE SPANS.ndjson... -o OUT [--machine HOST=ID]... [--host-node NAME]\n"
                             "                         stitch OnePath spans into a trace (slices, flows, per-machine clocks)", 0},
     {"stats", tc_cmd_stats, "stats [URL] [--kcdata FILE]\n"
                             "                         a gateway's counters and its nodes; --kcdata writes them as a\n"
                             "                         KCDATA buffer (`tracectl kcdata FILE` prints it)", 1},
-    {"dump", tc_cmd_dump, "dump FILE [--raw]      print the packets of a .pftrace file", 0},
+    {"dump", tc_cmd_dump, "dump FILE [--raw] [--summary]\n"
+                          "                         print the packets of a .pftrace file (or only their totals)", 0},
     {"kcdata", tc_cmd_kcdata, "kcdata FILE [--json]   print a KCDATA buffer (node descriptor, stats snapshot, ...)", 0},
 };
 

@@ -2,7 +2,8 @@
 # test_tracectl_help.sh: `tracectl COMMAND --help` prints that command's usage on stdout and exits 0
 # without connecting anywhere (the consumer socket named here does not exist), for every command;
 # `query` took --help for a URL-less call and tried to connect, `nodes` printed its usage as an
-# error (exit 2). record's help keeps each option's text under its own option. Exit 77 = skipped.
+# error (exit 2). record's help keeps each option's text under its own option; the command list
+# names record's fleet options and dump --summary. Exit 77 = skipped.
 set -u
 B=${TG_BUILDDIR:-$(pwd)}
 S=${TG_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -28,6 +29,11 @@ tg_timeout 20 "$TC" query "unix:$T/c.sock" extra >"$T/out" 2>"$T/err"
 rc=$?
 [ $rc -eq 2 ] && grep -q "unexpected argument 'extra'" "$T/err" ||
     { echo "FAIL: tracectl query URL extra: exit $rc, $(cat "$T/err")"; fail=1; }
+# tracectl --help names the options the README uses: record --all/--nodes/--spans, dump --summary
+"$TC" --help >"$T/top"
+for opt in --nodes --all --all-machines --spans --summary --host-node; do
+    grep -qE "[[|]$opt[] |]" "$T/top" || { echo "FAIL: tracectl --help does not name $opt"; fail=1; }
+done
 # record --help: the line after --no-resume continues its sentence
 "$TC" record --help | grep -A1 -e '--no-resume ' | tail -n 1 | grep -q "when the connection drops" ||
     { echo "FAIL: record --help: --no-resume's text is split"; "$TC" record --help; fail=1; }
