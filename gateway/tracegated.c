@@ -325,6 +325,20 @@ static int list_differs(char **a, size_t na, char **b, size_t nb)
     return 0;
 }
 
+/* The fleet (fleet.c) reads its options once at start-up: a SIGHUP that changes one of them must
+ * say it needs a restart rather than leave the operator believing it applied. */
+static int links_differ(const struct tg_gw_config *a, const struct tg_gw_config *b)
+{
+    return str_differs(a->node_name, b->node_name) || list_differs(a->peers, a->n_peers, b->peers, b->n_peers) ||
+           list_differs(a->listen_links, a->n_listen_links, b->listen_links, b->n_listen_links) ||
+           list_differs(a->raw_nodes, a->n_raw_nodes, b->raw_nodes, b->n_raw_nodes) || a->link_stdio != b->link_stdio ||
+           str_differs(a->link_token_file, b->link_token_file) || str_differs(a->peer_ca, b->peer_ca) ||
+           str_differs(a->peer_cert, b->peer_cert) || str_differs(a->peer_key, b->peer_key) ||
+           str_differs(a->ssh_command, b->ssh_command) || str_differs(a->remote_command, b->remote_command) ||
+           a->link_roles != b->link_roles || a->link_cert_roles != b->link_cert_roles ||
+           a->link_resume_window_ms != b->link_resume_window_ms || str_differs(a->adb_node, b->adb_node);
+}
+
 static void on_reload(evutil_socket_t sig, short what, void *arg)
 {
     struct daemon *d = arg;
@@ -356,11 +370,11 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
                   nc.resume_memory != d->cfg.resume_memory ||
                   nc.max_kept_per_principal != d->cfg.max_kept_per_principal ||
                   nc.http_adb != d->cfg.http_adb || str_differs(nc.adb_server, d->cfg.adb_server) ||
-                  nc.adb_roles != d->cfg.adb_roles;
+                  nc.adb_roles != d->cfg.adb_roles || links_differ(&nc, &d->cfg);
     for (size_t i = 0; !restart && i < nc.n_listen; i++)
         restart = strcmp(nc.listen[i].text, d->cfg.listen[i].text) != 0;
     if (restart)
-        tg_warn(LOG, "listener, upstream, HTTP and limit changes take effect after a restart");
+        tg_warn(LOG, "listener, upstream, HTTP, limit and link changes take effect after a restart");
     tg_gw_config_free(&nc);
 }
 
