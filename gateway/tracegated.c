@@ -339,6 +339,18 @@ static int links_differ(const struct tg_gw_config *a, const struct tg_gw_config 
            a->link_resume_window_ms != b->link_resume_window_ms || str_differs(a->adb_node, b->adb_node);
 }
 
+/* Other options read once at start-up: the embedded service's sockets, the front end's web root,
+ * message bound and TLS, the TLS data path, OnePath's export, --insecure and client certificates. */
+static int startup_only_differ(const struct tg_gw_config *a, const struct tg_gw_config *b)
+{
+    return str_differs(a->producer_socks, b->producer_socks) || str_differs(a->consumer_socks, b->consumer_socks) ||
+           a->producer_mode != b->producer_mode || a->consumer_mode != b->consumer_mode ||
+           a->probe_interval_ms != b->probe_interval_ms || str_differs(a->web_root, b->web_root) ||
+           a->ws_max_message != b->ws_max_message || a->http_tls != b->http_tls || a->tls_path != b->tls_path ||
+           str_differs(a->otlp_file, b->otlp_file) || str_differs(a->otlp_http, b->otlp_http) ||
+           a->insecure != b->insecure || a->tls_require_client_cert != b->tls_require_client_cert;
+}
+
 static void on_reload(evutil_socket_t sig, short what, void *arg)
 {
     struct daemon *d = arg;
@@ -370,11 +382,12 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
                   nc.resume_memory != d->cfg.resume_memory ||
                   nc.max_kept_per_principal != d->cfg.max_kept_per_principal ||
                   nc.http_adb != d->cfg.http_adb || str_differs(nc.adb_server, d->cfg.adb_server) ||
-                  nc.adb_roles != d->cfg.adb_roles || links_differ(&nc, &d->cfg);
+                  nc.adb_roles != d->cfg.adb_roles || links_differ(&nc, &d->cfg) || startup_only_differ(&nc, &d->cfg);
     for (size_t i = 0; !restart && i < nc.n_listen; i++)
         restart = strcmp(nc.listen[i].text, d->cfg.listen[i].text) != 0;
     if (restart)
-        tg_warn(LOG, "listener, upstream, HTTP, limit and link changes take effect after a restart");
+        tg_warn(LOG, "listener, upstream, service socket, HTTP, TLS, limit and link changes take effect after a "
+                     "restart");
     tg_gw_config_free(&nc);
 }
 

@@ -1,8 +1,8 @@
 #!/bin/sh
 # test_gw_reload_links.sh: a SIGHUP whose configuration changes a link option (here a new peer)
-# is reported as needing a restart, as listener and limit changes are: the fleet reads its options
-# once, and the change used to be dropped without a word. A reload that changes nothing reports
-# nothing. Exit 77 = skipped.
+# or another option read once at start-up (here consumer-socket-mode) is reported as needing a
+# restart, as listener and limit changes are; such changes used to be dropped without a word. A
+# reload that changes nothing reports nothing. Exit 77 = skipped.
 set -u
 . "$(dirname "$0")/gw_lib.sh"
 need "$TRACEGATED" "$CLIENT"
@@ -29,4 +29,13 @@ reload 2
 grep -q "link changes take effect after a restart" "$T/r.log" ||
     fail "a new peer on SIGHUP was not reported as needing a restart: $(cat "$T/r.log")"
 grep -q "tcp://127.0.0.1:9" "$T/r.log" && fail "the new peer was dialled without a restart"
+
+# an option of the embedded service, read once at start-up, likewise
+printf 'node-name = reload1\n' >"$T/r.conf"
+reload 3 # back to the running configuration: nothing to report
+[ "$(grep -c "take effect after a restart" "$T/r.log")" = 1 ] || fail "a reload to the running configuration warned"
+printf 'node-name = reload1\nconsumer-socket-mode = 0660\n' >"$T/r.conf"
+reload 4
+[ "$(grep -c "take effect after a restart" "$T/r.log")" = 2 ] ||
+    fail "a changed consumer-socket-mode on SIGHUP was not reported as needing a restart"
 echo PASS
