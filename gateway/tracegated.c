@@ -340,7 +340,8 @@ static int links_differ(const struct tg_gw_config *a, const struct tg_gw_config 
 }
 
 /* Other options read once at start-up: the embedded service's sockets, the front end's web root,
- * message bound and TLS, the TLS data path, OnePath's export, --insecure and client certificates. */
+ * message bound and TLS, the TLS data path, OnePath's export, --insecure, client certificates and
+ * the names of the TLS files. */
 static int startup_only_differ(const struct tg_gw_config *a, const struct tg_gw_config *b)
 {
     return str_differs(a->producer_socks, b->producer_socks) || str_differs(a->consumer_socks, b->consumer_socks) ||
@@ -348,7 +349,10 @@ static int startup_only_differ(const struct tg_gw_config *a, const struct tg_gw_
            a->probe_interval_ms != b->probe_interval_ms || str_differs(a->web_root, b->web_root) ||
            a->ws_max_message != b->ws_max_message || a->http_tls != b->http_tls || a->tls_path != b->tls_path ||
            str_differs(a->otlp_file, b->otlp_file) || str_differs(a->otlp_http, b->otlp_http) ||
-           a->insecure != b->insecure || a->tls_require_client_cert != b->tls_require_client_cert;
+           a->insecure != b->insecure || a->tls_require_client_cert != b->tls_require_client_cert ||
+           /* SIGHUP re-reads the certificate files named at start-up, not new names */
+           str_differs(a->tls_cert, b->tls_cert) || str_differs(a->tls_key, b->tls_key) ||
+           str_differs(a->tls_ca, b->tls_ca);
 }
 
 static void on_reload(evutil_socket_t sig, short what, void *arg)

@@ -38,4 +38,9 @@ printf 'node-name = reload1\nconsumer-socket-mode = 0660\n' >"$T/r.conf"
 reload 4
 [ "$(grep -c "take effect after a restart" "$T/r.log")" = 2 ] ||
     fail "a changed consumer-socket-mode on SIGHUP was not reported as needing a restart"
+# SIGHUP re-reads the TLS files named at start-up; a new name needs a restart
+printf 'node-name = reload1\ntls-ca = %s\n' "$T/r.conf" >"$T/r.conf"
+reload 5
+[ "$(grep -c "take effect after a restart" "$T/r.log")" = 3 ] ||
+    fail "a new tls-ca file name on SIGHUP was not reported as needing a restart"
 echo PASS
