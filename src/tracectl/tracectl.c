@@ -54,7 +54,9 @@ static void usage(FILE *out)
         fprintf(out, "  %s\n", k_commands[i].usage);
     fprintf(out, "\nURL forms: unix:PATH, PATH, @abstract, tcp://HOST:PORT, HOST:PORT, tls://HOST:PORT,\n"
                  "           ws://HOST:PORT/traced, wss://HOST:PORT/traced\n"
-                 "           (default: the local consumer socket, $PERFETTO_CONSUMER_SOCK_NAME)\n\n"
+                 "           (default: the local consumer socket, $PERFETTO_CONSUMER_SOCK_NAME; for nodes,\n"
+                 "           spans, stats, record --nodes/--all and --node: the local gateway at\n"
+                 "           " TC_DEFAULT_GATEWAY ")\n\n"
                  "options:\n"
                  "  --cacert FILE     CA certificate(s) to verify a tls:// or wss:// server\n"
                  "  --cert FILE       client certificate (mTLS)\n"

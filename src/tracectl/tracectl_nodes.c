@@ -81,7 +81,7 @@ int tc_cmd_nodes(const struct tc_opts *opts, int argc, char **argv)
         if (!strcmp(argv[i], "--adb")) {
             adb = 1;
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: tracectl nodes [URL] [--adb]\n");
+            printf("usage: tracectl nodes [URL] [--adb]\n(default URL: the local gateway, " TC_DEFAULT_GATEWAY ")\n");
             return 0;
         } else {
             fprintf(stderr, "usage: tracectl nodes [URL] [--adb]\n");

@@ -34,6 +34,9 @@ rc=$?
 for opt in --nodes --all --all-machines --spans --summary --host-node; do
     grep -qE "[[|]$opt[] |]" "$T/top" || { echo "FAIL: tracectl --help does not name $opt"; fail=1; }
 done
+# commands that need a gateway default to the local one, not to the service's socket
+grep -q "stats, record --nodes/--all and --node: the local gateway" "$T/top" ||
+    { echo "FAIL: tracectl --help says every command defaults to the consumer socket"; fail=1; }
 # record --help: the line after --no-resume continues its sentence
 "$TC" record --help | grep -A1 -e '--no-resume ' | tail -n 1 | grep -q "when the connection drops" ||
     { echo "FAIL: record --help: --no-resume's text is split"; "$TC" record --help; fail=1; }
