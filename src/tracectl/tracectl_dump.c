@@ -806,7 +806,8 @@ int tc_dump_trace(FILE *out, const uint8_t *data, size_t len, int flags, char *e
     while ((rc = tc_trace_reader_next(&r, &pkt, &plen, &off, rerr, sizeof rerr)) == 1)
         dump_packet(d, index++, off, pkt, plen);
 
-    fprintf(out, "--\n");
+    if (!d->summary_only)
+        fprintf(out, "--\n"); /* between the packets and the totals */
     fprintf(out, "packets: %" PRIu64 " (%" PRIu64 " payload bytes, %zu file bytes)", d->packets, d->bytes,
             rc < 0 ? r.off : len);
     if (d->bad_packets)

@@ -147,6 +147,18 @@ static void test_detached_trace(void **state)
     dumped_free(&d);
 }
 
+/* --summary prints the totals alone: they start the output (no separator after no packets). */
+static void test_summary_only(void **state)
+{
+    (void)state;
+    struct dumped d;
+    NEED_TRACE("trace_unix.pftrace", &d, TC_DUMP_SUMMARY);
+    assert_int_equal(d.rc, 0);
+    assert_int_equal(strncmp(d.text, "packets: ", 9), 0);
+    assert_packet_count(&d);
+    dumped_free(&d);
+}
+
 static void test_raw(void **state)
 {
     (void)state;
@@ -221,7 +233,7 @@ int main(void)
         cmocka_unit_test(test_unix_trace),     cmocka_unit_test(test_tcp_trace),
         cmocka_unit_test(test_relay_trace),    cmocka_unit_test(test_detached_trace),
         cmocka_unit_test(test_raw),            cmocka_unit_test(test_truncated_real),
-        cmocka_unit_test(test_undecodable_packet),
+        cmocka_unit_test(test_undecodable_packet), cmocka_unit_test(test_summary_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
