@@ -270,14 +270,14 @@ static int parse_uint(const char *v, unsigned long max, unsigned long *out)
     return 0;
 }
 
+/* A socket's permissions: octal digits only (strtoul would take " 0600", "+600" or "-0"), 1 to
+ * 0777. 0 is refused rather than read as "the default" (which is what an unset mode means here). */
 static int parse_mode(const char *v, unsigned *out)
 {
-    if (!v || !*v)
+    if (!v || !*v || strspn(v, "01234567") != strlen(v) || strlen(v) > 5)
         return -1;
-    char *end;
-    errno = 0;
-    unsigned long m = strtoul(v, &end, 8);
-    if (errno || *end || m > 07777)
+    unsigned long m = strtoul(v, NULL, 8);
+    if (m == 0 || m > 0777)
         return -1;
     *out = (unsigned)m;
     return 0;
@@ -328,7 +328,7 @@ int tg_gw_config_set(struct tg_gw_config *c, const char *name, const char *value
     case O_CONSUMER_MODE: {
         unsigned m;
         if (parse_mode(value, &m) != 0)
-            return tg_errf(err, errlen, "%s: '%s' is not an octal mode", name, value);
+            return tg_errf(err, errlen, "%s: '%s' is not an octal mode from 1 to 0777 (such as 0600)", name, value);
         *(o->id == O_PRODUCER_MODE ? &c->producer_mode : &c->consumer_mode) = m;
         return 0;
     }
@@ -809,7 +809,7 @@ static int listen_option(struct tg_gw_listen_spec *o, const char *k, size_t kl, 
             return -1;
     } else if (KEY("mode")) {
         if (parse_mode(val, &o->mode) != 0)
-            return tg_errf(err, errlen, "listener mode= '%s' is not an octal mode", val);
+            return tg_errf(err, errlen, "listener mode= '%s' is not an octal mode from 1 to 0777 (such as 0600)", val);
     } else if (KEY("cert") || KEY("key") || KEY("ca")) {
         char *dst = KEY("cert") ? o->cert : KEY("key") ? o->key : o->ca;
         snprintf(dst, 256, "%s", val);

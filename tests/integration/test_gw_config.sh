@@ -54,6 +54,11 @@ check 1 "config file $T/goodtokens.conf: writable by every user" --config "$T/go
 chmod 0644 "$T/goodtokens.conf"
 printf 'listen = consumer=@tg-config-test?mode=0600\nno-http = true\n' >"$T/abstract.conf"
 check 1 "mode= has no effect on an abstract socket" --config "$T/abstract.conf"
+# socket modes: octal digits, 1 to 0777 (0 used to mean the default silently)
+check 1 "consumer-socket-mode: '0' is not an octal mode from 1 to 0777" --consumer-socket-mode 0 --no-http
+check 1 "producer-socket-mode: ' 0600' is not an octal mode" --producer-socket-mode ' 0600' --no-http
+check 1 "listener mode= '0' is not an octal mode" --listen "consumer=unix:$T/m.sock?mode=0" --no-http
+check 0 "configuration OK" --consumer-socket-mode 0640 --no-http
 printf 'out-low = 4m\n' >"$T/limits.conf"
 check 1 "out-low" --config "$T/limits.conf"
 check 1 "cannot open config file" --config "$T/nonexistent.conf"
