@@ -134,59 +134,27 @@ static int rebase_clock(const uint8_t *d, size_t len, const int64_t off[4], stru
     return 0;
 }
 
-static int rebase_snapshot(const uint8_t *d, size_t len, const int64_t off[4], struct out *o)
-{
-    struct tg_pb_reader r;
-    struct tg_pb_field f;
-    tg_pb_reader_init(&r, d, len);
-    int rc;
-    for (const uint8_t *start = r.p; (rc = tg_pb_next(&r, &f)) == 1; start = r.p) {
-        if (f.number == SNAP_CLOCKS && f.wire == TG_PB_LEN) {
-            struct out c = {0};
-            int bad = rebase_clock(f.data, f.len, off, &c);
-            out_len_field(o, SNAP_CLOCKS, &c);
-            free(c.p);
-            if (bad)
-                return -1;
-        } else {
-            RAW(o, start, r);
-        }
-    }
-    return rc;
-}
+/* The fields from a TracePacket down to each ClockSnapshot.Clock of its RemoteClockSync's host
+ * snapshots (RemoteClockSync.synced_clocks.host_clocks.clocks): each is rewritten on the way down,
+ * every other field copied as it came. */
+static const uint32_t k_path[] = {PKT_REMOTE_CLOCK_SYNC, RCS_SYNCED, SYNCED_HOST, SNAP_CLOCKS};
 
-static int rebase_synced(const uint8_t *d, size_t len, const int64_t off[4], struct out *o)
+/* Copies message d to o, descending into the fields path[0..depth) names; at the end of the path
+ * the message is a Clock, rebased. 0, or -1 on a malformed message. */
+static int rebase_along(const uint8_t *d, size_t len, const uint32_t *path, size_t depth, const int64_t off[4],
+                        struct out *o)
 {
+    if (depth == 0)
+        return rebase_clock(d, len, off, o);
     struct tg_pb_reader r;
     struct tg_pb_field f;
     tg_pb_reader_init(&r, d, len);
     int rc;
     for (const uint8_t *start = r.p; (rc = tg_pb_next(&r, &f)) == 1; start = r.p) {
-        if (f.number == SYNCED_HOST && f.wire == TG_PB_LEN) {
+        if (f.number == path[0] && f.wire == TG_PB_LEN) {
             struct out s = {0};
-            int bad = rebase_snapshot(f.data, f.len, off, &s);
-            out_len_field(o, SYNCED_HOST, &s);
-            free(s.p);
-            if (bad)
-                return -1;
-        } else {
-            RAW(o, start, r);
-        }
-    }
-    return rc;
-}
-
-static int rebase_rcs(const uint8_t *d, size_t len, const int64_t off[4], struct out *o)
-{
-    struct tg_pb_reader r;
-    struct tg_pb_field f;
-    tg_pb_reader_init(&r, d, len);
-    int rc;
-    for (const uint8_t *start = r.p; (rc = tg_pb_next(&r, &f)) == 1; start = r.p) {
-        if (f.number == RCS_SYNCED && f.wire == TG_PB_LEN) {
-            struct out s = {0};
-            int bad = rebase_synced(f.data, f.len, off, &s);
-            out_len_field(o, RCS_SYNCED, &s);
+            int bad = rebase_along(f.data, f.len, path + 1, depth - 1, off, &s);
+            out_len_field(o, path[0], &s);
             free(s.p);
             if (bad)
                 return -1;
@@ -200,24 +168,7 @@ static int rebase_rcs(const uint8_t *d, size_t len, const int64_t off[4], struct
 int tg_fed_rebase_clock_sync(const uint8_t *pkt, size_t len, const int64_t off[4], uint8_t **out, size_t *out_len)
 {
     struct out o = {0};
-    struct tg_pb_reader r;
-    struct tg_pb_field f;
-    tg_pb_reader_init(&r, pkt, len);
-    int rc;
-    for (const uint8_t *start = r.p; (rc = tg_pb_next(&r, &f)) == 1; start = r.p) {
-        if (f.number == PKT_REMOTE_CLOCK_SYNC && f.wire == TG_PB_LEN) {
-            struct out s = {0};
-            int bad = rebase_rcs(f.data, f.len, off, &s);
-            out_len_field(&o, PKT_REMOTE_CLOCK_SYNC, &s);
-            free(s.p);
-            if (bad) {
-                rc = -1;
-                break;
-            }
-        } else {
-            RAW(&o, start, r);
-        }
-    }
+    int rc = rebase_along(pkt, len, k_path, sizeof k_path / sizeof k_path[0], off, &o);
     if (rc < 0 || o.oom) {
         free(o.p);
         return -1;
