@@ -30,6 +30,7 @@
 #include "tracegate/ipc_host.h"
 #include "tracegate/log.h"
 
+#include "test_fanout_util.h"
 #include "tg_test_util.h"
 
 #define PART (100u << 10)
@@ -91,17 +92,9 @@ static const struct tg_ipc_method k_methods[] = {
 
 struct client {
     tg_ipc_service_proxy *port;
-    int bound, done, success;
+    int done, success;
     uint64_t bytes; /* reply bytes of the current call */
 };
-
-static void on_bound(tg_ipc_client *cli, tg_ipc_service_proxy *proxy, void *arg)
-{
-    (void)cli;
-    struct client *c = arg;
-    c->port = proxy;
-    c->bound = 1;
-}
 
 static void on_reply(tg_ipc_client *cli, int success, int has_more, const uint8_t *reply, size_t len, void *arg)
 {
@@ -114,111 +107,38 @@ static void on_reply(tg_ipc_client *cli, int success, int has_more, const uint8_
     }
 }
 
-static int bound(void *arg) { return ((struct client *)arg)->bound; }
 static int answered(void *arg) { return ((struct client *)arg)->done; }
 
 /* A fake node "evil", a hub whose fleet names it, and a client of a federated session over it */
-struct world {
-    char dir[32], sock[96];
-    struct event_base *base;
-    tg_ipc_host *host;
-    struct tg_gw_config cfg;
-    struct tg_gw *gw;
-    struct tg_fleet *fleet;
-    tg_ipc_client *cli;
-    struct client c;
-};
-
-static struct world W;
+static struct fo_world W;
+static struct client C;
 
 static int setup(void **state)
 {
     (void)state;
-    char raw[128], err[512];
     tg_log_set_level(TG_LOG_ERROR);
-    memset(&W, 0, sizeof W);
-    snprintf(W.dir, sizeof W.dir, "/tmp/tg-test-fanout-XXXXXX");
-    assert_non_null(mkdtemp(W.dir));
-    snprintf(W.sock, sizeof W.sock, "%s/evil.sock", W.dir);
-    W.base = event_base_new();
-
+    memset(&C, 0, sizeof C);
     /* the node: a ConsumerPort that streams its answers without end, or past its buffers */
-    struct tg_ipc_host_opts ho;
-    memset(&ho, 0, sizeof ho);
-    tg_conn_opts_default(&ho.conn);
-    ho.conn.out_hard_limit = 2 * FLOOD;
-    W.host = tg_ipc_host_new(W.base, &ho);
-    assert_non_null(W.host);
     static const struct tg_ipc_service_def def = {.name = "ConsumerPort", .methods = k_methods, .n_methods = 3};
-    assert_true(tg_ipc_host_add_service(W.host, &def, NULL) != 0);
-    assert_int_equal(tg_ipc_host_listen(W.host, W.sock, 0600, err, sizeof err), 0);
-
-    /* the hub: a gateway whose fleet names that socket as node "evil" */
-    tg_gw_config_init(&W.cfg);
-    assert_int_equal(tg_gw_config_set(&W.cfg, "upstream-consumer", W.sock, err, sizeof err), 0);
-    assert_int_equal(tg_gw_config_set(&W.cfg, "no-http", NULL, err, sizeof err), 0);
-    assert_int_equal(tg_gw_config_set(&W.cfg, "upstream-probe-interval", "0", err, sizeof err), 0);
-    if (tg_gw_config_validate(&W.cfg, err, sizeof err) != 0)
-        fail_msg("validate: %s", err);
-    W.gw = tg_gw_new(W.base, &W.cfg, NULL, err, sizeof err);
-    if (!W.gw)
-        fail_msg("tg_gw_new: %s", err);
-    snprintf(raw, sizeof raw, "evil=unix:%s", W.sock);
-    char *raws[1] = {raw};
-    struct tg_fleet_config fc;
-    memset(&fc, 0, sizeof fc);
-    fc.node_name = "hub";
-    fc.raw_nodes = raws;
-    fc.n_raw_nodes = 1;
-    fc.resume_window_ms = (uint32_t)tg_test_ms(600000);
-    fc.ping_interval_ms = (uint32_t)tg_test_ms(600000);
-    W.fleet = tg_fleet_new(W.base, W.gw, &fc, err, sizeof err);
-    if (!W.fleet)
-        fail_msg("tg_fleet_new: %s", err);
-
-    /* a client of a federated session over "evil", bound to its ConsumerPort */
-    struct tg_gw_client_info who;
-    memset(&who, 0, sizeof who);
-    snprintf(who.principal, sizeof who.principal, "uid:0");
-    who.roles = TG_GW_ROLE_ADMIN;
-    who.has_uid = 1;
-    who.pid = -1;
-    who.loopback = 1;
-    int fd = tg_fanout_connect(tg_fleet_fanout(W.fleet), "evil", 0, &who, err, sizeof err);
-    if (fd < 0)
-        fail_msg("tg_fanout_connect: %s", err);
-    tg_conn *conn = tg_conn_new_fd(W.base, fd, NULL, NULL, NULL);
-    assert_non_null(conn);
-    W.cli = tg_ipc_client_new(W.base, conn, NULL, NULL);
-    assert_non_null(W.cli);
-    assert_int_equal(tg_ipc_client_bind(W.cli, "ConsumerPort", on_bound, &W.c), 0);
-    assert_true(tg_test_run_until(W.base, bound, &W.c, 20000));
-    assert_non_null(W.c.port);
+    static const char *const nodes[] = {"evil"};
+    C.port = fo_world_up(&W, "fanout", &def, 2 * FLOOD, nodes, 1, "evil", NULL, NULL);
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    tg_ipc_client_free(W.cli);
-    tg_fleet_free(W.fleet);
-    tg_test_run_until(W.base, NULL, NULL, 50);
-    tg_gw_free(W.gw);
-    tg_gw_config_free(&W.cfg);
-    tg_ipc_host_free(W.host);
-    event_base_free(W.base);
-    unlink(W.sock);
-    rmdir(W.dir);
+    fo_world_down(&W);
     return 0;
 }
 
 /* Calls method with args and waits for its last reply. */
 static void call(const char *method, const uint8_t *args, size_t len, int timeout_ms)
 {
-    W.c.done = W.c.success = 0;
-    W.c.bytes = 0;
-    assert_true(tg_ipc_client_invoke_bytes(W.cli, W.c.port, method, args, len, -1, on_reply, &W.c) != 0);
-    assert_true(tg_test_run_until(W.base, answered, &W.c, timeout_ms));
+    C.done = C.success = 0;
+    C.bytes = 0;
+    assert_true(tg_ipc_client_invoke_bytes(W.cli, C.port, method, args, len, -1, on_reply, &C) != 0);
+    assert_true(tg_test_run_until(W.base, answered, &C, timeout_ms));
 }
 
 /* QueryServiceState answered with has_more parts without end: the fan-out fails the node once the
@@ -228,7 +148,7 @@ static void test_endless_answer_from_a_node(void **state)
     (void)state;
     call("QueryServiceState", NULL, 0, 30000);
     assert_true(g_sent >= FLOOD);
-    assert_false(W.c.success); /* the one node failed: nobody answered */
+    assert_false(C.success); /* the one node failed: nobody answered */
 }
 
 /* A session with a 1 MiB buffer whose node answers ReadBuffers with 24 MiB: the node is failed at
@@ -240,12 +160,12 @@ static void test_read_beyond_buffers(void **state)
     /* EnableTracingRequest{trace_config{buffers{size_kb: 1024}}} */
     static const uint8_t enable[] = {0x0a, 0x05, 0x0a, 0x03, 0x08, 0x80, 0x08};
     call("EnableTracing", enable, sizeof enable, 20000);
-    assert_true(W.c.success);
+    assert_true(C.success);
     call("ReadBuffers", NULL, 0, 60000);
-    assert_true(W.c.success);
+    assert_true(C.success);
     assert_true(g_sent >= READ_FLOOD);
-    if (W.c.bytes <= (16u << 20) || W.c.bytes >= (18u << 20) + (1u << 20))
-        fail_msg("the client got %llu bytes", (unsigned long long)W.c.bytes);
+    if (C.bytes <= (16u << 20) || C.bytes >= (18u << 20) + (1u << 20))
+        fail_msg("the client got %llu bytes", (unsigned long long)C.bytes);
 }
 
 /* A node that never answers ReadBuffers is failed after the fan-out's read idle time (300 ms here)
@@ -262,8 +182,8 @@ static void test_silent_read(void **state)
     call("ReadBuffers", NULL, 0, 20000);
     g_read_silent = 0;
     assert_true(tg_test_waited(t0, 300));
-    assert_true(W.c.success);
-    assert_true(W.c.bytes > 0); /* the node's failure packet */
+    assert_true(C.success);
+    assert_true(C.bytes > 0); /* the node's failure packet */
 }
 
 int main(void)

@@ -32,6 +32,7 @@
 #include "tracegate/log.h"
 #include "tracegate/pbwire.h"
 
+#include "test_fanout_util.h"
 #include "tg_test_util.h"
 
 #define NODES 3
@@ -108,18 +109,10 @@ static const struct tg_ipc_method k_methods[] = {
 
 struct client {
     tg_ipc_service_proxy *port;
-    int bound, done, success, closed;
+    int done, success, closed;
     size_t replies, largest;
     struct evbuffer *got; /* every reply's bytes, concatenated */
 };
-
-static void on_bound(tg_ipc_client *cli, tg_ipc_service_proxy *proxy, void *arg)
-{
-    (void)cli;
-    struct client *c = arg;
-    c->port = proxy;
-    c->bound = 1;
-}
 
 static void on_reply(tg_ipc_client *cli, int success, int has_more, const uint8_t *reply, size_t len, void *arg)
 {
@@ -144,117 +137,44 @@ static void on_disconnect(tg_ipc_client *cli, const char *reason, void *arg)
     c->closed = 1;
 }
 
-static int bound(void *arg) { return ((struct client *)arg)->bound; }
 static int answered(void *arg) { return ((struct client *)arg)->done || ((struct client *)arg)->closed; }
 
-struct world {
-    char dir[32], sock[96];
-    struct event_base *base;
-    tg_ipc_host *host;
-    struct tg_gw_config cfg;
-    struct tg_gw *gw;
-    struct tg_fleet *fleet;
-    tg_ipc_client *cli;
-    struct client c;
-};
-
-static struct world W;
+/* a hub whose fleet names the fake node's socket as nodes n0, n1 and n2, and a client of a
+ * federated session over all three */
+static struct fo_world W;
+static struct client C;
 
 static int setup(void **state)
 {
     (void)state;
-    char raw[NODES][128], err[512];
     tg_log_set_level(TG_LOG_ERROR);
-    memset(&W, 0, sizeof W);
+    memset(&C, 0, sizeof C);
     g_node_seq = 0;
-    snprintf(W.dir, sizeof W.dir, "/tmp/tg-test-fanmerge-XXXXXX");
-    assert_non_null(mkdtemp(W.dir));
-    snprintf(W.sock, sizeof W.sock, "%s/node.sock", W.dir);
-    W.base = event_base_new();
-    W.c.got = evbuffer_new();
-
-    struct tg_ipc_host_opts ho;
-    memset(&ho, 0, sizeof ho);
-    tg_conn_opts_default(&ho.conn);
-    W.host = tg_ipc_host_new(W.base, &ho);
-    assert_non_null(W.host);
+    C.got = evbuffer_new();
     static const struct tg_ipc_service_def def = {.name = "ConsumerPort", .methods = k_methods, .n_methods = 2};
-    assert_true(tg_ipc_host_add_service(W.host, &def, NULL) != 0);
-    assert_int_equal(tg_ipc_host_listen(W.host, W.sock, 0600, err, sizeof err), 0);
-
-    /* the hub: three raw nodes, all that socket */
-    tg_gw_config_init(&W.cfg);
-    assert_int_equal(tg_gw_config_set(&W.cfg, "upstream-consumer", W.sock, err, sizeof err), 0);
-    assert_int_equal(tg_gw_config_set(&W.cfg, "no-http", NULL, err, sizeof err), 0);
-    assert_int_equal(tg_gw_config_set(&W.cfg, "upstream-probe-interval", "0", err, sizeof err), 0);
-    if (tg_gw_config_validate(&W.cfg, err, sizeof err) != 0)
-        fail_msg("validate: %s", err);
-    W.gw = tg_gw_new(W.base, &W.cfg, NULL, err, sizeof err);
-    if (!W.gw)
-        fail_msg("tg_gw_new: %s", err);
-    char *raws[NODES];
-    for (int i = 0; i < NODES; i++) {
-        snprintf(raw[i], sizeof raw[i], "n%d=unix:%s", i, W.sock);
-        raws[i] = raw[i];
-    }
-    struct tg_fleet_config fc;
-    memset(&fc, 0, sizeof fc);
-    fc.node_name = "hub";
-    fc.raw_nodes = raws;
-    fc.n_raw_nodes = NODES;
-    fc.resume_window_ms = (uint32_t)tg_test_ms(600000);
-    fc.ping_interval_ms = (uint32_t)tg_test_ms(600000);
-    W.fleet = tg_fleet_new(W.base, W.gw, &fc, err, sizeof err);
-    if (!W.fleet)
-        fail_msg("tg_fleet_new: %s", err);
-
-    struct tg_gw_client_info who;
-    memset(&who, 0, sizeof who);
-    snprintf(who.principal, sizeof who.principal, "uid:0");
-    who.roles = TG_GW_ROLE_ADMIN;
-    who.has_uid = 1;
-    who.pid = -1;
-    who.loopback = 1;
-    int fd = tg_fanout_connect(tg_fleet_fanout(W.fleet), "n0,n1,n2", 0, &who, err, sizeof err);
-    if (fd < 0)
-        fail_msg("tg_fanout_connect: %s", err);
-    tg_conn *conn = tg_conn_new_fd(W.base, fd, NULL, NULL, NULL); /* the default 128 KiB frame limit */
-    assert_non_null(conn);
+    static const char *const nodes[NODES] = {"n0", "n1", "n2"};
     static const struct tg_ipc_client_cbs cbs = {.on_disconnect = on_disconnect};
-    W.cli = tg_ipc_client_new(W.base, conn, &cbs, &W.c);
-    assert_non_null(W.cli);
-    assert_int_equal(tg_ipc_client_bind(W.cli, "ConsumerPort", on_bound, &W.c), 0);
-    assert_true(tg_test_run_until(W.base, bound, &W.c, 20000));
-    assert_non_null(W.c.port);
+    C.port = fo_world_up(&W, "fanmerge", &def, 0, nodes, NODES, "n0,n1,n2", &cbs, &C);
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    if (W.cli)
-        tg_ipc_client_free(W.cli);
-    tg_fleet_free(W.fleet);
-    tg_test_run_until(W.base, NULL, NULL, 50);
-    tg_gw_free(W.gw);
-    tg_gw_config_free(&W.cfg);
-    tg_ipc_host_free(W.host);
-    evbuffer_free(W.c.got);
-    event_base_free(W.base);
-    unlink(W.sock);
-    rmdir(W.dir);
+    fo_world_down(&W);
+    evbuffer_free(C.got);
     return 0;
 }
 
 static void call(const char *method)
 {
-    W.c.done = W.c.success = 0;
-    W.c.replies = W.c.largest = 0;
-    evbuffer_drain(W.c.got, evbuffer_get_length(W.c.got));
-    assert_true(tg_ipc_client_invoke_bytes(W.cli, W.c.port, method, NULL, 0, -1, on_reply, &W.c) != 0);
-    assert_true(tg_test_run_until(W.base, answered, &W.c, 30000));
-    assert_false(W.c.closed); /* an oversized frame closes the client's connection */
-    assert_true(W.c.done);
+    C.done = C.success = 0;
+    C.replies = C.largest = 0;
+    evbuffer_drain(C.got, evbuffer_get_length(C.got));
+    assert_true(tg_ipc_client_invoke_bytes(W.cli, C.port, method, NULL, 0, -1, on_reply, &C) != 0);
+    assert_true(tg_test_run_until(W.base, answered, &C, 30000));
+    assert_false(C.closed); /* an oversized frame closes the client's connection */
+    assert_true(C.done);
 }
 
 /* 360 KiB of producers from three nodes: several has_more parts, each within a frame, whose
@@ -263,12 +183,12 @@ static void test_query_state_in_parts(void **state)
 {
     (void)state;
     call("QueryServiceState");
-    assert_true(W.c.success);
-    assert_true(W.c.replies > 1);
-    assert_true(W.c.largest <= TG_FRAME_MAX_DEFAULT - 64);
-    size_t n = evbuffer_get_length(W.c.got);
+    assert_true(C.success);
+    assert_true(C.replies > 1);
+    assert_true(C.largest <= TG_FRAME_MAX_DEFAULT - 64);
+    size_t n = evbuffer_get_length(C.got);
     Perfetto__Protos__QueryServiceStateResponse *r =
-        perfetto__protos__query_service_state_response__unpack(NULL, n, evbuffer_pullup(W.c.got, -1));
+        perfetto__protos__query_service_state_response__unpack(NULL, n, evbuffer_pullup(C.got, -1));
     assert_non_null(r);
     assert_non_null(r->service_state);
     assert_int_equal(r->service_state->n_producers, NODES * PARTS * PER_PART);
@@ -291,12 +211,12 @@ static void test_trace_stats_one_reply(void **state)
 {
     (void)state;
     call("GetTraceStats");
-    assert_true(W.c.success);
-    assert_int_equal(W.c.replies, 1);
-    assert_true(W.c.largest <= TG_FRAME_MAX_DEFAULT - 64);
-    size_t n = evbuffer_get_length(W.c.got);
+    assert_true(C.success);
+    assert_int_equal(C.replies, 1);
+    assert_true(C.largest <= TG_FRAME_MAX_DEFAULT - 64);
+    size_t n = evbuffer_get_length(C.got);
     Perfetto__Protos__GetTraceStatsResponse *r =
-        perfetto__protos__get_trace_stats_response__unpack(NULL, n, evbuffer_pullup(W.c.got, -1));
+        perfetto__protos__get_trace_stats_response__unpack(NULL, n, evbuffer_pullup(C.got, -1));
     assert_non_null(r);
     assert_non_null(r->trace_stats);
     assert_int_equal(r->trace_stats->n_buffer_stats, 2 * STATS_BUFFERS);
