@@ -366,6 +366,18 @@ static int enable_pending(void *arg)
     (void)arg;
     return g_fake.enable_call != NULL;
 }
+
+/* On client t: binds ConsumerPort and TracegateSession, takes a resume token, and starts
+ * EnableTracing (en), whose reply the fake service defers while the session runs. Returns the
+ * token (the caller frees it). */
+static Tracegate__GetResumeTokenResponse *enable_pending_with_token(struct tc *t, struct call *en)
+{
+    tg_ipc_service_proxy *cp = tc_bind(t, "ConsumerPort");
+    Tracegate__GetResumeTokenResponse *tok = get_token(t, tc_bind(t, "TracegateSession"));
+    tc_start(t, cp, "EnableTracing", NULL, en);
+    assert_true(tg_test_run_until(g_base, enable_pending, NULL, TIMEOUT_MS));
+    return tok;
+}
 static int observe_pending(void *arg)
 {
     (void)arg;
@@ -457,12 +469,8 @@ static void test_resume_must_come_first(void **state)
     (void)state;
     start(LONG_WINDOW_MS, 0);
     struct tc *a = tc_open();
-    tg_ipc_service_proxy *cp = tc_bind(a, "ConsumerPort");
-    tg_ipc_service_proxy *sess = tc_bind(a, "TracegateSession");
-    Tracegate__GetResumeTokenResponse *tok = get_token(a, sess);
     struct call en;
-    tc_start(a, cp, "EnableTracing", NULL, &en);
-    assert_true(tg_test_run_until(g_base, enable_pending, NULL, TIMEOUT_MS));
+    Tracegate__GetResumeTokenResponse *tok = enable_pending_with_token(a, &en);
     drop(a);
     assert_true(tg_test_run_until(g_base, detached_count, NULL, TIMEOUT_MS));
     /* a connection that already talks to the service cannot take a session over */
@@ -482,12 +490,8 @@ static void test_window_ends_in_detach(void **state)
     (void)state;
     start(200, 0);
     struct tc *a = tc_open();
-    tg_ipc_service_proxy *cp = tc_bind(a, "ConsumerPort");
-    tg_ipc_service_proxy *sess = tc_bind(a, "TracegateSession");
-    Tracegate__GetResumeTokenResponse *tok = get_token(a, sess);
     struct call en;
-    tc_start(a, cp, "EnableTracing", NULL, &en);
-    assert_true(tg_test_run_until(g_base, enable_pending, NULL, TIMEOUT_MS));
+    Tracegate__GetResumeTokenResponse *tok = enable_pending_with_token(a, &en);
     tc_free(a); /* gone for good */
     assert_true(tg_test_run_until(g_base, detached_count, NULL, TIMEOUT_MS));
     assert_int_equal(g_fake.detach_calls, 0);
@@ -521,12 +525,8 @@ static void test_detach_unanswered(void **state)
     start(200, 0);
     g_fake.hold_detach = 1;
     struct tc *a = tc_open();
-    tg_ipc_service_proxy *cp = tc_bind(a, "ConsumerPort");
-    Tracegate__GetResumeTokenResponse *tok = get_token(a, tc_bind(a, "TracegateSession"));
-    tracegate__get_resume_token_response__free_unpacked(tok, NULL);
     struct call en;
-    tc_start(a, cp, "EnableTracing", NULL, &en);
-    assert_true(tg_test_run_until(g_base, enable_pending, NULL, TIMEOUT_MS));
+    tracegate__get_resume_token_response__free_unpacked(enable_pending_with_token(a, &en), NULL);
     tc_free(a);
     assert_true(tg_test_run_until(g_base, detach_called, NULL, TIMEOUT_MS));
     int one = 1;
@@ -591,12 +591,8 @@ static void test_resume_keeps_admin(void **state)
     start(LONG_WINDOW_MS, 0);
     /* the test runs as tracegated's uid: admin on listener 0, recorder on listener 1 */
     struct tc *a = tc_open_at(0);
-    tg_ipc_service_proxy *cp = tc_bind(a, "ConsumerPort");
-    tg_ipc_service_proxy *sess = tc_bind(a, "TracegateSession");
-    Tracegate__GetResumeTokenResponse *tok = get_token(a, sess);
     struct call en;
-    tc_start(a, cp, "EnableTracing", NULL, &en);
-    assert_true(tg_test_run_until(g_base, enable_pending, NULL, TIMEOUT_MS));
+    Tracegate__GetResumeTokenResponse *tok = enable_pending_with_token(a, &en);
     drop(a);
     assert_true(tg_test_run_until(g_base, detached_count, NULL, TIMEOUT_MS));
 
@@ -618,11 +614,7 @@ static void test_resume_keeps_admin(void **state)
     /* a session opened with recorder is resumed through the admin listener */
     g_fake.enable_call = NULL;
     struct tc *c = tc_open_at(1);
-    cp = tc_bind(c, "ConsumerPort");
-    sess = tc_bind(c, "TracegateSession");
-    tok = get_token(c, sess);
-    tc_start(c, cp, "EnableTracing", NULL, &en);
-    assert_true(tg_test_run_until(g_base, enable_pending, NULL, TIMEOUT_MS));
+    tok = enable_pending_with_token(c, &en);
     drop(c);
     assert_true(tg_test_run_until(g_base, detached_count, NULL, TIMEOUT_MS));
     assert_int_equal(tg_ipc_client_reattach(c->cli, open_conn_at(0)), 0);
