@@ -187,7 +187,10 @@ static size_t commit_frame(uint8_t *buf, size_t cap_len, struct captured *cap, u
     return tg_ipc_encode_invoke(buf, cap_len, 9, 1, 4, args, n, 1);
 }
 
-static void make_chunks(struct captured *cap, unsigned packets_per_chunk_hint)
+/* Chunks the real writer makes in a private buffer of 4 KiB pages partitioned with layout (0: the
+ * writer's default), from `packets` packets of pkt_len bytes, flushed after each one (flush_each)
+ * or once at the end. */
+static void make_chunks_with(struct captured *cap, unsigned layout, size_t pkt_len, unsigned packets, int flush_each)
 {
     static uint8_t priv[8 * 4096];
     memset(priv, 0, sizeof priv);
@@ -196,13 +199,47 @@ static void make_chunks(struct captured *cap, unsigned packets_per_chunk_hint)
     assert_int_equal(tg_smb_init(&psmb, priv, sizeof priv, 4096), TG_SMB_OK);
     struct tg_smb_writer w;
     struct tg_smb_writer_config cfg = {.smb = &psmb, .writer_id = 3, .target_buffer = 7, .emulation = true,
-                                       .commit = capture, .commit_ctx = cap};
+                                       .layout = layout, .commit = capture, .commit_ctx = cap};
     assert_int_equal(tg_smb_writer_init(&w, &cfg), TG_SMB_WRITER_OK);
     uint8_t pkt[1000];
-    memset(pkt, 'x', sizeof pkt);
-    for (unsigned i = 0; i < packets_per_chunk_hint; i++)
-        tg_smb_writer_write_packet(&w, pkt, sizeof pkt);
-    tg_smb_writer_flush(&w);
+    assert_true(pkt_len <= sizeof pkt);
+    memset(pkt, 'x', pkt_len);
+    for (unsigned i = 0; i < packets; i++) {
+        tg_smb_writer_write_packet(&w, pkt, pkt_len);
+        if (flush_each)
+            tg_smb_writer_flush(&w);
+    }
+    if (!flush_each)
+        tg_smb_writer_flush(&w);
+}
+
+static void make_chunks(struct captured *cap, unsigned packets_per_chunk_hint)
+{
+    make_chunks_with(cap, 0, 1000, packets_per_chunk_hint, 0);
+}
+
+/* Offers chunks first..first+count of cap as one CommitData (the last one marked incomplete when
+ * incomplete_last) and expects the bridge to rewrite it. Returns the rewritten request (the caller
+ * frees it); *fo gets the rewritten frame's header fields (its payload pointer is not kept). */
+static Perfetto__Protos__CommitDataRequest *rewritten(struct fixture *f, struct captured *cap, unsigned first,
+                                                      unsigned count, int incomplete_last, struct tg_frame_info *fo)
+{
+    static uint8_t frame[60000];
+    size_t n = commit_frame(frame, sizeof frame, cap, first, count, incomplete_last);
+    struct tg_frame_info fi;
+    assert_int_equal(tg_frame_scan(frame, n, &fi), 0);
+    uint8_t *out = NULL;
+    size_t out_len;
+    char err[128];
+    assert_int_equal(tg_smb_bridge_from_producer(f->b, "CommitData", &fi, &out, &out_len, err, sizeof err),
+                     TG_SMBB_REPLACED);
+    assert_int_equal(tg_frame_scan(out, out_len, fo), 0);
+    Perfetto__Protos__CommitDataRequest *r =
+        perfetto__protos__commit_data_request__unpack(NULL, fo->payload_len, fo->payload);
+    assert_non_null(r);
+    free(out);
+    fo->payload = NULL;
+    return r;
 }
 
 static void test_commit_is_copied_and_renamed(void **state)
@@ -211,23 +248,11 @@ static void test_commit_is_copied_and_renamed(void **state)
     struct captured cap;
     make_chunks(&cap, 9); /* ~9000 bytes: 3 chunks of 4 KiB */
     assert_true(cap.n >= 3);
-    static uint8_t frame[60000];
-    size_t n = commit_frame(frame, sizeof frame, &cap, 0, cap.n, 0);
-    struct tg_frame_info fi;
-    assert_int_equal(tg_frame_scan(frame, n, &fi), 0);
-    uint8_t *out = NULL;
-    size_t out_len;
-    char err[128];
-    assert_int_equal(tg_smb_bridge_from_producer(f->b, "CommitData", &fi, &out, &out_len, err, sizeof err),
-                     TG_SMBB_REPLACED);
     struct tg_frame_info fo;
-    assert_int_equal(tg_frame_scan(out, out_len, &fo), 0);
+    Perfetto__Protos__CommitDataRequest *r = rewritten(f, &cap, 0, cap.n, 0, &fo);
     assert_int_equal(fo.request_id, 9);
     assert_int_equal(fo.method_id, 4);
     assert_true(fo.drop_reply);
-    Perfetto__Protos__CommitDataRequest *r =
-        perfetto__protos__commit_data_request__unpack(NULL, fo.payload_len, fo.payload);
-    assert_non_null(r);
     assert_int_equal(r->n_chunks_to_move, cap.n);
     assert_int_equal(r->flush_request_id, 42);
     for (size_t i = 0; i < r->n_chunks_to_move; i++) {
@@ -243,7 +268,6 @@ static void test_commit_is_copied_and_renamed(void **state)
         assert_memory_equal(p, cap.data[i], cap.len[i]);
     }
     perfetto__protos__commit_data_request__free_unpacked(r, NULL);
-    free(out);
     struct tg_smb_bridge_stats st;
     tg_smb_bridge_get_stats(f->b, &st);
     assert_int_equal(st.chunks_copied, cap.n);
@@ -256,37 +280,11 @@ static void test_small_chunks_share_a_page(void **state)
 {
     struct fixture *f = *state;
     struct captured cap;
-    static uint8_t priv[8 * 4096];
-    memset(priv, 0, sizeof priv);
-    memset(&cap, 0, sizeof cap);
-    struct tg_smb psmb;
-    assert_int_equal(tg_smb_init(&psmb, priv, sizeof priv, 4096), TG_SMB_OK);
-    struct tg_smb_writer w;
-    struct tg_smb_writer_config cfg = {.smb = &psmb, .writer_id = 3, .target_buffer = 7, .emulation = true,
-                                       .layout = TG_SMB_LAYOUT_DIV14, .commit = capture, .commit_ctx = &cap};
-    assert_int_equal(tg_smb_writer_init(&w, &cfg), TG_SMB_WRITER_OK);
-    uint8_t pkt[100];
-    memset(pkt, 'y', sizeof pkt);
-    for (unsigned i = 0; i < 8; i++) {
-        tg_smb_writer_write_packet(&w, pkt, sizeof pkt);
-        tg_smb_writer_flush(&w);
-    }
+    make_chunks_with(&cap, TG_SMB_LAYOUT_DIV14, 100, 8, 1);
     assert_int_equal(cap.n, 8);
     assert_int_equal(cap.len[0], tg_smb_chunk_size(4096, TG_SMB_LAYOUT_DIV14));
-    static uint8_t frame[60000];
-    size_t n = commit_frame(frame, sizeof frame, &cap, 0, cap.n, 0);
-    struct tg_frame_info fi;
-    assert_int_equal(tg_frame_scan(frame, n, &fi), 0);
-    uint8_t *out = NULL;
-    size_t out_len;
-    char err[128];
-    assert_int_equal(tg_smb_bridge_from_producer(f->b, "CommitData", &fi, &out, &out_len, err, sizeof err),
-                     TG_SMBB_REPLACED);
     struct tg_frame_info fo;
-    assert_int_equal(tg_frame_scan(out, out_len, &fo), 0);
-    Perfetto__Protos__CommitDataRequest *r =
-        perfetto__protos__commit_data_request__unpack(NULL, fo.payload_len, fo.payload);
-    assert_non_null(r);
+    Perfetto__Protos__CommitDataRequest *r = rewritten(f, &cap, 0, cap.n, 0, &fo);
     assert_int_equal(r->n_chunks_to_move, 8);
     uint32_t page = r->chunks_to_move[0]->page;
     for (size_t i = 0; i < r->n_chunks_to_move; i++) {
@@ -299,21 +297,13 @@ static void test_small_chunks_share_a_page(void **state)
         assert_memory_equal(p, cap.data[i], cap.len[i]);
     }
     perfetto__protos__commit_data_request__free_unpacked(r, NULL);
-    free(out);
 
     /* a whole-page chunk next is not squeezed into the small chunks left on that page */
     make_chunks(&cap, 5);
-    n = commit_frame(frame, sizeof frame, &cap, 0, 1, 0);
-    assert_int_equal(tg_frame_scan(frame, n, &fi), 0);
-    assert_int_equal(tg_smb_bridge_from_producer(f->b, "CommitData", &fi, &out, &out_len, err, sizeof err),
-                     TG_SMBB_REPLACED);
-    assert_int_equal(tg_frame_scan(out, out_len, &fo), 0);
-    r = perfetto__protos__commit_data_request__unpack(NULL, fo.payload_len, fo.payload);
-    assert_non_null(r);
+    r = rewritten(f, &cap, 0, 1, 0, &fo);
     assert_int_not_equal(r->chunks_to_move[0]->page, page);
     assert_int_equal(tg_smb_word_layout(tg_smb_page_header(&f->smb, r->chunks_to_move[0]->page)), TG_SMB_LAYOUT_DIV1);
     perfetto__protos__commit_data_request__free_unpacked(r, NULL);
-    free(out);
 }
 
 static void test_full_smb_retries_without_copying(void **state)
@@ -359,20 +349,8 @@ static void test_incomplete_chunk_stays_inline(void **state)
     make_chunks(&cap, 9);
     assert_true(cap.n >= 2);
     cap.len[1] = 100; /* trimmed to what it holds so far: the bridge pads it */
-    static uint8_t frame[60000];
-    size_t n = commit_frame(frame, sizeof frame, &cap, 0, 2, 1);
-    struct tg_frame_info fi;
-    tg_frame_scan(frame, n, &fi);
-    uint8_t *out = NULL;
-    size_t out_len;
-    char err[128];
-    assert_int_equal(tg_smb_bridge_from_producer(f->b, "CommitData", &fi, &out, &out_len, err, sizeof err),
-                     TG_SMBB_REPLACED);
     struct tg_frame_info fo;
-    tg_frame_scan(out, out_len, &fo);
-    Perfetto__Protos__CommitDataRequest *r =
-        perfetto__protos__commit_data_request__unpack(NULL, fo.payload_len, fo.payload);
-    assert_non_null(r);
+    Perfetto__Protos__CommitDataRequest *r = rewritten(f, &cap, 0, 2, 1, &fo);
     assert_int_equal(r->n_chunks_to_move, 2);
     assert_false(r->chunks_to_move[0]->has_data); /* the complete one: copied and renamed */
     Perfetto__Protos__CommitDataRequest__ChunksToMove *m = r->chunks_to_move[1];
@@ -389,7 +367,6 @@ static void test_incomplete_chunk_stays_inline(void **state)
         busy += (tg_smb_page_header(&f->smb, pg) & TG_SMB_CHUNK_STATES_MASK) != 0;
     assert_int_equal(busy, 1);
     perfetto__protos__commit_data_request__free_unpacked(r, NULL);
-    free(out);
     struct tg_smb_bridge_stats st;
     tg_smb_bridge_get_stats(f->b, &st);
     assert_int_equal(st.chunks_copied, 1);
