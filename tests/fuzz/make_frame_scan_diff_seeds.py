@@ -15,17 +15,10 @@ import os
 import struct
 import sys
 
+from seed_pb import varint  # (run as a script, its own directory is on sys.path)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "corpus", "fuzz_frame_scan_diff")
-
-
-def varint(v):
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
 
 
 def key(num, wire):

@@ -12,17 +12,10 @@ this script)."""
 import os
 import struct
 
+from seed_pb import varint  # (run as a script, its own directory is on sys.path)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "corpus", "fuzz_smb_bridge")
-
-
-def varint(v):
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
 
 
 def field(num, wire, payload):
