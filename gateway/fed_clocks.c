@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "textproto/buf.h"
 #include "tracegate/kcdata_node.h"
 #include "tracegate/pbwire.h"
 
@@ -62,50 +63,22 @@ static int offset_index(uint64_t id)
     }
 }
 
-/* A growable byte string. */
-struct out {
-    uint8_t *p;
-    size_t n, cap;
-    int oom;
-};
-
-static void out_add(struct out *o, const void *d, size_t n)
+/* field num, length-delimited, holding body */
+static void out_len_field(struct tg_tp_buf *o, uint32_t num, const struct tg_tp_buf *body)
 {
-    if (o->oom || !n)
-        return;
-    if (o->n + n > o->cap) {
-        size_t cap = o->cap ? o->cap * 2 : 256;
-        while (cap < o->n + n)
-            cap *= 2;
-        uint8_t *p = realloc(o->p, cap);
-        if (!p) {
-            o->oom = 1;
-            return;
-        }
-        o->p = p;
-        o->cap = cap;
-    }
-    memcpy(o->p + o->n, d, n);
-    o->n += n;
-}
-
-static void out_len_field(struct out *o, uint32_t num, const struct out *body)
-{
-    uint8_t h[16];
-    size_t n = tg_pb_put_tag(h, num, TG_PB_LEN);
-    n += tg_pb_put_varint(h + n, body->n);
-    out_add(o, h, n);
+    tg_tp_buf_varint(o, (uint64_t)num << 3 | TG_PB_LEN);
+    tg_tp_buf_varint(o, body->len);
     if (body->oom)
         o->oom = 1;
     else
-        out_add(o, body->p, body->n);
+        tg_tp_buf_append(o, body->data, body->len);
 }
 
 /* The raw bytes of the field just read: from `start` to the reader's position. */
-#define RAW(o, start, r) out_add((o), (start), (size_t)((r).p - (start)))
+#define RAW(o, start, r) tg_tp_buf_append((o), (start), (size_t)((r).p - (start)))
 
 /* ClockSnapshot.Clock with its timestamp moved (nothing moves with a unit multiplier). */
-static int rebase_clock(const uint8_t *d, size_t len, const int64_t off[4], struct out *o)
+static int rebase_clock(const uint8_t *d, size_t len, const int64_t off[4], struct tg_tp_buf *o)
 {
     struct tg_pb_reader r;
     struct tg_pb_field f;
@@ -123,10 +96,8 @@ static int rebase_clock(const uint8_t *d, size_t len, const int64_t off[4], stru
     tg_pb_reader_init(&r, d, len);
     for (const uint8_t *start = r.p; tg_pb_next(&r, &f) == 1; start = r.p) {
         if (f.number == CLK_TS && f.wire == TG_PB_VARINT && k >= 0 && (mult == 1 || mult == 0)) {
-            uint8_t t[16];
-            size_t n = tg_pb_put_tag(t, CLK_TS, TG_PB_VARINT);
-            n += tg_pb_put_varint(t + n, f.value - (uint64_t)off[k]);
-            out_add(o, t, n);
+            tg_tp_buf_varint(o, (uint64_t)CLK_TS << 3 | TG_PB_VARINT);
+            tg_tp_buf_varint(o, f.value - (uint64_t)off[k]);
         } else {
             RAW(o, start, r);
         }
@@ -142,7 +113,7 @@ static const uint32_t k_path[] = {PKT_REMOTE_CLOCK_SYNC, RCS_SYNCED, SYNCED_HOST
 /* Copies message d to o, descending into the fields path[0..depth) names; at the end of the path
  * the message is a Clock, rebased. 0, or -1 on a malformed message. */
 static int rebase_along(const uint8_t *d, size_t len, const uint32_t *path, size_t depth, const int64_t off[4],
-                        struct out *o)
+                        struct tg_tp_buf *o)
 {
     if (depth == 0)
         return rebase_clock(d, len, off, o);
@@ -152,10 +123,10 @@ static int rebase_along(const uint8_t *d, size_t len, const uint32_t *path, size
     int rc;
     for (const uint8_t *start = r.p; (rc = tg_pb_next(&r, &f)) == 1; start = r.p) {
         if (f.number == path[0] && f.wire == TG_PB_LEN) {
-            struct out s = {0};
+            struct tg_tp_buf s = TG_TP_BUF_INIT;
             int bad = rebase_along(f.data, f.len, path + 1, depth - 1, off, &s);
             out_len_field(o, path[0], &s);
-            free(s.p);
+            tg_tp_buf_free(&s);
             if (bad)
                 return -1;
         } else {
@@ -167,15 +138,15 @@ static int rebase_along(const uint8_t *d, size_t len, const uint32_t *path, size
 
 int tg_fed_rebase_clock_sync(const uint8_t *pkt, size_t len, const int64_t off[4], uint8_t **out, size_t *out_len)
 {
-    struct out o = {0};
+    struct tg_tp_buf o = TG_TP_BUF_INIT;
     int rc = rebase_along(pkt, len, k_path, sizeof k_path / sizeof k_path[0], off, &o);
     if (rc < 0 || o.oom) {
-        free(o.p);
+        tg_tp_buf_free(&o);
         return -1;
     }
-    if (!o.p && !(o.p = malloc(1))) /* an empty packet: still a buffer to free */
+    if (!o.data && !(o.data = malloc(1))) /* an empty packet: still a buffer to free */
         return -1;
-    *out = o.p;
-    *out_len = o.n;
+    *out = o.data;
+    *out_len = o.len;
     return 0;
 }

@@ -1,5 +1,6 @@
 /* buf.h: growable byte buffer with a sticky out-of-memory flag, shared by the
- * text format reader and printer (internal to src/textproto). */
+ * text format reader and printer, and by the gateway's protobuf rewriting
+ * (gateway/fed_clocks.c). Internal to the tree: not an installed header. */
 #ifndef TG_TEXTPROTO_BUF_H
 #define TG_TEXTPROTO_BUF_H
 
