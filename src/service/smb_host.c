@@ -1,4 +1,4 @@
-/* smb_host.c: SMB creation (sealed memfd "perfetto_shmem"), adoption of a
+/* smb_host.c: SMB creation (tg_smb_fd_create: a sealed memfd), adoption of a
  * producer-provided SMB and size sanitising (see service/smb_host.h). */
 #include "config.h"
 
@@ -13,20 +13,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-
-#ifndef F_ADD_SEALS
-#define F_ADD_SEALS 1033
-#define F_GET_SEALS 1034
-#define F_SEAL_SEAL 0x0001
-#define F_SEAL_SHRINK 0x0002
-#define F_SEAL_GROW 0x0004
-#endif
-#ifndef MFD_CLOEXEC
-#define MFD_CLOEXEC 0x0001U
-#define MFD_ALLOW_SEALING 0x0002U
-#endif
-
-#define REQUIRED_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
 
 void tg_smb_host_init(struct tg_smb_host *h)
 {
@@ -60,31 +46,6 @@ void tg_smb_sanitize_sizes(size_t *size, size_t *page)
     }
 }
 
-static int make_fd(size_t size)
-{
-    int fd = -1;
-#ifdef HAVE_MEMFD_CREATE
-    fd = memfd_create("perfetto_shmem", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-#endif
-    if (fd < 0) {
-        /* fallback: an unlinked temporary file */
-        char path[] = "/tmp/perfetto-shmem-XXXXXX";
-        fd = mkostemp(path, O_CLOEXEC);
-        if (fd < 0)
-            return -1;
-        unlink(path);
-    }
-    if (ftruncate(fd, (off_t)size) != 0) {
-        int e = errno;
-        close(fd);
-        errno = e;
-        return -1;
-    }
-    /* best effort: fails harmlessly on the temp-file fallback */
-    (void)fcntl(fd, F_ADD_SEALS, REQUIRED_SEALS);
-    return fd;
-}
-
 static int map_fd(struct tg_smb_host *h, int fd, size_t size, size_t page)
 {
     void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -107,7 +68,7 @@ int tg_smb_host_create(struct tg_smb_host *h, size_t size, size_t page, char *er
         snprintf(err, errlen, "invalid SMB geometry %zu/%zu", size, page);
         return -1;
     }
-    int fd = make_fd(size);
+    int fd = tg_smb_fd_create(size);
     if (fd < 0) {
         snprintf(err, errlen, "cannot create the shared memory buffer: %s", strerror(errno));
         return -1;

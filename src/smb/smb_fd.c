@@ -1,17 +1,20 @@
-/* smb_fd.c: the sealing and size check on a peer's SMB descriptor (see
+/* smb_fd.c: making a sealed SMB descriptor and checking the sealing and size of a peer's (see
  * smb/smb_fd.h). */
 #include "config.h"
 
 #include "smb/smb_fd.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <stdlib.h>
 #include <unistd.h>
 
-#ifndef F_GET_SEALS
+#ifndef F_ADD_SEALS
+#define F_ADD_SEALS 1033
 #define F_GET_SEALS 1034
 #endif
 #ifndef F_SEAL_SEAL
@@ -21,6 +24,7 @@
 #endif
 #ifndef MFD_CLOEXEC
 #define MFD_CLOEXEC 0x0001U
+#define MFD_ALLOW_SEALING 0x0002U
 #endif
 
 #define REQUIRED_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
@@ -64,4 +68,29 @@ int tg_smb_fd_check(int fd, size_t *size, const char **why)
     }
     *size = (size_t)st.st_size;
     return 0;
+}
+
+int tg_smb_fd_create(size_t size)
+{
+    int fd = -1;
+#ifdef HAVE_MEMFD_CREATE
+    fd = memfd_create("perfetto_shmem", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+#endif
+    if (fd < 0) {
+        /* fallback: an unlinked temporary file */
+        char path[] = "/tmp/perfetto-shmem-XXXXXX";
+        fd = mkostemp(path, O_CLOEXEC);
+        if (fd < 0)
+            return -1;
+        unlink(path);
+    }
+    if (ftruncate(fd, (off_t)size) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    /* best effort: fails harmlessly on the temp-file fallback */
+    (void)fcntl(fd, F_ADD_SEALS, REQUIRED_SEALS);
+    return fd;
 }

@@ -1,5 +1,5 @@
-/* smb_fd.h: checks on a shared memory buffer's file descriptor received from
- * the other side of a producer connection, before it is mapped.
+/* smb_fd.h: a shared memory buffer's file descriptor: made sealed, and checked
+ * when received from the other side of a producer connection, before it is mapped.
  *
  * Whoever maps a peer's SMB trusts the peer not to resize it afterwards: a
  * file shrunk under a mapping turns every later access into SIGBUS. traced
@@ -23,5 +23,10 @@
  * its size in *size. -1 otherwise, with a static reason in *why. Never closes
  * fd. */
 int tg_smb_fd_check(int fd, size_t *size, const char **why);
+
+/* A new SMB file of size bytes, as traced makes one: a memfd named "perfetto_shmem" sealed as
+ * above (an unlinked temporary file, unsealed, where memfds are missing). The descriptor, or -1
+ * with errno. */
+int tg_smb_fd_create(size_t size);
 
 #endif
