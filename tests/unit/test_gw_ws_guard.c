@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -372,14 +371,7 @@ static void test_out_of_descriptors_backs_off(void **state)
     assert_int_equal(tg_test_stderr_begin(), 0);
     int fd = socket(AF_INET, SOCK_STREAM, 0); /* made while it still can be */
     assert_true(fd >= 0);
-    struct rlimit old, low;
-    assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
-    int lowest_free = dup(0);
-    assert_true(lowest_free >= 0);
-    close(lowest_free);
-    low = old;
-    low.rlim_cur = (rlim_t)lowest_free; /* this process (the front end's thread too) can make no descriptor */
-    assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+    assert_int_equal(tg_test_fds_exhaust(), 0); /* this process (the front end's thread too) can make no descriptor */
     /* the kernel completes the connection in the listener's backlog; the front end cannot take it */
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g_port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -387,7 +379,7 @@ static void test_out_of_descriptors_backs_off(void **state)
     int sent = connected == 0 ? send_str(fd, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n") : -1;
     /* three failed accepts: each one paused the thread before the next */
     int failed = tdbl_wait_count(accept_failures, 3, 5000);
-    assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+    assert_int_equal(tg_test_fds_restore(), 0);
     /* descriptors are back: the waiting client is served */
     char buf[4096] = "";
     size_t n = 0;

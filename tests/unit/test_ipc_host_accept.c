@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -44,20 +43,13 @@ static void test_host_freed_while_paused(void **state)
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     assert_true(fd >= 0);
     assert_int_equal(tg_test_stderr_begin(), 0);
-    struct rlimit old, low;
-    assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
-    int lowest_free = dup(0);
-    assert_true(lowest_free >= 0);
-    close(lowest_free);
-    low = old;
-    low.rlim_cur = (rlim_t)lowest_free; /* the host can make no descriptor */
-    assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+    assert_int_equal(tg_test_fds_exhaust(), 0); /* the host can make no descriptor */
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     memcpy(sa.sun_path, path, strlen(path) + 1);
     int connected = connect(fd, (struct sockaddr *)&sa, sizeof sa); /* waits in the backlog */
     int failed = tg_test_run_until(base, log_has, "accept failed", 5000);
     tg_ipc_host_free(h); /* while its accepts are paused */
-    assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+    assert_int_equal(tg_test_fds_restore(), 0);
     /* past the pause: nothing of the freed listener may run (ASan would report it) */
     tg_test_run_until(base, NULL, NULL, 1500);
     char *log = tg_test_stderr_end();

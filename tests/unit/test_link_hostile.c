@@ -31,7 +31,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -600,14 +599,7 @@ static void test_out_of_descriptors_pauses_accepts(void **state)
         assert_true(fds[i] >= 0);
     }
     uint64_t want = accept_failures() + 3;
-    struct rlimit old, low;
-    assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
-    int lowest_free = dup(0);
-    assert_true(lowest_free >= 0);
-    close(lowest_free);
-    low = old;
-    low.rlim_cur = (rlim_t)lowest_free; /* no new descriptor for anyone in this process */
-    assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+    assert_int_equal(tg_test_fds_exhaust(), 0); /* no new descriptor for anyone in this process */
     /* the kernel completes the connections in the listener's backlog; the hub cannot take them */
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g_port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -619,7 +611,7 @@ static void test_out_of_descriptors_pauses_accepts(void **state)
     int paused = tg_test_run_until(g_base, failures_reach, &want, WAIT_MS);
     while (g_nfill)
         close(g_fill[--g_nfill]);
-    assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+    assert_int_equal(tg_test_fds_restore(), 0);
     /* descriptors are back: every dialer is accepted and the hub's SETTINGS reach it */
     int served = tg_test_run_until(g_base, all_readable, fds, WAIT_MS);
     for (int i = 0; i < 4; i++)

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -327,6 +328,23 @@ int tg_test_count_open_fds(void)
     closedir(d);
     return n - 1; /* the directory's own fd */
 }
+
+static struct rlimit g_fd_limit;
+
+int tg_test_fds_exhaust(void)
+{
+    if (getrlimit(RLIMIT_NOFILE, &g_fd_limit) != 0)
+        return -1;
+    int lowest_free = dup(0);
+    if (lowest_free < 0)
+        return -1;
+    close(lowest_free);
+    struct rlimit low = g_fd_limit;
+    low.rlim_cur = (rlim_t)lowest_free;
+    return setrlimit(RLIMIT_NOFILE, &low);
+}
+
+int tg_test_fds_restore(void) { return setrlimit(RLIMIT_NOFILE, &g_fd_limit); }
 
 uint32_t tg_test_fnv1a_machine_id(const char *s)
 {

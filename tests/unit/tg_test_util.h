@@ -102,6 +102,13 @@ int tg_test_run_until(struct event_base *base, int (*done)(void *arg), void *arg
 /* Number of open file descriptors of this process (for fd-leak checks), -1 on error. */
 int tg_test_count_open_fds(void);
 
+/* Lowers this process's soft descriptor limit (RLIMIT_NOFILE) to its lowest free descriptor, so
+ * that no thread can make a new one (accept(), open() fail with EMFILE) until
+ * tg_test_fds_restore(). Returns 0, or -1 when the limit cannot be read or set. */
+int tg_test_fds_exhaust(void);
+/* Puts the limit tg_test_fds_exhaust lowered back. 0 or -1. */
+int tg_test_fds_restore(void);
+
 /* Sends this process's stderr (fd 2, where tg_log writes) to a temporary
  * file until tg_test_stderr_end(), which restores it, echoes what was
  * captured to the real stderr and returns it (malloc'ed, NUL-terminated;
