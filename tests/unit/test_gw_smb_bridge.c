@@ -36,17 +36,10 @@ static size_t reply_frame(uint8_t *buf, size_t cap, uint64_t rid, int has_more, 
     return tg_ipc_encode_reply(buf, cap, rid, 1, has_more, payload, n);
 }
 
-static int setup(void **state)
+/* The service's SetupTracing (4 KiB pages) handing the bridge a copy of fd, as it arrives on the
+ * GetAsyncCommand stream; the bridge's verdict (err says why on TG_SMBB_ERROR). */
+static enum tg_smbb_verdict offer_smb(struct tg_smb_bridge *b, int fd, char *err, size_t errlen)
 {
-    struct fixture *f = calloc(1, sizeof *f);
-    f->b = tg_smb_bridge_new();
-    f->fd = memfd_create("test_smb", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    assert_int_equal(ftruncate(f->fd, SMB_SIZE), 0);
-    assert_int_equal(fcntl(f->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), 0);
-    f->map = mmap(NULL, SMB_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd, 0);
-    assert_int_equal(tg_smb_init(&f->smb, f->map, SMB_SIZE, 4096), TG_SMB_OK);
-
-    /* SetupTracing with the SMB fd arrives on the GetAsyncCommand stream */
     Perfetto__Protos__GetAsyncCommandResponse cmd = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
     Perfetto__Protos__GetAsyncCommandResponse__SetupTracing st =
         PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__SETUP_TRACING__INIT;
@@ -60,10 +53,22 @@ static int setup(void **state)
     assert_int_equal(tg_frame_scan(frame, n, &fi), 0);
     uint8_t *out = NULL;
     size_t out_len = 0;
-    char err[128];
-    assert_int_equal(tg_smb_bridge_from_service(f->b, "GetAsyncCommand", &fi, dup(f->fd), &out, &out_len, err,
-                                                sizeof err),
-                     TG_SMBB_FORWARD);
+    err[0] = '\0';
+    return tg_smb_bridge_from_service(b, "GetAsyncCommand", &fi, dup(fd), &out, &out_len, err, errlen);
+}
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    f->b = tg_smb_bridge_new();
+    f->fd = memfd_create("test_smb", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    assert_int_equal(ftruncate(f->fd, SMB_SIZE), 0);
+    assert_int_equal(fcntl(f->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), 0);
+    f->map = mmap(NULL, SMB_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd, 0);
+    assert_int_equal(tg_smb_init(&f->smb, f->map, SMB_SIZE, 4096), TG_SMB_OK);
+
+    char err[160];
+    assert_int_equal(offer_smb(f->b, f->fd, err, sizeof err), TG_SMBB_FORWARD);
     assert_true(tg_smb_bridge_has_smb(f->b));
     *state = f;
     return 0;
@@ -88,26 +93,13 @@ static void test_unsealed_service_smb_refused(void **state)
     int fd = memfd_create("test_smb", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     assert_true(fd >= 0);
     assert_int_equal(ftruncate(fd, SMB_SIZE), 0);
-    Perfetto__Protos__GetAsyncCommandResponse cmd = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
-    Perfetto__Protos__GetAsyncCommandResponse__SetupTracing st =
-        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__SETUP_TRACING__INIT;
-    cmd.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_TRACING;
-    cmd.setup_tracing = &st;
-    uint8_t frame[1024];
-    size_t n = reply_frame(frame, sizeof frame, 3, 1, &cmd.base);
-    struct tg_frame_info fi;
-    assert_int_equal(tg_frame_scan(frame, n, &fi), 0);
-    uint8_t *out = NULL;
-    size_t out_len = 0;
-    char err[160] = "";
-    assert_int_equal(tg_smb_bridge_from_service(b, "GetAsyncCommand", &fi, dup(fd), &out, &out_len, err, sizeof err),
-                     TG_SMBB_ERROR);
+    char err[160];
+    assert_int_equal(offer_smb(b, fd, err, sizeof err), TG_SMBB_ERROR);
     assert_non_null(strstr(err, "not sealed"));
     assert_false(tg_smb_bridge_has_smb(b));
     /* sealed, the same file is taken */
     assert_int_equal(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), 0);
-    assert_int_equal(tg_smb_bridge_from_service(b, "GetAsyncCommand", &fi, dup(fd), &out, &out_len, err, sizeof err),
-                     TG_SMBB_FORWARD);
+    assert_int_equal(offer_smb(b, fd, err, sizeof err), TG_SMBB_FORWARD);
     assert_true(tg_smb_bridge_has_smb(b));
     tg_smb_bridge_free(b);
     close(fd);
