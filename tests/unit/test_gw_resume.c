@@ -384,6 +384,18 @@ static int observe_pending(void *arg)
     return g_fake.observe_call != NULL;
 }
 
+/* As enable_pending_with_token, with ObserveEvents (ob) started after EnableTracing and pending
+ * too: the fake service streams its events when the test says. */
+static Tracegate__GetResumeTokenResponse *observing_with_token(struct tc *t, struct call *en, struct call *ob)
+{
+    tg_ipc_service_proxy *cp = tc_bind(t, "ConsumerPort");
+    Tracegate__GetResumeTokenResponse *tok = get_token(t, tc_bind(t, "TracegateSession"));
+    tc_start(t, cp, "EnableTracing", NULL, en);
+    tc_start(t, cp, "ObserveEvents", NULL, ob);
+    assert_true(tg_test_run_until(g_base, observe_pending, NULL, TIMEOUT_MS));
+    return tok;
+}
+
 /* ------------------------------------------------------------ tests */
 
 static void test_token_and_resume(void **state)
@@ -557,13 +569,8 @@ static void test_buffer_bound(void **state)
     (void)state;
     start(LONG_WINDOW_MS, 1000);
     struct tc *a = tc_open();
-    tg_ipc_service_proxy *cp = tc_bind(a, "ConsumerPort");
-    tg_ipc_service_proxy *sess = tc_bind(a, "TracegateSession");
-    Tracegate__GetResumeTokenResponse *tok = get_token(a, sess);
     struct call en, ob;
-    tc_start(a, cp, "EnableTracing", NULL, &en);
-    tc_start(a, cp, "ObserveEvents", NULL, &ob);
-    assert_true(tg_test_run_until(g_base, observe_pending, NULL, TIMEOUT_MS));
+    Tracegate__GetResumeTokenResponse *tok = observing_with_token(a, &en, &ob);
     drop(a);
     assert_true(tg_test_run_until(g_base, detached_count, NULL, TIMEOUT_MS));
     /* 600 bytes fit, 1200 do not: the window ends at once */
@@ -654,13 +661,8 @@ static void test_total_bound(void **state)
     memset(part, 0, sizeof part);
     /* a: connected, its frames kept for re-sending */
     struct tc *a = tc_open();
-    tg_ipc_service_proxy *cp = tc_bind(a, "ConsumerPort");
-    tg_ipc_service_proxy *sess = tc_bind(a, "TracegateSession");
-    Tracegate__GetResumeTokenResponse *tok_a = get_token(a, sess);
     struct call en_a, ob_a;
-    tc_start(a, cp, "EnableTracing", NULL, &en_a);
-    tc_start(a, cp, "ObserveEvents", NULL, &ob_a);
-    assert_true(tg_test_run_until(g_base, observe_pending, NULL, TIMEOUT_MS));
+    Tracegate__GetResumeTokenResponse *tok_a = observing_with_token(a, &en_a, &ob_a);
     tg_ipc_call_reply_bytes(g_fake.observe_call, part, sizeof part, 1, -1);
     struct parts_wait pw = {&ob_a, 1};
     assert_true(tg_test_run_until(g_base, parts_reached, &pw, TIMEOUT_MS));
@@ -670,12 +672,8 @@ static void test_total_bound(void **state)
     g_fake.observe_call = NULL;
     /* b: dropped with a tracing session */
     struct tc *b = tc_open();
-    cp = tc_bind(b, "ConsumerPort");
-    Tracegate__GetResumeTokenResponse *tok = get_token(b, tc_bind(b, "TracegateSession"));
     struct call en, ob_b;
-    tc_start(b, cp, "EnableTracing", NULL, &en);
-    tc_start(b, cp, "ObserveEvents", NULL, &ob_b);
-    assert_true(tg_test_run_until(g_base, observe_pending, NULL, TIMEOUT_MS));
+    Tracegate__GetResumeTokenResponse *tok = observing_with_token(b, &en, &ob_b);
     drop(b);
     assert_true(tg_test_run_until(g_base, detached_count, NULL, TIMEOUT_MS));
     /* b's first frame fits once a's kept frame is dropped */
@@ -707,13 +705,8 @@ static void check_resend(size_t inflight, int want_incomplete)
 {
     start_opts(LONG_WINDOW_MS, 0, inflight);
     struct tc *a = tc_open();
-    tg_ipc_service_proxy *cp = tc_bind(a, "ConsumerPort");
-    tg_ipc_service_proxy *sess = tc_bind(a, "TracegateSession");
-    Tracegate__GetResumeTokenResponse *tok = get_token(a, sess);
     struct call en, ob;
-    tc_start(a, cp, "EnableTracing", NULL, &en);
-    tc_start(a, cp, "ObserveEvents", NULL, &ob);
-    assert_true(tg_test_run_until(g_base, observe_pending, NULL, TIMEOUT_MS));
+    Tracegate__GetResumeTokenResponse *tok = observing_with_token(a, &en, &ob);
     uint8_t part[300];
     memset(part, 7, sizeof part);
     for (int i = 0; i < 3; i++) { /* one at a time: the gateway's output queue is empty each time */
@@ -817,12 +810,8 @@ static void test_drop_during_replay(void **state)
     (void)state;
     start_opts(LONG_WINDOW_MS, 0, (size_t)64 << 20);
     struct tc *a = tc_open();
-    tg_ipc_service_proxy *cp = tc_bind(a, "ConsumerPort");
-    Tracegate__GetResumeTokenResponse *tok = get_token(a, tc_bind(a, "TracegateSession"));
     struct call en, ob;
-    tc_start(a, cp, "EnableTracing", NULL, &en);
-    tc_start(a, cp, "ObserveEvents", NULL, &ob);
-    assert_true(tg_test_run_until(g_base, observe_pending, NULL, TIMEOUT_MS));
+    Tracegate__GetResumeTokenResponse *tok = observing_with_token(a, &en, &ob);
     tc_free(a);
     assert_true(tg_test_run_until(g_base, detached_count, NULL, TIMEOUT_MS));
     /* far more than one round of the replay (out-high, 1 MiB) is buffered */
