@@ -440,6 +440,16 @@ tg_svc_session *tg_svc_session_create(tg_service *svc, tg_svc_consumer *c, const
     if (wif && cfg->output_path && *cfg->output_path) {
         if (fd >= 0)
             close(fd);
+        if (!tg_svc_may_create_files(c)) {
+            snprintf(err, errlen,
+                     "output_path is honoured only for root and the service's own user (the service would "
+                     "create the file with its rights; %s asked): pass an open file with the request "
+                     "(perfetto -o does) or read the trace with ReadBuffers",
+                     c ? c->principal : "?");
+            tg_warn(TG_SVC_LOG, "EnableTracing refused: %s asked for output_path \"%s\"", c ? c->principal : "?",
+                    cfg->output_path);
+            return NULL;
+        }
         fd = tg_svc_open_output_path(cfg->output_path, err, errlen);
         if (fd < 0)
             return NULL;

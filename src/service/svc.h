@@ -488,6 +488,9 @@ void tg_svc_read_buffers_cancel(tg_svc_consumer *c);
  * max_file_size_bytes was reached. */
 int tg_svc_write_into_file(tg_svc_session *s);
 void tg_svc_write_timer_cb(int fd, short what, void *arg);
+/* Whether TraceConfig.output_path is honoured for this consumer: the service creates that file
+ * with its own rights, so only for local peers that are root or the service's own user. */
+bool tg_svc_may_create_files(const tg_svc_consumer *c);
 int tg_svc_open_output_path(const char *path, char *err, size_t errlen);
 
 /* ---- service_state.c ---- */

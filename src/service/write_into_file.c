@@ -17,6 +17,16 @@
 
 #define FLUSH_AT (256u * 1024u)
 
+bool tg_svc_may_create_files(const tg_svc_consumer *c)
+{
+    /* A local peer the kernel vouched for (SO_PEERCRED, or the embedder's identity for a local
+     * user) that is root or the service's own user: it could create the file itself. Never a
+     * network peer (their uid is 0 or a claim) or a principal without a local uid (-1). */
+    if (!c || !c->peer || !tg_ipc_peer_is_unix(c->peer) || c->uid < 0)
+        return false;
+    return c->uid == 0 || (uid_t)c->uid == geteuid();
+}
+
 int tg_svc_open_output_path(const char *path, char *err, size_t errlen)
 {
     /* like traced: never overwrite an existing file */

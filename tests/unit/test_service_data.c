@@ -697,6 +697,53 @@ static void test_write_into_file(void **state)
     unlink(path2);
 }
 
+/* output_path makes the service create a file with its own rights: honoured only for root and
+ * the service's own user, never for a token principal or another local uid. */
+static int enable_output_path(const struct tg_ipc_identity *id, const char *path, char *err, size_t errlen)
+{
+    struct ts_env e;
+    assert_int_equal(ts_env_init(&e), 0);
+    struct ts_cons c;
+    assert_int_equal(ts_cons_connect_as(&e, &c, id), 0);
+    struct ts_cfg cfg;
+    ts_cfg_init(&cfg, 64, 0, "test.ds", 100); /* the reply to a write_into_file session comes at its end */
+    cfg.tc.has_write_into_file = 1;
+    cfg.tc.write_into_file = 1;
+    cfg.tc.output_path = (char *)path;
+    assert_true(ts_cons_enable(&c, &cfg.tc, -1) != 0);
+    assert_int_equal(ts_cons_wait_enable(&c, 5000, err, errlen), 1);
+    ts_cons_close(&c);
+    ts_env_free(&e);
+    return err[0] == 0;
+}
+
+static void test_output_path_rights(void **state)
+{
+    (void)state;
+    static const struct tg_ipc_identity k_token = {.uid = (uid_t)-1, .pid = -1, .principal = "token:ci"};
+    static const struct tg_ipc_identity k_other = {.uid = 1234, .pid = -1};
+    char dir[] = "/tmp/tg-outpath-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[sizeof dir + 16];
+    snprintf(path, sizeof path, "%s/trace", dir);
+    char err[512];
+    struct stat sb;
+    assert_int_equal(enable_output_path(&k_token, path, err, sizeof err), 0);
+    assert_non_null(strstr(err, "output_path is honoured only for root and the service's own user"));
+    assert_non_null(strstr(err, "token:ci"));
+    assert_int_equal(stat(path, &sb), -1);
+    if (geteuid() != 1234) {
+        assert_int_equal(enable_output_path(&k_other, path, err, sizeof err), 0);
+        assert_non_null(strstr(err, "uid:1234"));
+        assert_int_equal(stat(path, &sb), -1);
+    }
+    /* the service's own user (the test's uid, from SO_PEERCRED) may */
+    assert_int_equal(enable_output_path(NULL, path, err, sizeof err), 1);
+    assert_int_equal(stat(path, &sb), 0);
+    unlink(path);
+    rmdir(dir);
+}
+
 /* ------------------------------------------------------------ emulation */
 
 static void test_emulated_producer(void **state)
@@ -1007,6 +1054,7 @@ int main(void)
         cmocka_unit_test(test_consumer_dies_mid_read),
         cmocka_unit_test(test_malformed_commit_data),
         cmocka_unit_test(test_write_into_file),
+        cmocka_unit_test(test_output_path_rights),
         cmocka_unit_test(test_emulated_producer),
         cmocka_unit_test(test_initialize_connection_rules),
         cmocka_unit_test(test_smb_geometry),
