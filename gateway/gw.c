@@ -14,6 +14,7 @@
 #include "gw_auth.h"
 #include "gw_listener.h"
 #include "gw_metrics.h"
+#include "gw_output_path.h"
 #include "gw_tls_status.h"
 #include "gw_upstream.h"
 #include "tracegate/frame.h"
@@ -448,7 +449,7 @@ struct tg_gw *tg_gw_new(struct event_base *base, const struct tg_gw_config *cfg,
     gw->sweep_ev = event_new(base, -1, EV_PERSIST, sweep_cb, gw);
     gw->drained_ev = event_new(base, -1, 0, drained_cb, gw);
     if (!gw->auth || !gw->metrics || !gw->sources || !gw->sweep_ev || !gw->drained_ev ||
-        tg_gw_bridge_init(gw) != 0) {
+        tg_gw_bridge_init(gw) != 0 || tg_gw_output_path_filter_register(gw) != 0) {
         snprintf(err, errlen, "out of memory");
         tg_gw_free(gw);
         return NULL;
