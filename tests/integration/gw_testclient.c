@@ -15,11 +15,16 @@
  *       session when the client goes), and close the connection right after sending the --then
  *       call (then=ok once it is sent and the connection closed: a call left in flight).
  *       Exit 0 if every call was ok, 1 otherwise.
- *   gw_testclient slow ADDR [--timeout-ms MS]
- *       binds ConsumerPort, then floods QueryServiceState without ever reading replies and
- *       waits for the gateway to cut it. Prints "cut after N ms" (exit 0) or "not cut" (1).
+ *   gw_testclient slow ADDR [--timeout-ms MS] [--method M]
+ *       binds ConsumerPort, then floods M (default QueryServiceState) without ever reading
+ *       replies and waits for the gateway to cut it. Prints "cut after N ms" (exit 0) or
+ *       "not cut" (1).
  *   gw_testclient burst ADDR --count N [--method M] [--timeout-ms MS]
  *       N connects at once, each then binds ConsumerPort and calls M (see gw_burst.c).
+ *   gw_testclient hostile KIND ADDR [--timeout-ms MS]
+ *       one misbehaving connection (garbage or oversized IPC frames, TLS or HTTP garbage, a
+ *       stalled or broken WebSocket upgrade, a huge HTTP header) that must be closed by the
+ *       gateway (see gw_hostile.c).
  *   gw_testclient http-get HOST:PORT PATH      prints the response body (exit 0 on 200)
  *   gw_testclient free-port                    prints a TCP port free on 127.0.0.1 a moment ago
  * Every time limit (--timeout-ms, default 10 s; connect and HTTP waits) is only a safety net and
@@ -38,6 +43,7 @@
 #include <unistd.h>
 
 #include "gw_burst.h"
+#include "gw_hostile.h"
 #include "tg_test_util.h"
 #include "tracegate/addr.h"
 #include "tracegate/clock.h"
@@ -365,14 +371,15 @@ static int cmd_call(struct opts *o)
 /* ------------------------------------------------------------ slow */
 
 struct bind_ids {
-    uint32_t qss;
+    const char *want;
+    uint32_t id;
 };
 
 static void bind_method(void *arg, uint32_t id, const char *name, size_t name_len)
 {
     struct bind_ids *b = arg;
-    if (name_len == strlen("QueryServiceState") && memcmp(name, "QueryServiceState", name_len) == 0)
-        b->qss = id;
+    if (name_len == strlen(b->want) && memcmp(name, b->want, name_len) == 0)
+        b->id = id;
 }
 
 static int write_all(int fd, const uint8_t *p, size_t n)
@@ -422,12 +429,12 @@ static int cmd_slow(struct opts *o)
         tg_frame_reader_feed(r, one, 1);
     }
     struct tg_frame_info fi;
-    struct bind_ids ids = {0};
+    struct bind_ids ids = {.want = o->method ? o->method : "QueryServiceState"};
     int success = 0;
     uint32_t sid = 0;
     if (tg_frame_scan(body, blen, &fi) != 0 || fi.msg != TG_MSG_BIND_SERVICE_REPLY ||
         tg_ipc_parse_bind_reply(fi.msg_data, fi.msg_len, &success, &sid, bind_method, &ids) != 0 || !success ||
-        !ids.qss) {
+        !ids.id) {
         printf("bind failed\n");
         return 1;
     }
@@ -450,7 +457,7 @@ static int cmd_slow(struct opts *o)
             uint8_t batch[64 * 40];
             size_t off = 0;
             for (int i = 0; i < 64; i++) {
-                size_t m = tg_ipc_encode_invoke(batch + off + 4, sizeof batch - off - 4, rid++, sid, ids.qss, NULL, 0, 0);
+                size_t m = tg_ipc_encode_invoke(batch + off + 4, sizeof batch - off - 4, rid++, sid, ids.id, NULL, 0, 0);
                 tg_frame_put_header(batch + off, (uint32_t)m);
                 off += 4 + m;
             }
@@ -542,7 +549,7 @@ int main(int argc, char **argv)
 {
     tg_log_set_level(TG_LOG_ERROR);
     if (argc < 2) {
-        fprintf(stderr, "usage: gw_testclient call|slow|burst|http-get|free-port ...\n");
+        fprintf(stderr, "usage: gw_testclient call|slow|burst|hostile|http-get|free-port ...\n");
         return 2;
     }
     if (strcmp(argv[1], "free-port") == 0)
@@ -564,6 +571,8 @@ int main(int argc, char **argv)
         }
         return count > 0 ? gw_burst_main(argv[2], count, method, tmo) : 2;
     }
+    if (strcmp(argv[1], "hostile") == 0 && (argc == 4 || (argc == 6 && strcmp(argv[4], "--timeout-ms") == 0)))
+        return gw_hostile_main(argv[2], argv[3], argc == 6 ? atoi(argv[5]) : 30000);
     struct opts o = {.count = 1, .timeout_ms = 10000};
     if (argc < 3)
         return 2;
@@ -590,6 +599,8 @@ int main(int argc, char **argv)
             o.timeout_ms = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--keep-session") == 0)
             o.keep_session = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--method") == 0 && strcmp(argv[1], "slow") == 0)
+            o.method = argv[i + 1];
         else {
             fprintf(stderr, "gw_testclient: unknown option %s\n", argv[i]);
             return 2;
