@@ -104,7 +104,7 @@ rc_of() { cat "$R/$1.rc"; }
 CERT="--cacert $P/ca.crt --cert $P/client.crt --key $P/client.key"
 HOSTILE="frame-garbage:$CTCP frame-garbage:$PTCP frame-garbage:$CUNIX frame-oversize:$CTCP frame-oversize:$PTCP
 frame-oversize:$CUNIX tls-garbage:$CTLS http-garbage:$HTTP ws-bad-upgrade:$HTTP http-huge:$HTTP ws-stall:$HTTP"
-N_HOSTILE=$(echo $HOSTILE | wc -w)
+N_HOSTILE=$(echo "$HOSTILE" | wc -w)
 CHURN_N=300
 RECS="unix tcp tls ws"
 DEMOS="unix tcp ws"
@@ -230,7 +230,7 @@ while [ $r -lt "$ROUNDS" ]; do
     fi
     ROUND_FDS="$ROUND_FDS $(fds)"
     ROUND_RSS="$ROUND_RSS $(rss_kib)"
-    echo "round $r: $((($(date +%s) - t_start))) s, fds $(fds), VmRSS $(rss_kib) KiB"
+    echo "round $r: $(($(date +%s) - t_start)) s, fds $(fds), VmRSS $(rss_kib) KiB"
 done
 
 # ---- the verdict ----
