@@ -26,6 +26,9 @@
 #include <unistd.h>
 
 #define MAX_FDS_PER_READ 4
+/* Received fds waiting for their frames (each one rides on a different read): reading stops for
+ * a dispatch when this many wait, and beyond it the oldest is closed (Perfetto keeps one). */
+#define MAX_RX_FDS 8
 #define MAX_READS_PER_EVENT 32
 #define READ_BUDGET_PER_EVENT (2u << 20) /* then frames are dispatched (and pauses apply) first */
 #define FLUSH_CLOSE_DEFAULT_MS 5000
@@ -41,6 +44,15 @@ enum { HEAD_NONE = 0, HEAD_OFFERED, HEAD_MOVED };
 
 struct pending_fd {
     uint64_t offset; /* absolute output offset of the frame's first byte */
+    uint64_t end;    /* and of the byte after its last */
+    int fd;
+};
+
+/* A received fd and the stream offset of the last byte read with it. The kernel ends a read
+ * after the message that carried fds, and a sender passes an fd with its frame's bytes, so the
+ * frame that holds that byte is the frame the fd belongs to. */
+struct rx_fd {
+    uint64_t pos;
     int fd;
 };
 
@@ -66,7 +78,10 @@ struct tg_conn {
     pid_t pid;
     char peer[128];
 
-    int received_fd;
+    struct rx_fd rx[MAX_RX_FDS]; /* in stream order */
+    size_t n_rx;
+    uint64_t in_total;           /* bytes ever read (socket backend) */
+    uint64_t frame_start, frame_end; /* the frame being dispatched (stream offsets); equal = none */
     struct pending_fd *fdq;
     size_t fdq_len, fdq_cap;
     uint64_t out_enqueued; /* bytes ever queued (socket backend) */
@@ -148,9 +163,11 @@ static int sock_flush(tg_conn *c)
             uint64_t at = c->fdq[0].offset;
             if (at == c->out_sent) {
                 attach = c->fdq[0].fd;
-                /* stop before the next fd frame so its fd rides on its own first byte */
-                if (c->fdq_len > 1 && c->fdq[1].offset - c->out_sent < limit)
-                    limit = (size_t)(c->fdq[1].offset - c->out_sent);
+                /* the fd frame goes in a message of its own, as Perfetto sends it: the kernel ends
+                 * the receiver's read with it, and the receiver gives the fd to the frame that
+                 * holds the read's last byte (tg_conn_take_fd) */
+                if (c->fdq[0].end - c->out_sent < limit)
+                    limit = (size_t)(c->fdq[0].end - c->out_sent);
             } else if (at - c->out_sent < limit) {
                 limit = (size_t)(at - c->out_sent);
             }
@@ -268,6 +285,7 @@ int tg_conn_send(tg_conn *c, const void *body, size_t len, int fd)
             c->fdq_cap = cap;
         }
         c->fdq[c->fdq_len].offset = c->out_enqueued;
+        c->fdq[c->fdq_len].end = c->out_enqueued + len + TG_FRAME_HEADER_SIZE;
         c->fdq[c->fdq_len].fd = dupfd;
         c->fdq_len++;
     }
@@ -348,7 +366,16 @@ const uint8_t *tg_conn_frame_peek(tg_conn *c, uint8_t *scratch, size_t cap, size
     return scratch;
 }
 
-int tg_conn_has_fd(const tg_conn *c) { return c->received_fd >= 0; }
+/* Index of the first received fd that belongs to the frame being dispatched, or -1. */
+static ssize_t frame_fd(const tg_conn *c)
+{
+    for (size_t i = 0; i < c->n_rx; i++)
+        if (c->rx[i].pos >= c->frame_start && c->rx[i].pos < c->frame_end)
+            return (ssize_t)i;
+    return -1;
+}
+
+int tg_conn_has_fd(const tg_conn *c) { return frame_fd(c) >= 0; }
 
 int tg_conn_send_framed(tg_conn *c, struct evbuffer *buf)
 {
@@ -362,12 +389,27 @@ int tg_conn_send_framed(tg_conn *c, struct evbuffer *buf)
 
 /* ----------------------------------------------------------------- input */
 
-static void keep_fd(tg_conn *c, int fd)
+static void drop_rx(tg_conn *c, size_t i)
 {
-    /* One slot per connection, like Perfetto: a newer fd replaces an older one. */
-    if (c->received_fd >= 0)
-        close(c->received_fd);
-    c->received_fd = fd;
+    close(c->rx[i].fd);
+    memmove(&c->rx[i], &c->rx[i + 1], (c->n_rx - i - 1) * sizeof c->rx[0]);
+    c->n_rx--;
+}
+
+static void keep_fd(tg_conn *c, int fd, uint64_t pos)
+{
+    if (c->n_rx == MAX_RX_FDS)
+        drop_rx(c, 0);
+    c->rx[c->n_rx++] = (struct rx_fd){pos, fd};
+}
+
+/* Closes the fds of frames that were dispatched without taking them (they lie before the head of
+ * `in`), so each frame's fd goes to that frame or to nobody. */
+static void drop_consumed_fds(tg_conn *c)
+{
+    uint64_t head = c->in_total - evbuffer_get_length(c->in);
+    while (c->n_rx && c->rx[0].pos < head)
+        drop_rx(c, 0);
 }
 
 static void sock_read_cb(evutil_socket_t sfd, short what, void *arg)
@@ -411,6 +453,7 @@ static void sock_read_cb(evutil_socket_t sfd, short what, void *arg)
             return;
         }
         int got_fds = 0;
+        uint64_t last_byte = c->in_total + (n > 0 ? (uint64_t)n - 1 : 0);
         if (c->is_unix && msg.msg_controllen > 0) {
             for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
                 if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
@@ -420,7 +463,7 @@ static void sock_read_cb(evutil_socket_t sfd, short what, void *arg)
                     int rfd;
                     memcpy(&rfd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
                     if (got_fds++ == 0 && !(msg.msg_flags & MSG_CTRUNC))
-                        keep_fd(c, rfd);
+                        keep_fd(c, rfd, last_byte);
                     else
                         close(rfd); /* at most one fd per frame: extras are closed */
                 }
@@ -438,11 +481,12 @@ static void sock_read_cb(evutil_socket_t sfd, short what, void *arg)
             schedule_close(c, "out of memory");
             return;
         }
+        c->in_total += (uint64_t)n;
         c->stats.bytes_in += (uint64_t)n;
         c->last_input_ms = tg_mono_ms();
         event_bytes += (size_t)n;
-        if ((size_t)n < room)
-            break;
+        if ((size_t)n < room || c->n_rx == MAX_RX_FDS)
+            break; /* (their frames are dispatched before more fds are read) */
     }
     dispatch_frames(c);
     tg_rbuf_event_end(c->rb, c->in);
@@ -483,6 +527,8 @@ static void dispatch_frames(tg_conn *c)
         c->stats.frames_in++;
         if (c->bev)
             c->stats.bytes_in += len + TG_FRAME_HEADER_SIZE;
+        c->frame_start = c->in_total - evbuffer_get_length(c->in);
+        c->frame_end = c->n_rx ? c->frame_start + TG_FRAME_HEADER_SIZE + len : c->frame_start;
         if (c->cbs.on_frame_head) {
             c->head_state = HEAD_OFFERED;
             c->head_len = len;
@@ -494,6 +540,8 @@ static void dispatch_frames(tg_conn *c)
             if (taken) {
                 if (!moved)
                     tg_frame_drain(c->in, len);
+                if (c->n_rx)
+                    drop_consumed_fds(c);
                 continue;
             }
         }
@@ -507,7 +555,10 @@ static void dispatch_frames(tg_conn *c)
         if (c->closing)
             break;
         tg_frame_drain(c->in, len);
+        if (c->n_rx)
+            drop_consumed_fds(c);
     }
+    c->frame_start = c->frame_end = 0;
     c->dispatching = 0;
     if (c->peer_eof && !c->closing && !c->read_paused && !c->flushing)
         schedule_close(c, "peer closed the connection");
@@ -600,8 +651,8 @@ static void conn_free(tg_conn *c)
     for (size_t i = 0; i < c->fdq_len; i++)
         close(c->fdq[i].fd);
     free(c->fdq);
-    if (c->received_fd >= 0)
-        close(c->received_fd);
+    for (size_t i = 0; i < c->n_rx; i++)
+        close(c->rx[i].fd);
     free(c);
 }
 
@@ -717,7 +768,6 @@ static tg_conn *conn_alloc(struct event_base *base, const struct tg_conn_opts *o
         return NULL;
     c->base = base;
     c->fd = -1;
-    c->received_fd = -1;
     c->uid = 0;
     c->pid = -1;
     if (cbs)
@@ -823,8 +873,12 @@ void tg_conn_set_cbs(tg_conn *c, const struct tg_conn_cbs *cbs, void *arg)
 
 int tg_conn_take_fd(tg_conn *c)
 {
-    int fd = c->received_fd;
-    c->received_fd = -1;
+    ssize_t i = frame_fd(c);
+    if (i < 0)
+        return -1;
+    int fd = c->rx[i].fd;
+    memmove(&c->rx[i], &c->rx[i + 1], (c->n_rx - (size_t)i - 1) * sizeof c->rx[0]);
+    c->n_rx--;
     return fd;
 }
 

@@ -105,11 +105,17 @@ int tg_conn_forward_frame(tg_conn *from, tg_conn *to);
  * body in place (*avail = len) when it is contiguous, else up to cap bytes
  * copied into scratch (*avail = how many); NULL outside on_frame_head. */
 const uint8_t *tg_conn_frame_peek(tg_conn *c, uint8_t *scratch, size_t cap, size_t *avail);
-/* Whether a received fd waits in the connection's slot (tg_conn_take_fd). */
+/* Whether the frame being dispatched (on_frame, on_frame_head) came with a
+ * file descriptor (tg_conn_take_fd). */
 int tg_conn_has_fd(const tg_conn *c);
 
-/* Takes the last file descriptor received (the per-connection slot, as in
- * Perfetto); -1 if none. The caller owns it. */
+/* During on_frame / on_frame_head: takes the file descriptor that came with
+ * this frame; -1 if none (and outside those callbacks). The caller owns it.
+ * An fd belongs to the frame holding the last byte of the read that carried
+ * it (the kernel ends a read after the message with the fd, and senders pass
+ * an fd with its frame's bytes), so frames read together with it, before or
+ * after, never get it; one that nobody takes is closed once its frame was
+ * dispatched. */
 int tg_conn_take_fd(tg_conn *c);
 
 /* Starts the single teardown path; on_close follows from the loop. */

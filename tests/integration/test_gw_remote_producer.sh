@@ -8,7 +8,9 @@
 # listener, which must get the real SMB fd passed through (no bridge). `tracectl record` on the
 # service's consumer socket until data is in (then Ctrl-C), then `tracectl dump`: every DrawFrame
 # slice each demo says it drew is in the trace; /metrics and the log show the bridge copied chunks
-# for the TCP and WS producers only.
+# for the TCP and WS producers only. Then two more remote demos join while a second recording
+# runs (their SetupTracing arrives right behind their RegisterDataSource reply) and all they drew
+# is in that trace.
 # Environment (from `make check`): TG_BUILDDIR, TG_SRCDIR. Exit 77 = skipped.
 set -u
 
@@ -109,6 +111,49 @@ if [ $HAVE_CURL = 1 ]; then
 else
     echo "(curl not available: /metrics not checked)"
 fi
+
+# ---- late joiners: remote producers that connect while a session runs ----
+# The service answers their RegisterDataSource and sends SetupTracing (with the SMB descriptor)
+# back to back; the gateway may read both at once and must still hand the descriptor to
+# SetupTracing, not to the reply read before it.
+OUT2=$T/late.pftrace
+"$TRACECTL" record "unix:$T/gw-c.sock" -o "$OUT2" >"$T/record2.log" 2>&1 &
+RPID=$!
+PIDS="$PIDS $RPID"
+second_session() { [ "$(grep -c "session instance [0-9]* started" "$T/demo_unix.log")" -ge 2 ]; }
+wait_for 60 second_session || fail "the second session did not start"
+"$DEMO" --producer-socket "$PADDR" --name demo-tcp-late --duration 1200 >"$T/demo_tcplate.log" 2>&1 &
+TCPL_PID=$!
+PIDS="$PIDS $TCPL_PID"
+"$DEMO" --producer-socket "ws://127.0.0.1:$HTTP/producer" --name demo-ws-late --duration 1200 >"$T/demo_wslate.log" 2>&1 &
+WSL_PID=$!
+PIDS="$PIDS $WSL_PID"
+for d in tcplate wslate; do
+    wait_for_line 60 "$T/demo_$d.log" "first frame drawn" || fail "the late $d demo drew nothing: $(cat "$T/demo_$d.log")"
+done
+kill -INT "$RPID"
+wait_exit "$RPID" 60
+[ "$WAIT_RC" = 0 ] || fail "the second tracectl record exited $WAIT_RC: $(cat "$T/record2.log")"
+tg_timeout 30 "$TRACECTL" dump "$OUT2" >"$T/dump.txt" 2>"$T/dump.log" || fail "tracectl dump failed: $(cat "$T/dump.log")"
+for who in tcplate:$TCPL_PID wslate:$WSL_PID; do
+    name=${who%%:*}
+    pid=${who#*:}
+    wait_for_line 30 "$T/demo_$name.log" "session instance [0-9]* stopped after" || fail "the late $name demo did not stop"
+    if grep -q "disconnected from" "$T/demo_$name.log"; then
+        fail "the late $name demo lost its connection: $(grep "disconnected from" "$T/demo_$name.log")"
+    fi
+    drew=$(sed -n 's/.*session instance [0-9]* stopped after \([0-9]*\) frames.*/\1/p' "$T/demo_$name.log" | head -n 1)
+    df=$(drawframes "$pid")
+    [ "$drew" -ge 1 ] && [ "$df" = "$drew" ] ||
+        fail "the late $name demo (pid $pid) drew $drew frames but the trace has $df DrawFrame slices"
+    echo "late $name demo: $df DrawFrame slices (all it drew)"
+done
+if grep -q "closing producer" "$LOG"; then fail "the SMB bridge closed a late producer: $(grep "closing producer" "$LOG")"; fi
+kill "$TCPL_PID" "$WSL_PID" 2>/dev/null
+for p in $TCPL_PID $WSL_PID; do
+    wait_exit "$p" 20
+    [ "$WAIT_RC" = 0 ] || fail "late demo $p exited with $WAIT_RC"
+done
 
 # ---- the producers leave: their sessions log what the bridge copied ----
 kill "$TCP_PID" "$WS_PID" "$UNIX_PID" 2>/dev/null

@@ -21,7 +21,7 @@
 # client was closed (counted); SIGTERM then stops it cleanly (under ASan, LeakSanitizer checks
 # its heap at that exit).
 # Environment (from `make check`): TG_BUILDDIR, TG_SRCDIR; SOAK_ROUNDS (default 10, at least 4;
-# `make check-soak` runs more); SOAK_LATE_REMOTE=1 (see `brief`). Exit 77 = skipped.
+# `make check-soak` runs more). Exit 77 = skipped.
 set -u
 . "$(dirname "$0")/gw_lib.sh"
 need "$TRACEGATED" "$TRACECTL" "$DEMO" "$CLIENT"
@@ -160,16 +160,16 @@ while [ $r -lt "$ROUNDS" ]; do
     # shellcheck disable=SC2086 # CERT is a list of options
     job rec-tls "$TRACECTL" $CERT record "tls://$CTLS" --duration 60s --buffer 4mb --no-progress -o "$R/tls.pftrace"
     job rec-ws "$TRACECTL" record "ws://$HTTP/traced" --duration 60s --buffer 4mb --no-progress -o "$R/ws.pftrace"
-    # brief: a demo that joins the running sessions and leaves on its own (--duration 1). Through
-    # the gateway it comes over the UNIX producer listener (the service's SMB descriptor passed
-    # on), or straight to the service. Not over TCP or WebSocket: a remote producer that registers
-    # while a session runs is cut by the SMB bridge ("CommitData with chunk data before the service
-    # set up tracing") when the service's RegisterDataSource reply and the SetupTracing that
-    # carries the SMB descriptor reach the gateway in one read: the descriptor goes with the first
-    # frame, and the bridge closes it there. SOAK_LATE_REMOTE=1 brings it in that way.
-    if [ "${SOAK_LATE_REMOTE:-0}" = 1 ]; then
-        if [ $((r % 2)) = 0 ]; then brief="tcp://$PTCP"; else brief="ws://$HTTP/producer"; fi
-    elif [ $((r % 2)) = 0 ]; then brief="unix:$T/soak-gwp.sock"; else brief="$T/soak-p.sock"; fi
+    # brief: a demo that joins the running sessions and leaves on its own (--duration 1), over
+    # each way in in turn: the gateway's UNIX producer listener (the service's SMB descriptor
+    # passed on), the service itself, and TCP and WebSocket (the SMB bridge: their SetupTracing
+    # comes right behind the RegisterDataSource reply).
+    case $((r % 4)) in
+    0) brief="unix:$T/soak-gwp.sock" ;;
+    1) brief="$T/soak-p.sock" ;;
+    2) brief="tcp://$PTCP" ;;
+    *) brief="ws://$HTTP/producer" ;;
+    esac
     job demo-brief "$DEMO" --producer-socket "$brief" --name "soak-brief-$r" --duration 1
     wait_for 60 all_drew || fail "round $r: the demos did not all draw into the four sessions"
     for k in $RECS; do kill -INT "$(job_pid "rec-$k")"; done

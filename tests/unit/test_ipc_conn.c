@@ -63,6 +63,7 @@ struct rec {
     size_t take_fds_from;    /* only take fds at this frame number and later (0 = always) */
     uint32_t seq_errors, next_seq;
     int fds_taken[16];
+    size_t fd_frames[16]; /* the frame number (1-based) each fd was taken in */
     int n_fds_taken;
 };
 
@@ -79,8 +80,10 @@ static void rec_on_frame(tg_conn *c, const uint8_t *body, size_t len, void *arg)
         r->next_seq = seq + 1;
     }
     int fd = r->frames >= r->take_fds_from ? tg_conn_take_fd(c) : -1;
-    if (fd >= 0 && r->n_fds_taken < 16)
+    if (fd >= 0 && r->n_fds_taken < 16) {
+        r->fd_frames[r->n_fds_taken] = r->frames;
         r->fds_taken[r->n_fds_taken++] = fd;
+    }
     else if (fd >= 0)
         close(fd);
     if (r->close_in_frame && (int)r->frames == r->close_in_frame) {
@@ -179,9 +182,10 @@ static int teardown(void **state)
 
 /* ----------------------------------------------------------------- fds */
 
-/* Four frames queued before the loop runs, three of them with an fd: each fd
- * must arrive with the first byte of its own frame (a receiver that cuts its
- * reads at fds, as the kernel does, then pairs each fd with the right frame). */
+/* Six frames queued before the loop runs, five of them with an fd: each fd
+ * must arrive with the first byte of its own frame, in a message holding only
+ * that frame (the kernel ends a read after such a message, and the receiver
+ * pairs the fd with the frame that ends its read). */
 static void test_fd_on_first_byte_back_to_back(void **state)
 {
     struct fx *f = *state;
@@ -241,22 +245,111 @@ static void test_fd_on_first_byte_back_to_back(void **state)
                 fd_content(rfd, content, sizeof content);
                 close(rfd);
                 fds_seen++;
-                /* which frame starts exactly where this read started? */
+                /* the frame that holds the read's last byte: it must start in this read (the fd
+                 * rode on its first byte) and end with it (alone in its message) */
+                size_t last = got + (size_t)n - 1;
                 int frame = -1;
                 for (int i = 0; i < NF; i++)
-                    if (start[i] == got)
+                    if (start[i] <= last && last < start[i] + 4 + 20 + (size_t)i * 7)
                         frame = i;
-                if (frame < 0)
-                    fail_msg("fd '%s' arrived at stream offset %zu, not at a frame's first byte", content, got);
+                assert_true(frame >= 0);
                 char want[32];
                 snprintf(want, sizeof want, "fd-of-frame-%d", frame);
                 if (!with_fd[frame] || strcmp(content, want) != 0)
-                    fail_msg("frame %d came with fd '%s'", frame, content);
+                    fail_msg("the read ending in frame %d came with fd '%s'", frame, content);
+                if (start[frame] < got)
+                    fail_msg("fd '%s' arrived after its frame's first byte (read from %zu, frame at %zu)", content,
+                             got, start[frame]);
+                if (last + 1 != start[frame] + 4 + 20 + (size_t)frame * 7)
+                    fail_msg("frame %d's fd came with bytes of the next frame", frame);
             }
         }
         got += (size_t)n;
     }
     assert_int_equal(fds_seen, 5);
+    tg_conn_destroy(r.conn);
+}
+
+/* sendmsg of one framed body (seq in its first 4 bytes, `len` >= 4) with an fd whose content is
+ * `content`. */
+static void raw_frame_send_fd(int sock, uint32_t seq, size_t len, const char *content)
+{
+    uint8_t *frame = calloc(1, 4 + len);
+    assert_non_null(frame);
+    tg_frame_put_header(frame, (uint32_t)len);
+    put_seq(frame + 4, seq);
+    int fd = make_memfd(content);
+    union {
+        char b[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct iovec iov = {frame, 4 + len};
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = ctl.b;
+    msg.msg_controllen = sizeof ctl.b;
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+    assert_int_equal(sendmsg(sock, &msg, 0), (ssize_t)(4 + len));
+    close(fd);
+    free(frame);
+}
+
+static void raw_seq_frame(int sock, uint32_t seq, size_t len)
+{
+    uint8_t body[64];
+    assert_true(len >= 4 && len <= sizeof body);
+    memset(body, 0, sizeof body);
+    put_seq(body, seq);
+    raw_frame_write(sock, body, len);
+}
+
+/* A peer's frames arrive in one read with an fd that belongs to a later one (the service's reply
+ * to RegisterDataSource and then SetupTracing with the SMB): the kernel delivers the fd with the
+ * read, and the fd must reach the frame it came with, never the first frame dispatched. A frame
+ * that does not take its fd does not pass it on either. */
+static void test_fd_goes_to_its_own_frame(void **state)
+{
+    struct fx *f = *state;
+    struct rec r = {.base = f->base};
+    /* everything is queued before the connection reads: its first read takes 1..3 at once */
+    raw_seq_frame(f->sp[1], 0, 20);                 /* frame 1: no fd */
+    raw_seq_frame(f->sp[1], 1, 40);                 /* frame 2: no fd */
+    raw_frame_send_fd(f->sp[1], 2, 30, "frame-3");  /* frame 3: its fd */
+    raw_seq_frame(f->sp[1], 3, 20);                 /* frame 4: no fd, read after it */
+    raw_frame_send_fd(f->sp[1], 4, 70000, "frame-5"); /* frame 5: larger than one read block */
+    raw_seq_frame(f->sp[1], 5, 20);                 /* frame 6 */
+    r.conn = tg_conn_new_fd(f->base, f->sp[0], NULL, &k_rec_cbs, &r);
+    f->sp[0] = -1;
+    struct frames_wait w = {&r, 6};
+    assert_true(tg_test_run_until(f->base, rec_has_frames, &w, TIMEOUT_MS));
+    assert_int_equal(r.closes, 0);
+    assert_int_equal(r.seq_errors, 0);
+    assert_int_equal(r.n_fds_taken, 2);
+    char content[16];
+    assert_int_equal(r.fd_frames[0], 3);
+    fd_content(r.fds_taken[0], content, sizeof content);
+    assert_string_equal(content, "frame-3");
+    assert_int_equal(r.fd_frames[1], 5);
+    fd_content(r.fds_taken[1], content, sizeof content);
+    assert_string_equal(content, "frame-5");
+    close(r.fds_taken[0]);
+    close(r.fds_taken[1]);
+
+    /* frame 7 comes with an fd but only frame 8 asks: it gets none, and 7's is closed (the
+     * fixture's teardown counts descriptors) */
+    r.take_fds_from = 8;
+    raw_frame_send_fd(f->sp[1], 6, 8, "frame-7");
+    raw_seq_frame(f->sp[1], 7, 8);
+    w.n = 8;
+    assert_true(tg_test_run_until(f->base, rec_has_frames, &w, TIMEOUT_MS));
+    assert_int_equal(r.n_fds_taken, 2);
     tg_conn_destroy(r.conn);
 }
 
@@ -322,8 +415,8 @@ static void test_fd_receive_extras_and_truncation(void **state)
         close(fds[i]);
 }
 
-/* The received-fd slot holds one fd (as Perfetto's): an fd nobody took is
- * closed when the next one arrives, and the newest is handed out. */
+/* An fd nobody took in its own frame is closed (not handed to a later frame),
+ * and a later frame's own fd is handed out. */
 static void test_fd_slot_replaced_not_leaked(void **state)
 {
     struct fx *f = *state;
@@ -894,6 +987,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_fd_on_first_byte_back_to_back),
         T(test_fd_receive_extras_and_truncation),
+        T(test_fd_goes_to_its_own_frame),
         T(test_fd_slot_replaced_not_leaked),
         T(test_bev_backend_drops_fds),
         T(test_close_from_callback_runs_on_close_once_from_loop),
