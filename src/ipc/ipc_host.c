@@ -320,7 +320,6 @@ static void on_frame(tg_conn *c, const uint8_t *body, size_t len, void *arg)
 {
     tg_ipc_peer *p = arg;
     struct tg_frame_info fi;
-    (void)c;
     if (tg_frame_scan(body, len, &fi) != 0) {
         tg_debug(LOG, "%s: dropping a frame that is not an IPCFrame (%zu bytes)", tg_conn_peer_name(p->conn), len);
         return; /* Perfetto drops undecodable frames and keeps the connection */
@@ -339,6 +338,20 @@ static void on_frame(tg_conn *c, const uint8_t *body, size_t len, void *arg)
         send_request_error(p, fi.request_id, "unknown request");
         break;
     }
+    /* A peer that does not read its replies gets no more requests served until it does: its
+     * next frames wait in the socket (and its sender's buffers), not as replies queued here. */
+    if (!p->gone && tg_conn_is_congested(c))
+        tg_conn_pause_read(c);
+}
+
+static void on_drain(tg_conn *c, void *arg)
+{
+    tg_ipc_peer *p = arg;
+    tg_conn_resume_read(c);
+    tg_ipc_host *h = p->host;
+    for (size_t i = 0; i < h->n_services && !p->gone; i++)
+        if (p->bound[i].bound && h->services[i].def->peer_drain)
+            h->services[i].def->peer_drain(p, p->bound[i].state, h->services[i].ctx);
 }
 
 /* --------------------------------------------------------------- peers */
@@ -371,7 +384,7 @@ static void on_close(tg_conn *c, const char *reason, void *arg)
     peer_destroy(p);
 }
 
-static const struct tg_conn_cbs k_peer_cbs = {.on_frame = on_frame, .on_close = on_close};
+static const struct tg_conn_cbs k_peer_cbs = {.on_frame = on_frame, .on_close = on_close, .on_drain = on_drain};
 
 tg_ipc_peer *tg_ipc_host_adopt_conn(tg_ipc_host *h, tg_conn *c)
 {

@@ -98,6 +98,14 @@ static void *consumer_open(tg_ipc_peer *peer, void *svc_ctx)
     return c;
 }
 
+static void consumer_drain(tg_ipc_peer *peer, void *state, void *svc_ctx)
+{
+    (void)peer;
+    (void)svc_ctx;
+    if (state)
+        tg_svc_read_buffers_drained(state);
+}
+
 static void consumer_close(tg_ipc_peer *peer, void *state, void *svc_ctx)
 {
     tg_service *svc = svc_ctx;
@@ -622,4 +630,5 @@ const struct tg_ipc_service_def tg_svc_consumer_port_def = {
     .n_methods = sizeof k_methods / sizeof k_methods[0],
     .peer_open = consumer_open,
     .peer_close = consumer_close,
+    .peer_drain = consumer_drain,
 };

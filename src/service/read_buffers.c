@@ -10,7 +10,8 @@
  * (the slices' framing around them), and that buffer goes to the consumer's
  * output by reference behind a header encoded there (tg_ipc_call_reply_evbuffer),
  * never copied again before the kernel. Several replies go out per loop turn
- * (BATCHES_PER_TURN), while the consumer's output stays under OUTPUT_BACKLOG. */
+ * (BATCHES_PER_TURN), while the consumer's output stays under OUTPUT_BACKLOG; past
+ * it the read-out goes on when the output drains (the peer_drain hook). */
 #include "service/svc.h"
 
 #include "tracegate/log.h"
@@ -207,11 +208,15 @@ struct tg_svc_read {
     struct reply_buf *buf; /* the reply being built; handed to the output when sent */
     size_t len;
     struct evbuffer *out; /* carries a reply's buffer to tg_ipc_call_reply_evbuffer */
+    bool waiting;         /* for the consumer's output to drain (tg_svc_read_buffers_drained) */
 };
 
 #define SLICE_OVERHEAD 16u /* tags and varints around one slice */
 #define MAX_SLICE_DATA (TG_SVC_MAX_READ_REPLY - 2 * SLICE_OVERHEAD)
 #define OUTPUT_BACKLOG (4u << 20)
+/* Over the backlog the read-out waits for the output's drain callback (under its low watermark);
+ * this timer only backs it up. A fixed 5 ms wait used to idle a fast reader half the time. */
+#define DRAIN_FALLBACK_US 100000
 #define BATCHES_PER_TURN 8u /* replies of ~32 KiB per loop turn; then other clients get a turn */
 #define REPLY_BUF_INITIAL 65536u
 
@@ -405,10 +410,12 @@ static void on_batch(evutil_socket_t fd, short what, void *arg)
     struct tg_svc_read *rd = arg;
     for (unsigned i = 0; i < BATCHES_PER_TURN; i++) {
         if (tg_ipc_peer_output_len(tg_ipc_call_peer(rd->call)) > OUTPUT_BACKLOG) {
-            struct timeval tv = {0, 5000};
+            struct timeval tv = {0, DRAIN_FALLBACK_US};
+            rd->waiting = true;
             evtimer_add(rd->ev, &tv); /* let the consumer drain first */
             return;
         }
+        rd->waiting = false;
         if (fill_batch(rd)) {
             send_reply(rd, 0);
             read_free(rd);
@@ -456,4 +463,14 @@ void tg_svc_read_buffers_cancel(tg_svc_consumer *c)
         send_reply(rd, 0);
     }
     read_free(rd);
+}
+
+void tg_svc_read_buffers_drained(tg_svc_consumer *c)
+{
+    struct tg_svc_read *rd = c->read;
+    if (!rd || !rd->waiting)
+        return;
+    rd->waiting = false;
+    struct timeval tv = {0, 0};
+    evtimer_add(rd->ev, &tv);
 }

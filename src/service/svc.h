@@ -482,6 +482,8 @@ int tg_svc_reader_next(struct tg_svc_reader *r, struct tg_svc_reader_pkt *out);
 /* Starts a consumer's ReadBuffers stream. */
 void tg_svc_read_buffers_start(tg_svc_consumer *c, tg_svc_session *s, tg_ipc_call *call);
 void tg_svc_read_buffers_cancel(tg_svc_consumer *c);
+/* The consumer's output drained (peer_drain): a read-out waiting for room goes on at once. */
+void tg_svc_read_buffers_drained(tg_svc_consumer *c);
 
 /* ---- write_into_file.c ---- */
 /* Writes everything readable now into the session's file. Returns 0, or 1 if

@@ -47,6 +47,10 @@ struct tg_ipc_service_def {
      * destroyed when the peer disconnects (before its calls are freed). */
     void *(*peer_open)(tg_ipc_peer *peer, void *svc_ctx);
     void (*peer_close)(tg_ipc_peer *peer, void *peer_state, void *svc_ctx);
+    /* Optional: the peer's output went back under its low watermark after passing its high one
+     * (it reads its replies again; the host resumed reading its requests). For producers of
+     * long streams that wait for room. */
+    void (*peer_drain)(tg_ipc_peer *peer, void *peer_state, void *svc_ctx);
 };
 
 struct tg_ipc_host_opts {

@@ -103,7 +103,8 @@ static void m_stream(tg_ipc_call *call, const ProtobufCMessage *req, void *svc_c
 }
 
 static const struct tg_ipc_method k_methods[] = {{"Stream", NULL, m_stream}};
-static const struct tg_ipc_service_def k_svc = {"BenchPort", k_methods, 1, peer_open, peer_close};
+static const struct tg_ipc_service_def k_svc = {
+    .name = "BenchPort", .methods = k_methods, .n_methods = 1, .peer_open = peer_open, .peer_close = peer_close};
 
 static void *host_thread(void *arg)
 {

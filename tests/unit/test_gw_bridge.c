@@ -124,8 +124,8 @@ static const struct tg_ipc_method k_consumer_methods[] = {
     {"QueryCapabilities", NULL, m_empty},  {"SaveTraceForBugreport", NULL, m_empty},
     {"CloneSession", NULL, m_empty},
 };
-static const struct tg_ipc_service_def k_consumer_def = {"ConsumerPort", k_consumer_methods, 15, fake_open,
-                                                         fake_close};
+static const struct tg_ipc_service_def k_consumer_def = {
+    .name = "ConsumerPort", .methods = k_consumer_methods, .n_methods = 15, .peer_open = fake_open, .peer_close = fake_close};
 
 /* ------------------------------------------------------------ fixture */
 

@@ -164,8 +164,8 @@ static const struct tg_ipc_method k_methods[] = {
     {"GetTraceStats", NULL, m_empty},       {"ObserveEvents", NULL, m_empty},    {"QueryServiceState", NULL, m_qss},
     {"QueryCapabilities", NULL, m_empty},
 };
-static const struct tg_ipc_service_def k_def = {"ConsumerPort", k_methods, sizeof k_methods / sizeof k_methods[0],
-                                                NULL, NULL};
+static const struct tg_ipc_service_def k_def = {.name = "ConsumerPort", .methods = k_methods,
+                                                .n_methods = sizeof k_methods / sizeof k_methods[0]};
 
 /* ------------------------------------------------------------ fixture */
 

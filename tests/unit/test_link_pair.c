@@ -67,7 +67,7 @@ static void m_qss(tg_ipc_call *call, const ProtobufCMessage *req, void *ctx, voi
 }
 
 static const struct tg_ipc_method k_methods[] = {{"QueryServiceState", NULL, m_qss}};
-static const struct tg_ipc_service_def k_consumer = {"ConsumerPort", k_methods, 1, NULL, NULL};
+static const struct tg_ipc_service_def k_consumer = {.name = "ConsumerPort", .methods = k_methods, .n_methods = 1};
 
 /* ------------------------------------------------------------ fixture */
 

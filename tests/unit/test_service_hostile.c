@@ -11,7 +11,10 @@
  * - a consumer sending Flush after Flush with a long timeout to a producer that never acks has at
  *   most TG_SVC_MAX_PENDING_FLUSHES waiting; the rest fail at once;
  * - a producer that never opens GetAsyncCommand is disconnected once TG_SVC_MAX_QUEUED_CMDS
- *   commands wait for it. */
+ *   commands wait for it;
+ * - a consumer that pipelines calls without reading the replies gets no more served once its
+ *   replies pass the connection's high watermark (the rest wait in its socket), and every call
+ *   is answered once it reads. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,15 +22,21 @@
 
 #include <cmocka.h>
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+
+#include <event2/event.h>
 
 #include "test_service_util.h"
 
 #include "producer_port.pb-c.h"
 
 #include "service/svc.h"
+#include "tracegate/ipc_host.h"
+#include "tracegate/ipc_wire.h"
 #include "tracegate/log.h"
 
 /* Trigger packets (TracePacket.trigger = 46) in a trace. */
@@ -423,6 +432,77 @@ static void test_unread_commands_bounded(void **state)
     ts_env_free(&e);
 }
 
+struct replies_wait {
+    struct ts_raw *r;
+    size_t want;
+};
+
+static int all_replies(void *arg)
+{
+    struct replies_wait *w = arg;
+    return ts_raw_count(w->r, 0) >= w->want || w->r->eof;
+}
+
+static void test_unread_replies_bounded(void **state)
+{
+    (void)state;
+    struct ts_env e;
+    assert_int_equal(ts_env_init(&e), 0);
+    struct ts_cons c;
+    assert_int_equal(ts_cons_connect(&e, &c), 0);
+    tg_svc_consumer *sc = e.svc->consumers;
+    assert_non_null(sc);
+    /* one QueryServiceState call, framed, sent over and over; only the service's loop runs (the
+     * test's own end is not read) */
+    uint8_t frame[64];
+    size_t n = tg_ipc_encode_invoke(frame + 4, sizeof frame - 4, 7, 1, TS_C_QUERY, NULL, 0, 0);
+    assert_true(n > 0);
+    tg_frame_put_header(frame, (uint32_t)n);
+    const size_t flen = n + 4, max_calls = 400000;
+    size_t calls = 0, off = 0, max_queued = 0;
+    unsigned stalled = 0;
+    while (calls < max_calls && stalled < 2000) {
+        ssize_t w = send(c.r.fd, frame + off, flen - off, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (w > 0) {
+            stalled = 0;
+            off += (size_t)w;
+            if (off == flen) {
+                off = 0;
+                calls++;
+            }
+        } else {
+            assert_true(w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+            stalled++; /* the socket is full: the service reads no more of it */
+        }
+        event_base_loop(e.base, EVLOOP_NONBLOCK);
+        assert_ptr_equal(e.svc->consumers, sc); /* never cut */
+        size_t q = tg_ipc_peer_output_len(sc->peer);
+        if (q > max_queued)
+            max_queued = q;
+    }
+    /* the service stopped reading: the writes stalled long before max_calls, with the replies
+     * it holds bounded by the watermark (1 MiB) plus one reply */
+    assert_true(calls < max_calls);
+    assert_true(max_queued < (1u << 20) + 4096);
+    assert_true(calls > 1000);
+    /* the rest of a half-sent frame, then the client reads: every call is answered */
+    if (off > 0) {
+        while (off < flen) {
+            ssize_t w = send(c.r.fd, frame + off, flen - off, MSG_DONTWAIT | MSG_NOSIGNAL);
+            if (w > 0)
+                off += (size_t)w;
+            ts_pump(&e, 1);
+        }
+        calls++;
+    }
+    struct replies_wait rw = {&c.r, calls};
+    assert_true(ts_pump_until(&e, all_replies, &rw, 60000));
+    assert_false(c.r.eof);
+    assert_int_equal(ts_raw_count(&c.r, 7), calls);
+    ts_cons_close(&c);
+    ts_env_free(&e);
+}
+
 int main(void)
 {
     tg_log_set_level(TG_LOG_ERROR); /* one info line per recorded trigger, each with a 4 KiB name */
@@ -435,6 +515,7 @@ int main(void)
         cmocka_unit_test(test_data_sources_per_producer_bounded),
         cmocka_unit_test(test_pending_flushes_bounded),
         cmocka_unit_test(test_unread_commands_bounded),
+        cmocka_unit_test(test_unread_replies_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
