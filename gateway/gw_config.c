@@ -23,7 +23,7 @@
 
 enum opt_id {
     O_CONFIG = 1, O_CHECK_CONFIG, O_HASH_TOKEN, O_GEN_TOKEN, O_HELP, O_VERSION,
-    O_PRODUCER_SOCKET, O_CONSUMER_SOCKET, O_PRODUCER_MODE, O_CONSUMER_MODE,
+    O_PRODUCER_SOCKET, O_CONSUMER_SOCKET, O_PRODUCER_MODE, O_CONSUMER_MODE, O_MAX_BUFFER_MEMORY,
     O_UPSTREAM_CONSUMER, O_UPSTREAM_PRODUCER, O_PROBE_INTERVAL,
     O_LISTEN, O_HTTP, O_NO_HTTP, O_HTTP_TLS, O_WEB_ROOT, O_WS_MAX_MESSAGE, O_ALLOW_ORIGIN,
     O_HTTP_HOST, O_HTTP_MAX_PENDING, O_HTTP_MAX_PENDING_PER_SOURCE, O_HTTP_ADB, O_ADB_SERVER, O_ADB_NODE, O_ADB_ROLES,
@@ -62,6 +62,9 @@ static const struct opt_def k_opts[] = {
     {O_CONSUMER_SOCKET, "consumer-socket", "ADDRS", 0, "embedded service: consumer socket(s) (default: Perfetto's)"},
     {O_PRODUCER_MODE, "producer-socket-mode", "OCTAL", 0, "permissions of UNIX producer sockets (default 0666)"},
     {O_CONSUMER_MODE, "consumer-socket-mode", "OCTAL", 0, "permissions of UNIX consumer sockets (default 0600)"},
+    {O_MAX_BUFFER_MEMORY, "max-buffer-memory", "SIZE",
+     0, "embedded service: trace buffers of all sessions together at most this big (default: half the "
+        "machine's memory); one principal without admin may hold half of it"},
     {O_UPSTREAM_CONSUMER, "upstream-consumer", "ADDR",
      0, "bridge to this consumer socket (PATH, @name or host:port) instead of the embedded service"},
     {O_UPSTREAM_PRODUCER, "upstream-producer", "ADDR", 0, "bridge to this producer socket"},
@@ -332,6 +335,11 @@ int tg_gw_config_set(struct tg_gw_config *c, const char *name, const char *value
         *(o->id == O_PRODUCER_MODE ? &c->producer_mode : &c->consumer_mode) = m;
         return 0;
     }
+    case O_MAX_BUFFER_MEMORY:
+        if (tg_gw_parse_size(value, &sz) != 0 || sz < (1u << 20))
+            return tg_errf(err, errlen, "%s: '%s' is not a size of at least 1m (e.g. 512m, 8g)", name, value);
+        c->max_buffer_memory = sz;
+        return 0;
     case O_UPSTREAM_CONSUMER: return set_str(&c->upstream_consumer, value, name, err, errlen);
     case O_UPSTREAM_PRODUCER: return set_str(&c->upstream_producer, value, name, err, errlen);
     case O_LISTEN: {

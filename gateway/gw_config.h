@@ -57,6 +57,7 @@ struct tg_gw_config {
     /* embedded service (when no --upstream-*) */
     char *producer_socks, *consumer_socks;
     unsigned producer_mode, consumer_mode;
+    size_t max_buffer_memory; /* 0 = the service's default (half the machine's memory) */
 
     /* upstream: NULL = embedded service (or an already running traced) */
     char *upstream_consumer, *upstream_producer;

@@ -429,12 +429,14 @@ static int choose_upstream(struct daemon *d, char *err, size_t errlen)
         .consumer_socks = c->consumer_socks ? c->consumer_socks : def_cons,
         .producer_sock_mode = c->producer_mode,
         .consumer_sock_mode = c->consumer_mode,
+        .max_buffer_bytes = c->max_buffer_memory,
     };
     d->svc = tg_service_new(d->base, &so, err, errlen);
     if (!d->svc)
         return -1;
-    tg_info(LOG, "embedded tracing service: producer socket %s, consumer socket %s",
-            *so.producer_socks ? so.producer_socks : "(none)", *so.consumer_socks ? so.consumer_socks : "(none)");
+    tg_info(LOG, "embedded tracing service: producer socket %s, consumer socket %s, trace buffers up to %llu MB",
+            *so.producer_socks ? so.producer_socks : "(none)", *so.consumer_socks ? so.consumer_socks : "(none)",
+            (unsigned long long)(tg_service_buffer_budget(d->svc) >> 20));
     return 0;
 }
 

@@ -103,6 +103,7 @@ tg_service *tg_service_new(struct event_base *base, const struct tg_service_opts
     }
     svc->base = base;
     svc->uid = (int32_t)getuid();
+    svc->buffer_budget = o.max_buffer_bytes ? o.max_buffer_bytes : tg_svc_default_buffer_budget();
     svc->buf_index = calloc(TG_SVC_NUM_BUFFER_IDS, sizeof *svc->buf_index);
     svc->producer_index = calloc((size_t)TG_SVC_MAX_PRODUCERS + 1, sizeof *svc->producer_index);
     const char *mn = o.machine_name ? o.machine_name : getenv("PERFETTO_MACHINE_NAME");

@@ -334,12 +334,16 @@ static int validate(tg_service *svc, tg_svc_consumer *c, const Perfetto__Protos_
         snprintf(err, errlen, "Too many buffers configured (%zu)", cfg->n_buffers);
         return -1;
     }
+    uint64_t want = 0;
     for (size_t i = 0; i < cfg->n_buffers; i++) {
         if (!cfg->buffers[i]->has_size_kb || cfg->buffers[i]->size_kb == 0) {
             snprintf(err, errlen, "Invalid config: buffer %zu has size_kb 0", i);
             return -1;
         }
+        want += (uint64_t)cfg->buffers[i]->size_kb * 1024u;
     }
+    if (tg_svc_buffer_budget_check(svc, c, want, err, errlen) != 0)
+        return -1;
     for (size_t i = 0; i < cfg->n_data_sources; i++) {
         const Perfetto__Protos__DataSourceConfig *dc = cfg->data_sources[i]->config;
         if (!dc)
@@ -497,6 +501,8 @@ tg_svc_session *tg_svc_session_create(tg_service *svc, tg_svc_consumer *c, const
         b->id = id;
         b->s = s;
         b->tb = tb;
+        b->bytes = (uint64_t)bc->size_kb * 1024u;
+        svc->buffer_bytes += b->bytes;
         svc->buf_index[id] = b;
         s->buffers[s->n_buffers++] = b;
     }
@@ -920,6 +926,11 @@ void tg_svc_session_change_config(tg_svc_session *s, const Perfetto__Protos__Tra
 tg_svc_session *tg_svc_session_clone(tg_svc_session *src, tg_svc_consumer *c, char *err, size_t errlen)
 {
     tg_service *svc = src->svc;
+    uint64_t want = 0; /* a clone copies its source's buffers: the same budget */
+    for (size_t i = 0; i < src->n_buffers; i++)
+        want += src->buffers[i]->bytes;
+    if (tg_svc_buffer_budget_check(svc, c, want, err, errlen) != 0)
+        return NULL;
     tg_svc_session *s = session_alloc(svc, c);
     if (!s) {
         snprintf(err, errlen, "out of memory");
@@ -949,6 +960,8 @@ tg_svc_session *tg_svc_session_clone(tg_svc_session *src, tg_svc_consumer *c, ch
         b->id = id;
         b->s = s;
         b->tb = tb;
+        b->bytes = src->buffers[i]->bytes;
+        svc->buffer_bytes += b->bytes;
         svc->buf_index[id] = b;
         s->buffers[s->n_buffers++] = b;
     }
@@ -1011,6 +1024,7 @@ void tg_svc_session_free(tg_svc_session *s)
         if (svc->buf_index && svc->buf_index[b->id] == b)
             svc->buf_index[b->id] = NULL;
         tg_trace_buffer_free(b->tb);
+        svc->buffer_bytes -= b->bytes;
         free(b);
     }
     free(s->buffers);

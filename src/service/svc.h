@@ -175,6 +175,7 @@ struct tg_svc_buffer {
     uint16_t id; /* global BufferID */
     tg_svc_session *s;
     struct tg_trace_buffer *tb;
+    uint64_t bytes; /* its size, counted in tg_service.buffer_bytes */
 };
 
 enum tg_sess_state { TG_SESS_CONFIGURED, TG_SESS_STARTED, TG_SESS_DISABLING, TG_SESS_DISABLED };
@@ -297,6 +298,8 @@ struct tg_svc_relay {
 
 struct tg_service {
     struct event_base *base;
+    uint64_t buffer_budget; /* the most all live trace buffers may add up to (buffer_budget.c) */
+    uint64_t buffer_bytes;  /* what they add up to now */
     tg_ipc_host *producer_host;
     tg_ipc_host *consumer_host;
     char machine_name[256];
@@ -494,6 +497,16 @@ void tg_svc_write_timer_cb(int fd, short what, void *arg);
  * with its own rights, so only for local peers that are root or the service's own user. */
 bool tg_svc_may_create_files(const tg_svc_consumer *c);
 int tg_svc_open_output_path(const char *path, char *err, size_t errlen);
+
+/* ---- buffer_budget.c ---- */
+/* Half the machine's memory (at least 256 MiB). */
+uint64_t tg_svc_default_buffer_budget(void);
+/* Bytes of trace buffers held by sessions of `principal` (clones included). */
+uint64_t tg_svc_principal_buffer_bytes(const tg_service *svc, const char *principal);
+/* 0 if `want` more bytes of buffers fit the service's budget and, unless c is privileged, c's
+ * principal's half of it; else -1 with the reason in err. */
+int tg_svc_buffer_budget_check(const tg_service *svc, const tg_svc_consumer *c, uint64_t want, char *err,
+                               size_t errlen);
 
 /* ---- service_state.c ---- */
 void tg_svc_query_service_state(tg_service *svc, tg_svc_consumer *c, tg_ipc_call *call, bool sessions_only);

@@ -28,6 +28,9 @@ struct tg_service_opts {
     unsigned consumer_sock_mode; /* 0 = 0600 (traces are private) */
     const char *machine_name;    /* reported in system info; NULL = $PERFETTO_MACHINE_NAME or uname */
     int disable_relay_endpoint;  /* 0 = also expose RelayPort (service id 2) on producer sockets */
+    /* The most all trace buffers together may take (clones included); a principal that is not
+     * privileged may hold half of it. 0 = half the machine's memory (at least 256 MiB). */
+    uint64_t max_buffer_bytes;
 };
 
 /* Perfetto's defaults: /run/perfetto/traced-{producer,consumer}.sock when
@@ -39,6 +42,8 @@ void tg_service_default_sockets(char *producer, size_t plen, char *consumer, siz
 tg_service *tg_service_new(struct event_base *base, const struct tg_service_opts *opts, char *err, size_t errlen);
 /* Ends every session, disconnects every peer, removes socket files. */
 void tg_service_free(tg_service *svc);
+/* The most all trace buffers may add up to (max_buffer_bytes or its default). */
+uint64_t tg_service_buffer_budget(const tg_service *svc);
 
 /* In-process connection: returns our end of a socketpair whose other end is
  * served by the producer (producer_port != 0) or consumer port; -1 on error.

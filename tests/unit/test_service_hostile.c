@@ -14,7 +14,9 @@
  *   commands wait for it;
  * - a consumer that pipelines calls without reading the replies gets no more served once its
  *   replies pass the connection's high watermark (the rest wait in its socket), and every call
- *   is answered once it reads. */
+ *   is answered once it reads;
+ * - trace buffers (which cost nothing until filled) add up to at most the service's budget, and a
+ *   principal without privileges holds at most half of it, clones included. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -503,6 +505,87 @@ static void test_unread_replies_bounded(void **state)
     ts_env_free(&e);
 }
 
+struct enable_wait {
+    struct ts_env *e;
+    struct ts_cons *c;
+    uint64_t rid;
+    size_t sessions_before;
+};
+
+static int enable_settled(void *arg)
+{
+    struct enable_wait *w = arg;
+    return ts_raw_count(&w->c->r, w->rid) > 0 || ts_svc_count(w->e, TS_SVC_SESSIONS) > w->sessions_before;
+}
+
+/* EnableTracing with one buffer: the request id once the session exists, or 0 with the refusal in
+ * err (a refusal is answered at once; a started session only at its end). */
+static uint64_t start_with_buffer(struct ts_env *e, struct ts_cons *c, uint32_t size_kb, char *err, size_t errlen)
+{
+    struct ts_cfg cfg;
+    ts_cfg_init(&cfg, size_kb, 0, NULL, 0);
+    struct enable_wait w = {e, c, 0, ts_svc_count(e, TS_SVC_SESSIONS)};
+    w.rid = ts_cons_enable(c, &cfg.tc, -1);
+    assert_true(w.rid != 0);
+    assert_true(ts_pump_until(e, enable_settled, &w, 10000));
+    err[0] = 0;
+    if (ts_raw_count(&c->r, w.rid) > 0) {
+        assert_int_equal(ts_cons_wait_enable(c, 5000, err, errlen), 1);
+        assert_true(err[0] != 0);
+        return 0;
+    }
+    return w.rid;
+}
+
+static void test_buffer_memory_budget(void **state)
+{
+    (void)state;
+    static const struct tg_ipc_identity alice = {.uid = 1000, .pid = -1};
+    static const struct tg_ipc_identity root = {.uid = 0, .pid = -1, .privileged = 1};
+    struct ts_env e;
+    assert_int_equal(ts_env_init(&e), 0);
+    e.svc->buffer_budget = 64u << 20;
+    struct ts_cons a1, a2, a3, r1, r2;
+    assert_int_equal(ts_cons_connect_as(&e, &a1, &alice), 0);
+    assert_int_equal(ts_cons_connect_as(&e, &a2, &alice), 0);
+    assert_int_equal(ts_cons_connect_as(&e, &a3, &alice), 0);
+    assert_int_equal(ts_cons_connect_as(&e, &r1, &root), 0);
+    assert_int_equal(ts_cons_connect_as(&e, &r2, &root), 0);
+    char err[512];
+    /* 128 buffers of 4 GB: far past the budget, refused before anything is allocated */
+    struct ts_cfg big;
+    ts_cfg_init(&big, 4u << 20, 0, NULL, 0);
+    assert_true(ts_cons_enable(&a1, &big.tc, -1) != 0);
+    assert_int_equal(ts_cons_wait_enable(&a1, 5000, err, sizeof err), 1);
+    assert_non_null(strstr(err, "do not fit in the service's buffer memory"));
+    /* alice: 24 MB, then 16 more would pass her half (32 MB) */
+    assert_true(start_with_buffer(&e, &a1, 24u << 10, err, sizeof err) != 0);
+    assert_int_equal(start_with_buffer(&e, &a2, 16u << 10, err, sizeof err), 0);
+    assert_non_null(strstr(err, "past its share"));
+    assert_non_null(strstr(err, "uid:1000"));
+    /* a clone copies its source: the same share */
+    uint64_t id = e.svc->sessions->id;
+    assert_int_equal(ts_cons_clone(&a3, id, err, sizeof err), 0);
+    assert_non_null(strstr(err, "past its share"));
+    /* root is bound by the whole budget only: 32 MB fit (56 of 64), 16 more do not */
+    assert_true(start_with_buffer(&e, &r1, 32u << 10, err, sizeof err) != 0);
+    assert_int_equal(e.svc->buffer_bytes, 56u << 20);
+    assert_int_equal(start_with_buffer(&e, &r2, 16u << 10, err, sizeof err), 0);
+    assert_non_null(strstr(err, "do not fit"));
+    /* alice's session ends: its memory is free again, for anyone */
+    ts_cons_close(&a1);
+    assert_int_equal(ts_wait_svc_count(&e, TS_SVC_SESSIONS, 1, 5000), 1);
+    assert_int_equal(e.svc->buffer_bytes, 32u << 20);
+    assert_true(start_with_buffer(&e, &r2, 16u << 10, err, sizeof err) != 0);
+    ts_cons_close(&a2);
+    ts_cons_close(&a3);
+    ts_cons_close(&r1);
+    ts_cons_close(&r2);
+    assert_int_equal(ts_wait_svc_count(&e, TS_SVC_SESSIONS, 0, 5000), 1);
+    assert_int_equal(e.svc->buffer_bytes, 0);
+    ts_env_free(&e);
+}
+
 int main(void)
 {
     tg_log_set_level(TG_LOG_ERROR); /* one info line per recorded trigger, each with a 4 KiB name */
@@ -516,6 +599,7 @@ int main(void)
         cmocka_unit_test(test_pending_flushes_bounded),
         cmocka_unit_test(test_unread_commands_bounded),
         cmocka_unit_test(test_unread_replies_bounded),
+        cmocka_unit_test(test_buffer_memory_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
