@@ -4,6 +4,7 @@
 #include "tracegate/clock.h"
 #include "tracegate/frame.h"
 #include "tracegate/ipc_wire.h"
+#include "base/name_fit.h"
 #include "tracegate/log.h"
 
 #include "ipc_frame.pb-c.h"
@@ -69,7 +70,7 @@ struct tg_ipc_peer {
     int identity_set;
     uid_t uid;
     pid_t pid;
-    char principal[128];
+    char principal[TG_IPC_PRINCIPAL_MAX];
     int privileged;
     uint32_t machine_id;
     char machine_name[128];
@@ -558,9 +559,12 @@ void tg_ipc_peer_set_identity(tg_ipc_peer *p, const struct tg_ipc_identity *id)
     p->identity_set = 1; /* a later SetPeerIdentity cannot override what the adopter knows */
     p->uid = id->uid;
     p->pid = id->pid;
-    if (id->principal)
+    if (id->principal && strlen(id->principal) < sizeof p->principal)
         snprintf(p->principal, sizeof p->principal, "%s", id->principal);
-    else
+    else if (id->principal && tg_name_fit(p->principal, sizeof p->principal, "", id->principal) < 0) {
+        static unsigned long long unusable; /* no digest could be made: a name nobody else ever gets */
+        snprintf(p->principal, sizeof p->principal, "unusable:%llu", __atomic_add_fetch(&unusable, 1, __ATOMIC_RELAXED));
+    } else if (!id->principal)
         snprintf(p->principal, sizeof p->principal, "uid:%u", (unsigned)id->uid);
     p->privileged = id->privileged != 0;
     p->machine_id = id->machine_id;

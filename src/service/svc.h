@@ -216,7 +216,7 @@ struct tg_svc_session {
     uint64_t id;
     tg_svc_consumer *consumer; /* NULL when detached */
     int32_t uid;
-    char principal[128];       /* the creating consumer's: decides visibility, attach, clone, quota */
+    char principal[TG_IPC_PRINCIPAL_MAX]; /* the creating consumer's: decides visibility, attach, clone, quota */
     char *detach_key;
     enum tg_sess_state state;
     bool read_only;          /* a clone: nothing is traced into it */
@@ -271,7 +271,7 @@ struct tg_svc_consumer {
     tg_svc_consumer *next;
     tg_ipc_peer *peer;
     int32_t uid;
-    char principal[128]; /* tg_ipc_peer_principal at bind time */
+    char principal[TG_IPC_PRINCIPAL_MAX]; /* tg_ipc_peer_principal at bind time */
     bool privileged;     /* sees and may clone every principal's sessions */
     tg_svc_session *session;
     tg_ipc_call *enable_call;  /* deferred EnableTracing reply */

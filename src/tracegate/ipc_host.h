@@ -109,6 +109,10 @@ const uint8_t *tg_ipc_call_args(const tg_ipc_call *call, size_t *len);
  * knows better (the gateway: a local uid it looked up, a token or a
  * certificate name) sets the identity right after adopting the fd, before
  * any frame; SetPeerIdentity frames are then ignored. */
+/* Room for a principal, NUL included: the gateway's principals (at most 159 characters, long names
+ * folded by tg_name_fit) are kept whole, so the service keeps apart every principal the gateway
+ * keeps apart. A longer one is folded the same way (start, "~", digest), never cut. */
+#define TG_IPC_PRINCIPAL_MAX 160
 struct tg_ipc_identity {
     uid_t uid;               /* reported as trusted_uid / consumer_uid; (uid_t)-1 = none */
     pid_t pid;               /* -1 = unknown */

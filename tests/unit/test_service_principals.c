@@ -17,6 +17,9 @@
 
 #include "test_service_util.h"
 
+#include "base/name_fit.h"
+#include "service/svc.h"
+
 static const struct tg_ipc_identity k_root = {.uid = 0, .pid = -1, .principal = NULL, .privileged = 1};
 static const struct tg_ipc_identity k_alice = {.uid = 1000, .pid = -1, .principal = NULL, .privileged = 0};
 static const struct tg_ipc_identity k_bob = {.uid = 1001, .pid = -1, .principal = NULL, .privileged = 0};
@@ -189,6 +192,61 @@ static void test_tcp_peer_not_privileged(void **state)
     ts_env_free(&e);
 }
 
+/* Two certificate principals as the gateway makes them (folded to 159 characters with a digest of
+ * the whole subject): the service must keep them apart, digest included. */
+static void test_long_principals_stay_apart(void **state)
+{
+    (void)state;
+#define ORG "/C=DE/ST=Baden-Wuerttemberg/L=Stuttgart/O=Example Automotive Systems Engineering GmbH/OU=Research " \
+            "and Development Software Platforms/OU=Tracing Infrastructure"
+    char pa[TG_IPC_PRINCIPAL_MAX], pm[TG_IPC_PRINCIPAL_MAX];
+    assert_int_equal(tg_name_fit(pa, sizeof pa, "cert:", ORG "/CN=alice"), 1);
+    assert_int_equal(tg_name_fit(pm, sizeof pm, "cert:", ORG "/CN=mallory"), 1);
+    assert_int_equal(strlen(pa), TG_IPC_PRINCIPAL_MAX - 1);
+    assert_string_not_equal(pa, pm);
+    const struct tg_ipc_identity alice = {.uid = (uid_t)-1, .pid = -1, .principal = pa};
+    const struct tg_ipc_identity mallory = {.uid = (uid_t)-1, .pid = -1, .principal = pm};
+    struct ts_env e;
+    assert_int_equal(ts_env_init(&e), 0);
+    struct ts_cons a, m, a2;
+    assert_int_equal(ts_cons_connect_as(&e, &a, &alice), 0);
+    assert_int_equal(ts_cons_connect_as(&e, &m, &mallory), 0);
+    enable(&a);
+    uint64_t ids[4];
+    assert_int_equal(visible(&a, ids, 4), 1);
+    assert_int_equal(visible(&m, ids, 4), 0);
+    char err[256];
+    assert_int_equal(ts_cons_clone(&m, e.svc->sessions->id, err, sizeof err), 0);
+    Perfetto__Protos__DetachRequest dr = PERFETTO__PROTOS__DETACH_REQUEST__INIT;
+    dr.key = (char *)"alice-key";
+    assert_int_equal(ts_cons_call(&a, TS_C_DETACH, &dr.base, NULL, 10000), 1);
+    Perfetto__Protos__AttachRequest ar = PERFETTO__PROTOS__ATTACH_REQUEST__INIT;
+    ar.key = (char *)"alice-key";
+    assert_int_equal(ts_cons_call(&m, TS_C_ATTACH, &ar.base, NULL, 10000), 0);
+    assert_int_equal(ts_cons_connect_as(&e, &a2, &alice), 0);
+    assert_int_equal(ts_cons_call(&a2, TS_C_ATTACH, &ar.base, NULL, 10000), 1);
+    assert_string_equal(e.svc->sessions->principal, pa); /* kept whole, as the gateway logs it */
+    /* a principal longer than the service keeps is folded, not cut: still apart */
+    char la[400], lm[400];
+    snprintf(la, sizeof la, "cert:%s%s/CN=alice", ORG, ORG);
+    snprintf(lm, sizeof lm, "cert:%s%s/CN=mallory", ORG, ORG);
+    struct ts_cons la_c, lm_c;
+    const struct tg_ipc_identity lai = {.uid = (uid_t)-1, .pid = -1, .principal = la};
+    const struct tg_ipc_identity lmi = {.uid = (uid_t)-1, .pid = -1, .principal = lm};
+    assert_int_equal(ts_cons_connect_as(&e, &la_c, &lai), 0);
+    assert_int_equal(ts_cons_connect_as(&e, &lm_c, &lmi), 0);
+    enable(&la_c);
+    assert_int_equal(visible(&la_c, ids, 4), 1);
+    assert_int_equal(visible(&lm_c, ids, 4), 0);
+#undef ORG
+    ts_cons_close(&la_c);
+    ts_cons_close(&lm_c);
+    ts_cons_close(&a2);
+    ts_cons_close(&m);
+    ts_cons_close(&a);
+    ts_env_free(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -196,6 +254,7 @@ int main(void)
         cmocka_unit_test(test_attach_is_per_principal),
         cmocka_unit_test(test_quota_per_principal),
         cmocka_unit_test(test_tcp_peer_not_privileged),
+        cmocka_unit_test(test_long_principals_stay_apart),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
