@@ -228,10 +228,11 @@ static tg_svc_ds_inst *setup_instance(tg_svc_session *s, const Perfetto__Protos_
     ds->no_flush = d->has_no_flush && d->no_flush;
     ds->id = ++s->svc->last_instance_id;
     ds->state = TG_DS_CONFIGURED;
-    tg_svc_ds_inst **tail = &s->instances;
-    while (*tail)
-        tail = &(*tail)->next;
-    *tail = ds;
+    if (!s->instances_tail)
+        s->instances_tail = &s->instances;
+    *s->instances_tail = ds;
+    s->instances_tail = &ds->next;
+    s->n_instances++;
     tg_svc_producer_allow_buffer(p, ds->buffer_id);
     tg_svc_producer_send_ds_cmd(p, 0, ds->id, ds->cfg, ds->cfg_len);
     tg_debug(TG_SVC_LOG, "session %llu: data source %s on producer %u = instance %llu (buffer %u)",
@@ -239,8 +240,29 @@ static tg_svc_ds_inst *setup_instance(tg_svc_session *s, const Perfetto__Protos_
     return ds;
 }
 
+/* Whether the session may set up one more instance on p (which already has `on_p`); logs the
+ * first refusal of the session. */
+static bool instance_room(tg_svc_session *s, const tg_svc_producer *p, size_t on_p, const char *ds_name)
+{
+    if (on_p < TG_SVC_MAX_INSTANCES_PER_PRODUCER && s->n_instances < TG_SVC_MAX_INSTANCES_PER_SESSION)
+        return true;
+    if (!s->instance_cap_logged) {
+        s->instance_cap_logged = true;
+        tg_warn(TG_SVC_LOG,
+                "session %llu: data source \"%s\" of producer %u (%s) not set up: %s (further ones are skipped "
+                "without a log line)",
+                (unsigned long long)s->id, ds_name, p->id, p->name,
+                on_p >= TG_SVC_MAX_INSTANCES_PER_PRODUCER ? "the session has 256 instances on that producer"
+                                                          : "the session has 16384 data source instances");
+    }
+    return false;
+}
+
 static void setup_for_producer(tg_svc_session *s, tg_svc_producer *p, const struct tg_svc_ds_reg *only)
 {
+    size_t on_p = 0;
+    for (const tg_svc_ds_inst *ds = s->instances; ds; ds = ds->next)
+        on_p += ds->p == p;
     for (size_t i = 0; i < s->cfg->n_data_sources; i++) {
         const Perfetto__Protos__TraceConfig__DataSource *cds = s->cfg->data_sources[i];
         for (const struct tg_svc_ds_reg *reg = p->sources; reg; reg = reg->next) {
@@ -248,7 +270,10 @@ static void setup_for_producer(tg_svc_session *s, tg_svc_producer *p, const stru
                 continue;
             if (!tg_svc_ds_matches(s->cfg, cds, p, reg))
                 continue;
+            if (!instance_room(s, p, on_p, reg->name))
+                return;
             tg_svc_ds_inst *ds = setup_instance(s, cds, p, reg);
+            on_p += ds != NULL;
             if (ds && s->state == TG_SESS_STARTED)
                 instance_start(ds);
         }
@@ -332,6 +357,11 @@ static int validate(tg_service *svc, tg_svc_consumer *c, const Perfetto__Protos_
     }
     if (cfg->n_buffers > TG_SVC_MAX_BUFFERS_PER_SESSION) {
         snprintf(err, errlen, "Too many buffers configured (%zu)", cfg->n_buffers);
+        return -1;
+    }
+    if (cfg->n_data_sources > TG_SVC_MAX_CONFIG_DATA_SOURCES) {
+        snprintf(err, errlen, "Too many data sources configured (%zu > %u)", cfg->n_data_sources,
+                 TG_SVC_MAX_CONFIG_DATA_SOURCES);
         return -1;
     }
     uint64_t want = 0;
@@ -843,7 +873,11 @@ void tg_svc_session_on_producer_gone(tg_service *svc, tg_svc_producer *p)
                 notify_instance(ds, 0);
             *pp = ds->next;
             instance_free(ds);
+            s->n_instances--;
         }
+        s->instances_tail = &s->instances; /* (found again at the next append) */
+        while (*s->instances_tail)
+            s->instances_tail = &(*s->instances_tail)->next;
         maybe_disable_done(s);
         maybe_all_started(s);
     }

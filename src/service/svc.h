@@ -70,6 +70,15 @@ struct event_base;
  * producer has and every session's instances, so an endless stream of them was quadratic work
  * on the service loop and memory without bound; real producers register tens). */
 #define TG_SVC_MAX_DATA_SOURCES_PER_PRODUCER 4096u
+/* Data source instances: one per (config entry, matching registration), so a config naming a
+ * name thousands of times and a producer registering it thousands of times multiplied into
+ * millions of instances (gigabytes, and the service loop stuck for seconds per registration).
+ * A config may name at most TG_SVC_MAX_CONFIG_DATA_SOURCES data sources; a session sets up at
+ * most TG_SVC_MAX_INSTANCES_PER_PRODUCER instances on one producer and
+ * TG_SVC_MAX_INSTANCES_PER_SESSION in all (real ones: tens per producer). */
+#define TG_SVC_MAX_CONFIG_DATA_SOURCES 1024u
+#define TG_SVC_MAX_INSTANCES_PER_PRODUCER 256u
+#define TG_SVC_MAX_INSTANCES_PER_SESSION 16384u
 /* Consumer Flush requests one session may have waiting (ours: with timeout_ms up to 49 days, a
  * consumer could pile up flush records and commands to every producer of the session). */
 #define TG_SVC_MAX_PENDING_FLUSHES 64u
@@ -230,6 +239,9 @@ struct tg_svc_session {
     tg_svc_buffer **buffers;
     size_t n_buffers;
     tg_svc_ds_inst *instances;
+    tg_svc_ds_inst **instances_tail; /* &next of the last (or &instances): appends in O(1) */
+    size_t n_instances;
+    bool instance_cap_logged; /* the instance limits were hit (logged once) */
     int64_t uuid_msb, uuid_lsb;
     int64_t start_realtime_ns;
     uint32_t flush_timeout_ms, stop_timeout_ms, snapshot_ms;

@@ -15,6 +15,9 @@
  * - a consumer that pipelines calls without reading the replies gets no more served once its
  *   replies pass the connection's high watermark (the rest wait in its socket), and every call
  *   is answered once it reads;
+ * - a config naming one data source a thousand times and a producer registering it twenty times
+ *   get TG_SVC_MAX_INSTANCES_PER_PRODUCER instances, not 20,000 (and more than
+ *   TG_SVC_MAX_CONFIG_DATA_SOURCES entries are refused);
  * - trace buffers (which cost nothing until filled) add up to at most the service's budget, and a
  *   principal without privileges holds at most half of it, clones included. */
 #include <setjmp.h>
@@ -337,6 +340,82 @@ static void test_data_sources_per_producer_bounded(void **state)
     ts_env_free(&e);
 }
 
+static int svc_one_producer(void *arg) { return ts_svc_count(arg, TS_SVC_PRODUCERS) == 1; }
+
+static size_t instances_on(const tg_svc_session *s, const char *producer)
+{
+    size_t n = 0;
+    for (const tg_svc_ds_inst *ds = s->instances; ds; ds = ds->next)
+        n += ds->p && strcmp(ds->p->name, producer) == 0;
+    return n;
+}
+
+struct inst_wait {
+    struct ts_env *e;
+    const char *producer;
+    size_t want;
+};
+
+static int has_instances(void *arg)
+{
+    struct inst_wait *w = arg;
+    return w->e->svc->sessions && instances_on(w->e->svc->sessions, w->producer) >= w->want;
+}
+
+static void test_instances_bounded(void **state)
+{
+    (void)state;
+    struct ts_env e;
+    assert_int_equal(ts_env_init(&e), 0);
+    struct ts_cons c;
+    assert_int_equal(ts_cons_connect(&e, &c), 0);
+    enum { N = 1000 };
+    static Perfetto__Protos__TraceConfig__DataSource *many[TG_SVC_MAX_CONFIG_DATA_SOURCES + 1];
+    struct ts_cfg cfg;
+    ts_cfg_init(&cfg, 256, 0, "x", 0);
+    for (size_t i = 0; i <= TG_SVC_MAX_CONFIG_DATA_SOURCES; i++)
+        many[i] = &cfg.ds[0];
+    cfg.tc.data_sources = many;
+    /* one entry too many: refused */
+    cfg.tc.n_data_sources = TG_SVC_MAX_CONFIG_DATA_SOURCES + 1;
+    char err[256];
+    assert_true(ts_cons_enable(&c, &cfg.tc, -1) != 0);
+    assert_int_equal(ts_cons_wait_enable(&c, 5000, err, sizeof err), 1);
+    assert_non_null(strstr(err, "Too many data sources"));
+    /* N entries naming "x" */
+    cfg.tc.n_data_sources = N;
+    assert_true(ts_cons_enable(&c, &cfg.tc, -1) != 0);
+    assert_int_equal(ts_wait_svc_count(&e, TS_SVC_SESSIONS, 1, 5000), 1);
+    struct ts_prod a, b;
+    struct ts_prod_opts po;
+    ts_prod_opts_init(&po, "prod.a", "x");
+    tg_log_set_level(TG_LOG_ERROR);
+    assert_int_equal(ts_prod_connect(&e, &a, &po), 0);
+    struct inst_wait w = {&e, "prod.a", TG_SVC_MAX_INSTANCES_PER_PRODUCER};
+    assert_true(ts_pump_until(&e, has_instances, &w, 10000));
+    /* "x" registered again and again: no more instances on that producer */
+    for (int i = 0; i < 19; i++) {
+        register_ds(&a, "x", err, sizeof err);
+        assert_string_equal(err, "");
+    }
+    tg_svc_session *s = e.svc->sessions;
+    assert_int_equal(instances_on(s, "prod.a"), TG_SVC_MAX_INSTANCES_PER_PRODUCER);
+    /* the limit is per producer: another one gets its own */
+    ts_prod_opts_init(&po, "prod.b", "x");
+    assert_int_equal(ts_prod_connect(&e, &b, &po), 0);
+    w.producer = "prod.b";
+    assert_true(ts_pump_until(&e, has_instances, &w, 10000));
+    assert_int_equal(s->n_instances, 2 * TG_SVC_MAX_INSTANCES_PER_PRODUCER);
+    /* a producer leaving takes its instances with it, and the count follows */
+    ts_prod_close(&a);
+    assert_true(ts_pump_until(&e, svc_one_producer, &e, 10000));
+    assert_int_equal(s->n_instances, TG_SVC_MAX_INSTANCES_PER_PRODUCER);
+    tg_log_set_level(TG_LOG_WARN);
+    ts_prod_close(&b);
+    ts_cons_close(&c);
+    ts_env_free(&e);
+}
+
 struct flush_replies {
     struct ts_cons *c;
     uint64_t first, last;
@@ -600,6 +679,7 @@ int main(void)
         cmocka_unit_test(test_unread_commands_bounded),
         cmocka_unit_test(test_unread_replies_bounded),
         cmocka_unit_test(test_buffer_memory_budget),
+        cmocka_unit_test(test_instances_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
