@@ -484,6 +484,36 @@ int tg_fleet_set_adb(struct tg_fleet *f, const struct tg_addr *server, const cha
     return server && !f->adb ? -1 : 0;
 }
 
+/* The node an inbound channel's client runs on. The principal header is the peer's word: a client
+ * of the peer's own ("uid:1000") runs on the peer; "node:X/..." says the peer relays it from X. X is
+ * believed only when the peer announced reaching X (its Nodes message, which routing goes by), and
+ * X is neither this node, one of our raw nodes, nor a node linked to us (it speaks for itself over
+ * its own link); and only one level deep ("node:X/uid:0"): a node further away is beyond what we
+ * can check. Anything else is put on the peer's own machine, logged once per link. */
+static const char *channel_origin(struct tg_fleet *f, struct tg_link *l, const char *claim)
+{
+    if (strncmp(claim, "node:", 5) != 0)
+        return l->peer_name;
+    const char *x = claim + 5;
+    size_t n = strcspn(x, "/");
+    char name[64];
+    if (n > 0 && n < sizeof name && x[n] == '/' && strncmp(x + n + 1, "node:", 5) != 0) {
+        memcpy(name, x, n);
+        name[n] = '\0';
+        if (strcmp(name, f->name) != 0 && !raw_by_name(f, name) && !tg_fleet_link_by_name(f, name, l))
+            for (size_t i = 0; i < l->n_reach; i++)
+                if (!strcmp(l->reach[i], name))
+                    return l->reach[i];
+    }
+    if (!l->claim_logged) {
+        l->claim_logged = 1;
+        tg_warn(LOG, "link %s: a channel's principal \"%s\" names a node %s may not speak for (not one it "
+                     "reaches, or one linked here itself): its client is put on %s's machine (logged once per link)",
+                l->peer_name, claim, l->peer_name, l->peer_name);
+    }
+    return l->peer_name;
+}
+
 int tg_fleet_accept_channel(struct tg_fleet *f, struct tg_link *l, struct link_channel *ch, int fd,
                             struct bufferevent *bev)
 {
@@ -504,6 +534,7 @@ int tg_fleet_accept_channel(struct tg_fleet *f, struct tg_link *l, struct link_c
     snprintf(scope, sizeof scope, "node:%s/", l->peer_name);
     if (tg_name_fit(info.principal, sizeof info.principal, scope, ch->principal[0] ? ch->principal : "-") < 0)
         return 503;
+    snprintf(info.origin, sizeof info.origin, "%s", channel_origin(f, l, ch->principal));
     if (strcmp(ch->node, f->name) != 0)
         snprintf(info.node, sizeof info.node, "%s", ch->node);
     if (ch->producer == LINK_KIND_ADB)

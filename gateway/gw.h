@@ -65,6 +65,8 @@ struct tg_gw_client_info {
     char node[64];       /* "/traced/<node>" target, "" = this host */
     char traceparent[56]; /* the client's W3C trace context (WebSocket header or ?traceparent=), "" = none */
     unsigned link_hops;  /* a link channel's client: the links it crossed to get here (0: not from a link) */
+    char origin[64];     /* a link channel's client: the node it runs on, as this node verified it (the
+                          * link's peer, or a node the peer relays: tg_fleet_accept_channel); "" = here */
 };
 
 /* Takes ownership of `down` (even on failure, when it is closed with a

@@ -82,21 +82,11 @@ void tg_gw_identity_for_service(const struct tg_gw_client_info *info, struct tg_
     id->pid = info->has_uid ? info->pid : -1;
     id->principal = info->principal[0] ? info->principal : "anonymous";
     id->privileged = (info->roles & TG_GW_ROLE_ADMIN) != 0;
-    /* "node:B/node:A/uid:0": A is where the client runs (B vouched for A, we for B) */
-    static __thread char origin[64];
-    const char *p = info->principal;
-    origin[0] = 0;
-    while (!strncmp(p, "node:", 5)) {
-        p += 5;
-        size_t l = strcspn(p, "/");
-        snprintf(origin, sizeof origin, "%.*s", (int)(l < sizeof origin ? l : sizeof origin - 1), p);
-        p += l;
-        if (*p == '/')
-            p++;
-    }
-    if (origin[0]) {
-        id->machine_id = tg_gw_node_machine_id(origin);
-        id->machine_name = origin;
+    /* the machine is the one the fleet verified when it accepted the link channel, never what the
+     * principal's node:X/ parts say (the part after the link's own node:<peer>/ is the peer's claim) */
+    if (info->origin[0]) {
+        id->machine_id = tg_gw_node_machine_id(info->origin);
+        id->machine_name = info->origin;
     }
 }
 

@@ -53,10 +53,10 @@ void tg_gw_identity_cert(struct tg_gw_client_info *info, const char *subject, un
 /* The identity the embedded service sees for this client: the local uid or
  * none ((uid_t)-1), the principal, privileged when the client holds admin. A
  * client that came over a gateway link ("node:A/..." principals) is on
- * machine tg_gw_node_machine_id(origin), named after the origin node: the
- * innermost node of the chain, each name put there by the node that
- * authenticated it, never by the client. id->machine_name points into a
- * per-thread buffer valid until the next call. */
+ * machine tg_gw_node_machine_id(info->origin), named after that node: the one
+ * the fleet verified when it accepted the channel (the link's authenticated
+ * peer, or a node that peer relays), never a node the principal's text names.
+ * id->principal and id->machine_name point into info. */
 void tg_gw_identity_for_service(const struct tg_gw_client_info *info, struct tg_ipc_identity *id);
 /* The machine id of node NAME in traces: Perfetto's FNV-1a machine id of
  * "tracegate-node:NAME" (never 0). */

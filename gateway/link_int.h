@@ -132,6 +132,7 @@ struct tg_link {
     int clock_phase;           /* next ClockSync phase we send */
     char reach[32][64];        /* nodes the peer reaches directly (its Nodes message) */
     size_t n_reach;
+    int claim_logged;          /* a channel's principal named a node the peer may not speak for */
     char last_error[160];
 };
 

@@ -14,7 +14,10 @@
  *   whose node lists disagree) are refused with 508, and each node a channel passes counts one
  *   hop more, over a stream it opens (tracegate-hops) and over an Open request alike;
  * - a stream whose header list is over the 16 KiB the hub advertises is reset (nghttp2 itself
- *   only advertises the limit), and the link goes on. */
+ *   only advertises the limit), and the link goes on;
+ * - channels whose principal header names another node ("node:trusted-a/uid:0") get that node's
+ *   machine only when the link's peer announces reaching it and no link of the hub's own speaks
+ *   for it; any other claim is the peer's own machine. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -39,10 +42,12 @@
 #include "gw_config.h"
 #include "gw_bridge.h"
 #include "gw_core.h"
+#include "gw_identity.h"
 #include "gw_metrics.h"
 #include "link_int.h"
 #include "link_wire.h"
 #include "tracegate/clock.h"
+#include "tracegate/ipc_host.h"
 #include "tracegate/log.h"
 #include "tracegate_link.pb-c.h"
 
@@ -734,6 +739,100 @@ static void test_hops_forwarded(void **state)
     tg_test_run_until(g_base, NULL, NULL, 50);
 }
 
+/* Queues one control message on evil's control stream. */
+static void evil_control(struct evil *e, const Tracegate__Link__Control *m)
+{
+    uint8_t msg[512], rec[530];
+    size_t ml = tracegate__link__control__get_packed_size(m);
+    assert_true(ml <= sizeof msg);
+    tracegate__link__control__pack(m, msg);
+    size_t hl = tg_link_ctl_header(rec, ml);
+    memcpy(rec + hl, msg, ml);
+    evbuffer_add(e->tx, rec, hl + ml);
+    nghttp2_session_resume_data(e->h2, e->sid);
+    evil_flush(e);
+}
+
+/* The hub's gateway client whose principal is exactly `principal`, or NULL. */
+static const struct tg_gw_client_info *hub_client(const char *principal)
+{
+    for (const struct tg_gw_session *s = g_hub_gw->sessions; s; s = tg_gw_session_next(s))
+        if (!strcmp(tg_gw_session_info(s)->principal, principal))
+            return tg_gw_session_info(s);
+    return NULL;
+}
+
+static int claimer_reach_known(void *arg)
+{
+    (void)arg;
+    struct tg_link *l = tl_link_up(g_hub, "claimer");
+    return l && l->n_reach == 2 && tl_link_up(g_hub, "trusted-a");
+}
+
+static void test_node_claims_checked(void **state)
+{
+    (void)state;
+    /* trusted-a: a node linked to the hub itself; claimer: a compromised node that says it reaches
+     * both relayed-x (a node linked to it) and trusted-a */
+    struct tg_fleet *ta = edge_new("trusted-a");
+    struct evil *e = &g_evil;
+    evil_link(e, "claimer");
+    Tracegate__Link__NodeInfo n1 = TRACEGATE__LINK__NODE_INFO__INIT, n2 = TRACEGATE__LINK__NODE_INFO__INIT;
+    Tracegate__Link__NodeInfo *pn[2] = {&n1, &n2};
+    n1.name = "relayed-x";
+    n2.name = "trusted-a";
+    n1.has_hops = n2.has_hops = 1;
+    n1.hops = n2.hops = 1;
+    Tracegate__Link__Nodes ns = TRACEGATE__LINK__NODES__INIT;
+    ns.n_nodes = 2;
+    ns.nodes = pn;
+    Tracegate__Link__Control m = TRACEGATE__LINK__CONTROL__INIT;
+    m.msg_case = TRACEGATE__LINK__CONTROL__MSG_NODES;
+    m.nodes = &ns;
+    evil_control(e, &m);
+    assert_true(tg_test_run_until(g_base, claimer_reach_known, NULL, WAIT_MS));
+
+    static const struct {
+        const char *claim;   /* the channel's tracegate-principal */
+        const char *machine; /* the machine the hub's service must put its client on */
+    } k[] = {
+        {"uid:0", "claimer"},                                /* its own user */
+        {"node:relayed-x/uid:0", "relayed-x"},               /* a node it relays, as it announced */
+        {"node:trusted-a/uid:0", "claimer"},                 /* linked to the hub: speaks for itself */
+        {"node:ghost/uid:0", "claimer"},                     /* a node it never announced */
+        {"node:hub/uid:0", "claimer"},                       /* the hub itself */
+        {"node:relayed-x/node:trusted-a/uid:0", "claimer"}, /* past what the hub can check */
+    };
+    enum { N = sizeof k / sizeof k[0] };
+    struct answers a = {e, {0}, N};
+    tg_log_set_level(TG_LOG_ERROR); /* the refused claims are logged */
+    for (int i = 0; i < N; i++)
+        a.sids[i] = evil_channel_as(e, 2 * (unsigned)i + 1, NULL, 0, k[i].claim);
+    assert_true(tg_test_run_until(g_base, all_answered, &a, WAIT_MS));
+    tg_log_set_level(TG_LOG_WARN);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(e->st[a.sids[i] / 2], 200);
+        char principal[160];
+        snprintf(principal, sizeof principal, "node:claimer/%s", k[i].claim);
+        const struct tg_gw_client_info *info = hub_client(principal);
+        if (!info)
+            fail_msg("no hub client %s", principal);
+        struct tg_ipc_identity id;
+        tg_gw_identity_for_service(info, &id);
+        if (!id.machine_name || strcmp(id.machine_name, k[i].machine) != 0)
+            fail_msg("a channel of claimer claiming \"%s\" is on machine %s, not %s", k[i].claim,
+                     id.machine_name ? id.machine_name : "(this one)", k[i].machine);
+        assert_int_equal(id.machine_id, tg_gw_node_machine_id(k[i].machine));
+        assert_string_equal(id.principal, principal); /* the principal stays what it was: its own */
+    }
+    struct tg_link *l = tl_link_up(g_hub, "claimer");
+    assert_non_null(l);
+    evil_free(e);
+    tg_link_close(l, "test over");
+    tg_fleet_free(ta);
+    tg_test_run_until(g_base, NULL, NULL, 50);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -743,6 +842,7 @@ int main(void)
         cmocka_unit_test(test_hops_forwarded),
         cmocka_unit_test(test_header_list_limited),
         cmocka_unit_test(test_long_principals_kept_apart),
+        cmocka_unit_test(test_node_claims_checked),
         cmocka_unit_test(test_out_of_descriptors_pauses_accepts),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
