@@ -10,6 +10,7 @@
 #include "gw_accept_pause.h"
 #include "gw_adb_target.h"
 #include "gw_identity.h"
+#include "gw_upstream.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -54,6 +55,8 @@ struct tg_fleet_peer {
 struct raw_node {
     char name[64];
     char consumer[512], producer[512]; /* Perfetto-style addresses ("" = not served) */
+    struct tg_gw_upstream *up[2];      /* consumer, producer (NULL = not served): connected, checked
+                                        * and introduced as an external upstream is (gw_upstream.c) */
 };
 
 struct link_listener {
@@ -329,6 +332,47 @@ static struct link_channel *new_channel(struct tg_link *l, const char *node, int
     return ch;
 }
 
+/* A connection to raw node `raw` for `who`, made as the gateway makes one to an external upstream:
+ * the owner of a UNIX socket checked, and on a TCP consumer socket SetPeerIdentity{uid, pid} first
+ * (out->first), so the node's service tells the hub's clients apart as it tells its own apart.
+ * Over a UNIX socket the service sees our uid for everyone: then, as in bridge mode over UNIX,
+ * local users other than root and ours are not routed there unless --local-user-roles was given. */
+static int raw_open(struct tg_fleet *f, struct raw_node *raw, int producer, const struct tg_gw_client_info *who,
+                    struct tg_gw_route *out, char *err, size_t errlen)
+{
+    struct tg_gw_upstream *u = raw->up[producer ? 1 : 0];
+    if (!u) {
+        snprintf(err, errlen, "node %s has no %s socket", raw->name, producer ? "producer" : "consumer");
+        return -1;
+    }
+    struct tg_gw_client_info nobody;
+    if (!who) {
+        memset(&nobody, 0, sizeof nobody);
+        nobody.pid = -1;
+        who = &nobody;
+    }
+    if (tg_gw_upstream_is_external_unix(u) && who->has_uid && !strncmp(who->principal, "uid:", 4) && who->uid != 0 &&
+        who->uid != geteuid()) {
+        struct tg_gw_role_defaults d;
+        tg_gw_role_defaults(f->gw, &d);
+        if (!d.local_user_roles_set) {
+            snprintf(err, errlen,
+                     "node %s is a UNIX socket, where every client is uid %u (tracegated's): local users other than "
+                     "root and uid %u are not routed to it (set --local-user-roles to allow it)",
+                     raw->name, (unsigned)geteuid(), (unsigned)geteuid());
+            return -1;
+        }
+    }
+    char e2[300];
+    out->fd = tg_gw_upstream_connect(u, who, e2, sizeof e2);
+    if (out->fd < 0) {
+        snprintf(err, errlen, "node %s: %s", raw->name, e2);
+        return -1;
+    }
+    out->first_len = tg_gw_upstream_identity_frame(u, who, out->first, sizeof out->first);
+    return 0;
+}
+
 /* A stream to node `node` for `who`: out->fd, or (when bev_ok and the node is across a link)
  * out->bev, one end of a bufferevent pair whose other end is the link channel. */
 static int fleet_open(struct tg_fleet *f, const char *node, int producer, const struct tg_gw_client_info *who,
@@ -337,6 +381,7 @@ static int fleet_open(struct tg_fleet *f, const char *node, int producer, const 
 {
     out->fd = -1;
     out->bev = NULL;
+    out->first_len = 0;
     if (channel_id)
         *channel_id = 0;
     if (link_peer && lplen)
@@ -350,21 +395,8 @@ static int fleet_open(struct tg_fleet *f, const char *node, int producer, const 
         return out->fd < 0 ? -1 : 0;
     }
     struct raw_node *raw = raw_by_name(f, node);
-    if (raw) {
-        const char *a = producer ? raw->producer : raw->consumer;
-        struct tg_addr addr;
-        if (!a[0] || tg_addr_parse(a, &addr, err, errlen) != 0) {
-            if (!a[0])
-                snprintf(err, errlen, "node %s has no %s socket", node, producer ? "producer" : "consumer");
-            return -1;
-        }
-        out->fd = tg_addr_connect(&addr);
-        if (out->fd < 0) {
-            snprintf(err, errlen, "node %s: cannot connect to %s: %s", node, a, strerror(errno));
-            return -1;
-        }
-        return 0;
-    }
+    if (raw)
+        return raw_open(f, raw, producer, who, out, err, errlen);
     struct tg_link *l = route(f, node);
     if (!l) {
         snprintf(err, errlen, "no node %s (not linked)", node);
@@ -398,6 +430,11 @@ static int fleet_open(struct tg_fleet *f, const char *node, int producer, const 
 int tg_fleet_connect(void *fleet, const char *node, int producer, const struct tg_gw_client_info *who, char *err,
                      size_t errlen)
 {
+    if (raw_by_name(fleet, node)) { /* its connections begin with the client's identity (raw_open) */
+        snprintf(err, errlen, "node %s is a raw Perfetto endpoint: only its consumer and producer ports are served",
+                 node);
+        return -1;
+    }
     struct tg_gw_route r;
     return fleet_open(fleet, node, producer, who, 0, &r, NULL, NULL, 0, err, errlen) == 0 ? r.fd : -1;
 }
@@ -954,6 +991,39 @@ static int parse_raw(const char *spec, struct raw_node *r, char *err, size_t err
     return 0;
 }
 
+/* The consumer and producer upstreams of raw node r; a UNIX consumer socket is said at start-up to
+ * see tracegated's uid for everyone, and what that means for local users (raw_open). */
+static int raw_upstreams(struct tg_fleet *f, struct raw_node *r, char *err, size_t errlen)
+{
+    const char *a[2] = {r->consumer, r->producer};
+    for (int i = 0; i < 2; i++) {
+        if (!a[i][0])
+            continue;
+        char e2[400];
+        r->up[i] = tg_gw_upstream_new_node(f->base, r->name, a[i], i ? TG_GW_PORT_PRODUCER : TG_GW_PORT_CONSUMER, e2,
+                                           sizeof e2);
+        if (!r->up[i]) {
+            snprintf(err, errlen, "node %s: %s", r->name, e2);
+            return -1;
+        }
+    }
+    if ((r->up[0] && tg_gw_upstream_is_external_unix(r->up[0])) ||
+        (r->up[1] && tg_gw_upstream_is_external_unix(r->up[1]))) {
+        struct tg_gw_role_defaults d = {0};
+        if (f->gw)
+            tg_gw_role_defaults(f->gw, &d);
+        if (d.local_user_roles_set)
+            tg_warn(LOG, "node %s is a UNIX socket: it sees uid %u (ours) for every client routed there, other local "
+                         "users too (--local-user-roles is set)",
+                    r->name, (unsigned)geteuid());
+        else
+            tg_warn(LOG, "node %s is a UNIX socket: it sees uid %u (ours) for every client routed there, so local "
+                         "users other than root and uid %u are not routed to it (set --local-user-roles to override)",
+                    r->name, (unsigned)geteuid(), (unsigned)geteuid());
+    }
+    return 0;
+}
+
 struct tg_fleet *tg_fleet_new(struct event_base *base, struct tg_gw *gw, const struct tg_fleet_config *cfg, char *err,
                               size_t errlen)
 {
@@ -999,7 +1069,9 @@ struct tg_fleet *tg_fleet_new(struct event_base *base, struct tg_gw *gw, const s
             return NULL;
         }
         for (size_t i = 0; i < cfg->n_raw_nodes; i++, f->n_raw++)
-            if (parse_raw(cfg->raw_nodes[i], &f->raw[i], err, errlen) != 0) {
+            if (parse_raw(cfg->raw_nodes[i], &f->raw[i], err, errlen) != 0 ||
+                raw_upstreams(f, &f->raw[i], err, errlen) != 0) {
+                f->n_raw++; /* freed with the others */
                 tg_fleet_free(f);
                 return NULL;
             }
@@ -1126,6 +1198,10 @@ void tg_fleet_free(struct tg_fleet *f)
         evdns_base_free(f->dns, 0);
     free(f->conns);
     free(f->peers);
+    for (size_t i = 0; i < f->n_raw; i++) {
+        tg_gw_upstream_free(f->raw[i].up[0]);
+        tg_gw_upstream_free(f->raw[i].up[1]);
+    }
     free(f->raw);
     tg_fleet_status_free(&f->status);
     free(f);

@@ -56,11 +56,16 @@ int tg_fleet_accept_link_fd(struct tg_fleet *f, int fd, char *err, size_t errlen
 
 /* A connected socket to node `node`'s consumer or producer port for client `who`; -1 with a
  * message (unknown node, link down too long). Across a link the channel's local side is then a
- * socketpair (the federated fan-out uses this). */
+ * socketpair (tracectl spans uses this). A raw node is refused: its connections begin with the
+ * client's identity, which only tg_fleet_route's callers send (out->first). */
 int tg_fleet_connect(void *fleet, const char *node, int producer, const struct tg_gw_client_info *who, char *err,
                      size_t errlen);
 /* The router the bridge uses (tg_gw_set_router): as tg_fleet_connect, but a node across a link is
- * reached through an in-process bufferevent pair (out->bev), without a socket hop. 0 or -1. */
+ * reached through an in-process bufferevent pair (out->bev), without a socket hop, and a raw node
+ * (--node NAME=ADDR) as an external upstream is (docs/security.md, "Raw nodes"): the owner of a
+ * UNIX socket checked, other local users refused on a UNIX socket unless --local-user-roles was
+ * given, and on a TCP consumer socket out->first is the client's SetPeerIdentity, which the caller
+ * sends first. 0 or -1. */
 int tg_fleet_route(void *fleet, const char *node, int producer, const struct tg_gw_client_info *who,
                    struct tg_gw_route *out, char *err, size_t errlen);
 

@@ -767,6 +767,10 @@ static int node_connect(struct fed *fed, struct fed_node *n, char *err, size_t e
         if (tg_fleet_connect_channel(f, n->name, 0, &fed->who, &r, &n->cid, n->via, sizeof n->via, err, errlen) != 0)
             return -1;
         fd = r.fd;
+        if (r.first_len <= sizeof idf) { /* a raw node's TCP socket: the client's identity first */
+            memcpy(idf, r.first, r.first_len);
+            idl = r.first_len;
+        }
     }
     if (fd < 0 && !r.bev)
         return -1;

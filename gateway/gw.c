@@ -180,6 +180,7 @@ void tg_gw_role_defaults(struct tg_gw *gw, struct tg_gw_role_defaults *out)
     out->local_roles = gw->local_roles;
     out->cert_roles = gw->cert_roles;
     out->local_user_roles = gw->local_user_roles;
+    out->local_user_roles_set = gw->local_user_roles_set;
     pthread_mutex_unlock(&gw->roles_mu);
 }
 
@@ -484,6 +485,7 @@ struct tg_gw *tg_gw_new(struct event_base *base, const struct tg_gw_config *cfg,
         }
     }
     gw->local_user_roles = user_roles_for(gw, cfg, 1);
+    gw->local_user_roles_set = cfg->local_user_roles_set;
     struct timeval tv = {.tv_sec = 0, .tv_usec = SWEEP_MS * 1000};
     event_add(gw->sweep_ev, &tv);
     return gw;
@@ -553,6 +555,7 @@ int tg_gw_reload(struct tg_gw *gw, const struct tg_gw_config *cfg, char *err, si
     gw->local_roles = cfg->local_roles;
     gw->cert_roles = cfg->cert_roles;
     gw->local_user_roles = user_roles_for(gw, cfg, 0);
+    gw->local_user_roles_set = cfg->local_user_roles_set;
     pthread_mutex_unlock(&gw->roles_mu);
     tg_info(LOG, "reloaded: %zu token(s), %zu extra allowed origin(s)", n_tokens, cfg->n_allow_origins);
     return 0;

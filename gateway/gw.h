@@ -81,13 +81,18 @@ void tg_gw_client_conn_opts(struct tg_gw *gw, struct tg_conn_opts *opts);
 /* Routing to other nodes (gateway links): a stream to node `node`'s consumer or
  * producer port for client `who`, either a connected socket (fd >= 0) or an
  * in-process bufferevent on the gateway's base (bev, e.g. one end of a
- * bufferevent pair); exactly one is set and ownership passes to the caller.
+ * bufferevent pair); exactly one is set and ownership passes to the caller,
+ * who sends first_len bytes of first before anything else.
  * Returns 0, or -1 with a message. Set by the fleet; clients whose info.node
  * names another node use it. Called on the gateway's event loop thread. */
 struct bufferevent;
 struct tg_gw_route {
     int fd;
     struct bufferevent *bev;
+    /* an IPC frame (its 4-byte header included) the caller sends first: the client's identity
+     * (SetPeerIdentity) for a raw node's TCP consumer socket, as for an external upstream */
+    uint8_t first[64];
+    size_t first_len; /* 0: nothing */
 };
 typedef int (*tg_gw_router_fn)(void *ctx, const char *node, int producer, const struct tg_gw_client_info *who,
                                struct tg_gw_route *out, char *err, size_t errlen);
@@ -125,6 +130,8 @@ struct tg_gw_role_defaults {
     unsigned local_roles; /* --local-roles: loopback/UNIX clients without a token */
     unsigned cert_roles;  /* --cert-roles: clients with a verified certificate */
     unsigned local_user_roles; /* --local-user-roles: local uids other than root and ours */
+    int local_user_roles_set;  /* --local-user-roles was given explicitly: other local users may be
+                                * seen as tracegated's uid by a service behind a UNIX socket */
 };
 void tg_gw_role_defaults(struct tg_gw *gw, struct tg_gw_role_defaults *out);
 /* Whether the upstream service is reachable (WS answers 503 when not). */

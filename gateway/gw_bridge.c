@@ -324,6 +324,14 @@ static tg_conn *open_routed_up(struct tg_gw_session *s, const char *node)
         tg_gw_session_close(s, "out of memory", 0);
         return NULL;
     }
+    /* a raw node's TCP consumer socket: the client's identity first, as to an external upstream */
+    if (r.first_len) {
+        if (tg_conn_send(s->up, r.first + 4, r.first_len - 4, -1) != 0) {
+            tg_gw_session_close(s, "cannot queue the client's identity for the node", 0);
+            return NULL;
+        }
+        after_send_up(s, s->up);
+    }
     tg_info(LOG, "session %llu: routed to node %s", (unsigned long long)s->id, node);
     tg_gwb_apply_pause(s);
     return s->up;

@@ -41,6 +41,7 @@ struct tg_gw {
                                          roles_mu (the WebSocket thread reads them through
                                          tg_gw_role_defaults) */
     unsigned local_user_roles;        /* the same: local uids other than root and ours */
+    int local_user_roles_set;         /* the same: --local-user-roles was given explicitly */
     int insecure;
     struct tg_gw_auth *auth;         /* tokens + origins: any thread */
     struct tg_gw_metrics *metrics;   /* any thread */

@@ -29,6 +29,7 @@ struct tg_gw_upstream {
     struct tg_service *svc; /* embedded */
     struct tg_addr addr;    /* external */
     int external;
+    int node;               /* a raw node's socket (--node NAME=ADDR): no health to report */
     _Atomic int healthy;
     uint32_t probe_ms;
     struct event *probe_timer, *probe_io;
@@ -54,6 +55,8 @@ static int owner_ok(const struct tg_gw_upstream *u, int fd, uid_t *who)
 
 static void set_healthy(struct tg_gw_upstream *u, int ok)
 {
+    if (u->node)
+        return; /* its sessions say what failed; nothing probes it back to healthy */
     int was = atomic_exchange(&u->healthy, ok ? 1 : 0);
     if (was != (ok ? 1 : 0)) {
         if (ok)
@@ -124,9 +127,29 @@ static void probe_timer_cb(evutil_socket_t fd, short what, void *arg)
     event_add(u->probe_io, &tv);
 }
 
-struct tg_gw_upstream *tg_gw_upstream_new_external(struct event_base *base, const char *addr, enum tg_gw_port port,
-                                                   uint32_t probe_interval_ms, int trust_owner, char *err,
-                                                   size_t errlen)
+/* The uids trusted to serve a UNIX upstream: root, ours, and with trust_owner (the address was
+ * named explicitly) whoever serves it now. 0, or -1 with the reason when it is served by a uid not
+ * trusted. fd: a connection to it made now. */
+static int learn_owner(struct tg_gw_upstream *u, int fd, int trust_owner, char *err, size_t errlen)
+{
+    uid_t who = (uid_t)-1;
+    if (owner_ok(u, fd, &who))
+        return 0;
+    if (!trust_owner || who == (uid_t)-1) {
+        snprintf(err, errlen,
+                 "%s is served by a process of uid %d, neither root nor ours: refusing to bridge to it "
+                 "(another user may have taken the path; name the upstream explicitly to trust it)",
+                 u->addr.text, (int)who);
+        return -1;
+    }
+    u->owners[u->n_owners++] = who;
+    tg_warn(LOG, "%s %s is served by uid %u (trusted because it was named explicitly)", u->node ? "node" : "upstream",
+            u->desc, (unsigned)who);
+    return 0;
+}
+
+static struct tg_gw_upstream *external_new(struct event_base *base, const char *addr, enum tg_gw_port port, char *err,
+                                           size_t errlen)
 {
     struct tg_gw_upstream *u = calloc(1, sizeof *u);
     if (!u) {
@@ -137,7 +160,6 @@ struct tg_gw_upstream *tg_gw_upstream_new_external(struct event_base *base, cons
     u->port = port;
     u->external = 1;
     u->probe_fd = -1;
-    u->probe_ms = probe_interval_ms;
     if (tg_addr_parse(addr, &u->addr, err, errlen) != 0) {
         free(u);
         return NULL;
@@ -146,24 +168,23 @@ struct tg_gw_upstream *tg_gw_upstream_new_external(struct event_base *base, cons
     u->owners[u->n_owners++] = 0;
     if (geteuid() != 0)
         u->owners[u->n_owners++] = geteuid();
+    return u;
+}
+
+struct tg_gw_upstream *tg_gw_upstream_new_external(struct event_base *base, const char *addr, enum tg_gw_port port,
+                                                   uint32_t probe_interval_ms, int trust_owner, char *err,
+                                                   size_t errlen)
+{
+    struct tg_gw_upstream *u = external_new(base, addr, port, err, errlen);
+    if (!u)
+        return NULL;
+    u->probe_ms = probe_interval_ms;
     int fd = tg_addr_connect_wait(&u->addr, 1000); /* startup only: bounded wait */
     atomic_store(&u->healthy, fd >= 0 ? 1 : 0);
-    if (fd >= 0 && u->addr.family == AF_UNIX) {
-        uid_t who = (uid_t)-1;
-        if (!owner_ok(u, fd, &who)) {
-            if (!trust_owner || who == (uid_t)-1) {
-                snprintf(err, errlen,
-                         "%s is served by a process of uid %d, neither root nor ours: refusing to bridge to it "
-                         "(another user may have taken the path; name the upstream explicitly to trust it)",
-                         u->addr.text, (int)who);
-                close(fd);
-                free(u);
-                return NULL;
-            }
-            u->owners[u->n_owners++] = who;
-            tg_warn(LOG, "upstream %s is served by uid %u (trusted because it was named explicitly)", u->addr.text,
-                    (unsigned)who);
-        }
+    if (fd >= 0 && u->addr.family == AF_UNIX && learn_owner(u, fd, trust_owner, err, errlen) != 0) {
+        close(fd);
+        free(u);
+        return NULL;
     }
     if (fd >= 0)
         close(fd);
@@ -173,6 +194,28 @@ struct tg_gw_upstream *tg_gw_upstream_new_external(struct event_base *base, cons
             struct timeval tv = {.tv_sec = probe_interval_ms / 1000, .tv_usec = (probe_interval_ms % 1000) * 1000};
             event_add(u->probe_timer, &tv);
         }
+    }
+    return u;
+}
+
+struct tg_gw_upstream *tg_gw_upstream_new_node(struct event_base *base, const char *name, const char *addr,
+                                               enum tg_gw_port port, char *err, size_t errlen)
+{
+    struct tg_gw_upstream *u = external_new(base, addr, port, err, errlen);
+    if (!u)
+        return NULL;
+    u->node = 1;
+    atomic_store(&u->healthy, 1);
+    snprintf(u->desc, sizeof u->desc, "%.63s (%.200s)", name, u->addr.text);
+    if (u->addr.family == AF_UNIX) { /* named on the command line: its owner now is trusted, and logged */
+        int fd = tg_addr_connect(&u->addr);
+        if (fd >= 0 && learn_owner(u, fd, 1, err, errlen) != 0) {
+            close(fd);
+            free(u);
+            return NULL;
+        }
+        if (fd >= 0)
+            close(fd);
     }
     return u;
 }

@@ -35,6 +35,14 @@ struct tg_gw_upstream *tg_gw_upstream_new_embedded(struct event_base *base, stru
 struct tg_gw_upstream *tg_gw_upstream_new_external(struct event_base *base, const char *addr, enum tg_gw_port port,
                                                    uint32_t probe_interval_ms, int trust_owner, char *err,
                                                    size_t errlen);
+/* A raw node's socket (--node NAME=ADDR, a traced-compatible consumer or producer socket):
+ * connections to it are made, checked and introduced as an external upstream's are (the owner
+ * check on a UNIX socket, whose owner at start-up is trusted as for an explicitly named upstream;
+ * tg_gw_upstream_identity_frame for TCP consumer connections), without a health probe or health
+ * reports. Nothing is connected at start-up but a UNIX socket (to learn its owner). NULL with a
+ * message on a bad address. */
+struct tg_gw_upstream *tg_gw_upstream_new_node(struct event_base *base, const char *name, const char *addr,
+                                               enum tg_gw_port port, char *err, size_t errlen);
 void tg_gw_upstream_free(struct tg_gw_upstream *u);
 
 /* A new connected (or connecting: non-blocking TCP) socket for the client
