@@ -46,6 +46,7 @@ struct tg_svc_pkt *tg_svc_pkt_new(size_t len)
     struct tg_svc_pkt *p = malloc(sizeof *p + len);
     if (p) {
         p->next = NULL;
+        p->tag = 0;
         p->len = len;
     }
     return p;
@@ -56,6 +57,42 @@ void tg_svc_pkt_list_append(struct tg_svc_pkt_list *l, struct tg_svc_pkt *pk)
     pk->next = NULL;
     *l->tail = pk;
     l->tail = &pk->next;
+}
+
+/* Unlinks and frees the packet *pp points at. */
+static void list_drop(struct tg_svc_pkt_list *l, struct tg_svc_pkt **pp)
+{
+    struct tg_svc_pkt *pk = *pp;
+    *pp = pk->next;
+    if (l->tail == &pk->next)
+        l->tail = pp;
+    free(pk);
+}
+
+void tg_svc_pkt_list_keep_latest(struct tg_svc_pkt_list *l, int tag, size_t max)
+{
+    size_t n = 0;
+    for (const struct tg_svc_pkt *pk = l->head; pk; pk = pk->next)
+        n += pk->tag == tag;
+    for (struct tg_svc_pkt **pp = &l->head; *pp && n > max;) {
+        if ((*pp)->tag == tag) {
+            list_drop(l, pp);
+            n--;
+        } else {
+            pp = &(*pp)->next;
+        }
+    }
+}
+
+void tg_svc_pkt_list_keep_first_and_latest(struct tg_svc_pkt_list *l, size_t max)
+{
+    size_t n = 0;
+    for (const struct tg_svc_pkt *pk = l->head; pk; pk = pk->next)
+        n++;
+    while (n > max && max >= 1 && l->head && l->head->next) {
+        list_drop(l, &l->head->next);
+        n--;
+    }
 }
 
 /* ------------------------------------------------------------ encoding */
@@ -199,8 +236,11 @@ void tg_svc_snapshot_clocks(tg_svc_session *s)
     free(snap.p);
     pb_trusted(&pkt, s->svc, 1);
     struct tg_svc_pkt *pk = pb_finish(&pkt);
-    if (pk)
+    if (pk) {
         tg_svc_pkt_list_append(&s->clock_snapshots, pk);
+        /* unread, they are kept like traced's: the first and the latest */
+        tg_svc_pkt_list_keep_first_and_latest(&s->clock_snapshots, TG_SVC_MAX_UNREAD_SNAPSHOTS);
+    }
 }
 
 /* ------------------------------------------------------------ fixed packets */

@@ -63,8 +63,12 @@ void tg_svc_session_event(tg_svc_session *s, enum tg_svc_event ev)
     if (b && b->has_disable_service_events && b->disable_service_events)
         return;
     struct tg_svc_pkt *pk = tg_svc_build_event(s->svc, ev);
-    if (pk)
-        tg_svc_pkt_list_append(&s->events, pk);
+    if (!pk)
+        return;
+    pk->tag = (int)ev;
+    tg_svc_pkt_list_append(&s->events, pk);
+    /* flushes repeat without end until the consumer reads: only the latest are kept */
+    tg_svc_pkt_list_keep_latest(&s->events, (int)ev, TG_SVC_MAX_UNREAD_EVENTS_PER_KIND);
 }
 
 uint32_t tg_svc_session_seq_id(tg_svc_session *s, uint32_t producer_id, uint16_t writer_id)
@@ -433,6 +437,15 @@ static int validate(tg_service *svc, tg_svc_consumer *c, const Perfetto__Protos_
     return 0;
 }
 
+/* A period the config set (non-zero) below `floor` runs at the floor. */
+static void raise_to_floor(const tg_svc_session *s, const char *what, uint32_t *ms, uint32_t floor)
+{
+    if (*ms == 0 || *ms >= floor)
+        return;
+    tg_info(TG_SVC_LOG, "session %llu: %s %u raised to %u ms", (unsigned long long)s->id, what, *ms, floor);
+    *ms = floor;
+}
+
 static tg_svc_session *session_alloc(tg_service *svc, tg_svc_consumer *c)
 {
     tg_svc_session *s = calloc(1, sizeof *s);
@@ -550,6 +563,12 @@ tg_svc_session *tg_svc_session_create(tg_service *svc, tg_svc_consumer *c, const
     const Perfetto__Protos__TraceConfig__BuiltinDataSource *bi = cfg->builtin_data_sources;
     s->snapshot_ms = bi && bi->has_snapshot_interval_ms && bi->snapshot_interval_ms ? bi->snapshot_interval_ms
                                                                                     : TG_SVC_DEFAULT_SNAPSHOT_MS;
+    s->flush_period_ms = cfg->has_flush_period_ms ? cfg->flush_period_ms : 0;
+    const Perfetto__Protos__TraceConfig__IncrementalStateConfig *isc = cfg->incremental_state_config;
+    s->clear_period_ms = isc && isc->has_clear_period_ms ? isc->clear_period_ms : 0;
+    raise_to_floor(s, "builtin_data_sources.snapshot_interval_ms", &s->snapshot_ms, TG_SVC_MIN_SNAPSHOT_MS);
+    raise_to_floor(s, "flush_period_ms", &s->flush_period_ms, TG_SVC_MIN_FLUSH_PERIOD_MS);
+    raise_to_floor(s, "incremental_state_config.clear_period_ms", &s->clear_period_ms, TG_SVC_MIN_CLEAR_PERIOD_MS);
     s->write_period_ms = cfg->has_file_write_period_ms && cfg->file_write_period_ms ? cfg->file_write_period_ms
                                                                                      : TG_SVC_DEFAULT_WRITE_PERIOD_MS;
     if (s->write_period_ms < TG_SVC_MIN_WRITE_PERIOD_MS)
@@ -600,11 +619,10 @@ void tg_svc_session_start(tg_svc_session *s)
     if (cfg->has_duration_ms && cfg->duration_ms)
         tg_svc_timer_set(s->ev_duration, cfg->duration_ms);
     tg_svc_timer_set(s->ev_snapshot, s->snapshot_ms);
-    if (cfg->has_flush_period_ms && cfg->flush_period_ms)
-        tg_svc_timer_set(s->ev_flush_period, cfg->flush_period_ms);
-    if (cfg->incremental_state_config && cfg->incremental_state_config->has_clear_period_ms &&
-        cfg->incremental_state_config->clear_period_ms)
-        tg_svc_timer_set(s->ev_clear_inc, cfg->incremental_state_config->clear_period_ms);
+    if (s->flush_period_ms)
+        tg_svc_timer_set(s->ev_flush_period, s->flush_period_ms);
+    if (s->clear_period_ms)
+        tg_svc_timer_set(s->ev_clear_inc, s->clear_period_ms);
     if (s->write_into_file)
         tg_svc_timer_set(s->ev_write, s->write_period_ms);
     tg_info(TG_SVC_LOG, "session %llu started", (unsigned long long)s->id);
@@ -730,7 +748,7 @@ static void on_flush_period(evutil_socket_t fd, short what, void *arg)
     tg_svc_session *s = arg;
     if (s->state != TG_SESS_STARTED)
         return;
-    tg_svc_timer_set(s->ev_flush_period, s->cfg->flush_period_ms);
+    tg_svc_timer_set(s->ev_flush_period, s->flush_period_ms);
     tg_svc_session_flush(s, s->flush_timeout_ms, TG_FLUSH_REASON_PERIODIC | TG_FLUSH_INITIATOR_TRACED, NULL, NULL,
                          NULL);
 }
@@ -766,7 +784,7 @@ static void on_clear_inc(evutil_socket_t fd, short what, void *arg)
         tg_svc_producer_send_cmd(p, &cmd);
         free(ids);
     }
-    tg_svc_timer_set(s->ev_clear_inc, s->cfg->incremental_state_config->clear_period_ms);
+    tg_svc_timer_set(s->ev_clear_inc, s->clear_period_ms);
 }
 
 static void on_trigger_timeout(evutil_socket_t fd, short what, void *arg)

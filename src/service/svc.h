@@ -56,6 +56,20 @@ struct event_base;
 #define TG_SVC_DEFAULT_SNAPSHOT_MS 10000u
 #define TG_SVC_DEFAULT_WRITE_PERIOD_MS 5000u
 #define TG_SVC_MIN_WRITE_PERIOD_MS 100u
+/* Floors on a config's periods (ours; traced has none but the write period's): every tick of
+ * these queues a clock snapshot, a flush (commands to every producer of the session, two events)
+ * or a ClearIncrementalState command to every producer with a running instance, other users'
+ * included; at 1 ms that was a thousand of each a second. Real configs use 500 ms and up. Smaller
+ * values are raised to these, as file_write_period_ms is. */
+#define TG_SVC_MIN_SNAPSHOT_MS 100u
+#define TG_SVC_MIN_FLUSH_PERIOD_MS 100u
+#define TG_SVC_MIN_CLEAR_PERIOD_MS 100u
+/* Unread clock snapshots a session keeps: the first one and the latest after it, like traced's
+ * initial snapshot plus its ring of 16 (periodic snapshots were kept until a read, without end). */
+#define TG_SVC_MAX_UNREAD_SNAPSHOTS 16u
+/* Unread lifecycle events of one kind a session keeps, the latest (traced: 64 of flush_started and
+ * of all_data_sources_flushed, the only kinds that repeat, one of the others). */
+#define TG_SVC_MAX_UNREAD_EVENTS_PER_KIND 64u
 #define TG_SVC_READ_BATCH_BYTES 32768u
 /* A reply_proto this size keeps the whole frame under 128 KiB - 64. */
 #define TG_SVC_MAX_READ_REPLY (131072u - 128u)
@@ -192,6 +206,7 @@ enum tg_sess_state { TG_SESS_CONFIGURED, TG_SESS_STARTED, TG_SESS_DISABLING, TG_
 /* An encoded service packet waiting to be read out. */
 struct tg_svc_pkt {
     struct tg_svc_pkt *next;
+    int tag; /* what it is, where a list is bounded per kind (lifecycle events: the event); else 0 */
     size_t len;
     uint8_t data[];
 };
@@ -245,6 +260,7 @@ struct tg_svc_session {
     int64_t uuid_msb, uuid_lsb;
     int64_t start_realtime_ns;
     uint32_t flush_timeout_ms, stop_timeout_ms, snapshot_ms;
+    uint32_t flush_period_ms, clear_period_ms; /* 0 = none; else at least the floors above */
     /* timers */
     struct event *ev_duration, *ev_snapshot, *ev_flush_period, *ev_clear_inc, *ev_write, *ev_trigger_timeout,
         *ev_stop_timeout, *ev_stop_delay, *ev_task;
@@ -447,6 +463,10 @@ void tg_svc_pkt_list_init(struct tg_svc_pkt_list *l);
 void tg_svc_pkt_list_clear(struct tg_svc_pkt_list *l);
 struct tg_svc_pkt *tg_svc_pkt_new(size_t len);
 void tg_svc_pkt_list_append(struct tg_svc_pkt_list *l, struct tg_svc_pkt *pk);
+/* Frees the oldest packets tagged `tag` until at most max of them remain. */
+void tg_svc_pkt_list_keep_latest(struct tg_svc_pkt_list *l, int tag, size_t max);
+/* Frees packets after the first, oldest first, until at most max (>= 1) remain. */
+void tg_svc_pkt_list_keep_first_and_latest(struct tg_svc_pkt_list *l, size_t max);
 void tg_svc_snapshot_clocks(tg_svc_session *s);
 void tg_svc_queue_sync_marker(tg_svc_session *s);
 /* Builders (malloc'ed packet or NULL). */

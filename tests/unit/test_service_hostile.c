@@ -19,7 +19,12 @@
  *   get TG_SVC_MAX_INSTANCES_PER_PRODUCER instances, not 20,000 (and more than
  *   TG_SVC_MAX_CONFIG_DATA_SOURCES entries are refused);
  * - trace buffers (which cost nothing until filled) add up to at most the service's budget, and a
- *   principal without privileges holds at most half of it, clones included. */
+ *   principal without privileges holds at most half of it, clones included;
+ * - a config asking for clock snapshots, periodic flushes and incremental-state clears every
+ *   millisecond gets them at the service's floors (each clear is a command to every producer of
+ *   the session, other users' included);
+ * - a session nobody reads keeps at most TG_SVC_MAX_UNREAD_SNAPSHOTS clock snapshots (the first
+ *   and the latest) and TG_SVC_MAX_UNREAD_EVENTS_PER_KIND lifecycle events of each kind. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -36,6 +41,7 @@
 #include <event2/event.h>
 
 #include "test_service_util.h"
+#include "tg_test_util.h"
 
 #include "producer_port.pb-c.h"
 
@@ -665,6 +671,163 @@ static void test_buffer_memory_budget(void **state)
     ts_env_free(&e);
 }
 
+/* ------------------------------------------------------------ periodic work and unread packets */
+
+static size_t list_len(const struct tg_svc_pkt_list *l, int tag)
+{
+    size_t n = 0;
+    for (const struct tg_svc_pkt *pk = l->head; pk; pk = pk->next)
+        n += tag < 0 || pk->tag == tag;
+    return n;
+}
+
+struct periodic_wait {
+    struct ts_prod *p;
+    tg_svc_session *s;
+};
+
+static int periodic_ticked(void *arg)
+{
+    struct periodic_wait *w = arg;
+    /* 2 snapshots before the first tick: the session's creation and its start */
+    return w->p->n_flush >= 3 && w->p->n_clear >= 3 && list_len(&w->s->clock_snapshots, -1) >= 2 + 3;
+}
+
+/* Timers can fire at most once per floor (half of it, for libevent's coarse clock) in `elapsed`. */
+static void assert_at_floor(size_t ticks, uint64_t elapsed_ms, unsigned floor_ms)
+{
+    if (ticks > 2 + elapsed_ms / (floor_ms / 2))
+        fail_msg("%zu ticks in %llu ms: more than one per %u ms", ticks, (unsigned long long)elapsed_ms, floor_ms);
+}
+
+static void test_periods_have_floors(void **state)
+{
+    (void)state;
+    struct ts_env e;
+    assert_int_equal(ts_env_init(&e), 0);
+    struct ts_prod p;
+    struct ts_prod_opts po;
+    ts_prod_opts_init(&po, "clears", "test.ds");
+    po.handles_clear = 1;
+    assert_int_equal(ts_prod_connect(&e, &p, &po), 0);
+    struct ts_cons c;
+    assert_int_equal(ts_cons_connect(&e, &c), 0);
+    struct ts_cfg cfg;
+    ts_cfg_init(&cfg, 64, 0, "test.ds", 0);
+    Perfetto__Protos__TraceConfig__IncrementalStateConfig inc = PERFETTO__PROTOS__TRACE_CONFIG__INCREMENTAL_STATE_CONFIG__INIT;
+    inc.has_clear_period_ms = 1;
+    inc.clear_period_ms = 1;
+    cfg.tc.incremental_state_config = &inc;
+    Perfetto__Protos__TraceConfig__BuiltinDataSource bi = PERFETTO__PROTOS__TRACE_CONFIG__BUILTIN_DATA_SOURCE__INIT;
+    bi.has_snapshot_interval_ms = 1;
+    bi.snapshot_interval_ms = 1;
+    cfg.tc.builtin_data_sources = &bi;
+    cfg.tc.has_flush_period_ms = 1;
+    cfg.tc.flush_period_ms = 1;
+    uint64_t t0 = tg_test_now_ms();
+    assert_true(ts_cons_enable(&c, &cfg.tc, -1) != 0);
+    assert_int_equal(ts_wait_svc_count(&e, TS_SVC_SESSIONS, 1, 5000), 1);
+    struct periodic_wait w = {&p, e.svc->sessions};
+    assert_true(ts_pump_until(&e, periodic_ticked, &w, 10000));
+    uint64_t elapsed = tg_test_now_ms() - t0;
+    /* 1 ms asked: a thousand a second of each before the floors */
+    assert_at_floor((size_t)p.n_flush, elapsed, TG_SVC_MIN_FLUSH_PERIOD_MS);
+    assert_at_floor((size_t)p.n_clear, elapsed, TG_SVC_MIN_CLEAR_PERIOD_MS);
+    assert_at_floor(list_len(&w.s->clock_snapshots, -1) - 2, elapsed, TG_SVC_MIN_SNAPSHOT_MS);
+    ts_cons_close(&c);
+    ts_prod_close(&p);
+    ts_env_free(&e);
+}
+
+/* TracePacket.service_event (69) of kind `ev` in a trace, and the timestamp (8) of the last. */
+static size_t count_events(const struct ts_trace *t, uint32_t ev, uint64_t *last_ts)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        const uint8_t *d;
+        size_t l;
+        if (!ts_pkt_bytes(t->pk[i].data, t->pk[i].len, 69, &d, &l) || !ts_pkt_has(d, l, ev))
+            continue;
+        n++;
+        if (last_ts)
+            ts_pkt_varint(t->pk[i].data, t->pk[i].len, 8, last_ts);
+    }
+    return n;
+}
+
+static size_t count_field(const struct ts_trace *t, uint32_t field)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < t->n; i++)
+        n += ts_pkt_has(t->pk[i].data, t->pk[i].len, field);
+    return n;
+}
+
+/* A session nobody reads: what its timers add (here: what 100 s of snapshots and flushes at the
+ * floors add, a thousand of each) is kept like traced keeps it, not all of it. */
+static void test_unread_service_packets_bounded(void **state)
+{
+    (void)state;
+    struct ts_env e;
+    assert_int_equal(ts_env_init(&e), 0);
+    struct ts_cons c;
+    assert_int_equal(ts_cons_connect(&e, &c), 0);
+    struct ts_cfg cfg;
+    ts_cfg_init(&cfg, 64, 0, NULL, 0);
+    assert_true(ts_cons_enable(&c, &cfg.tc, -1) != 0);
+    assert_int_equal(ts_wait_svc_count(&e, TS_SVC_SESSIONS, 1, 5000), 1);
+    tg_svc_session *s = e.svc->sessions;
+    assert_int_equal(s->state, TG_SESS_STARTED);
+    uint8_t first[512]; /* the session's first clock snapshot packet */
+    assert_non_null(s->clock_snapshots.head);
+    size_t first_len = s->clock_snapshots.head->len;
+    assert_true(first_len <= sizeof first);
+    memcpy(first, s->clock_snapshots.head->data, first_len);
+    uint64_t before_last = 0;
+    for (int i = 0; i < 1000; i++) {
+        if (i == 999)
+            before_last = (uint64_t)tg_svc_now_ns(6);
+        tg_svc_snapshot_clocks(s);
+        tg_svc_session_event(s, TG_EV_FLUSH_STARTED);
+        tg_svc_session_event(s, TG_EV_ALL_DATA_SOURCES_FLUSHED);
+    }
+    assert_true(list_len(&s->clock_snapshots, -1) <= TG_SVC_MAX_UNREAD_SNAPSHOTS);
+    assert_int_equal(list_len(&s->events, TG_EV_FLUSH_STARTED), TG_SVC_MAX_UNREAD_EVENTS_PER_KIND);
+    assert_int_equal(list_len(&s->events, TG_EV_ALL_DATA_SOURCES_FLUSHED), TG_SVC_MAX_UNREAD_EVENTS_PER_KIND);
+
+    struct ts_trace t = {0};
+    assert_int_equal(ts_cons_read(&c, &t, 10000), 0);
+    assert_int_equal(count_field(&t, 6), TG_SVC_MAX_UNREAD_SNAPSHOTS);
+    /* the first snapshot (the session's creation) is kept, with the latest */
+    size_t k = 0;
+    while (k < t.n && !ts_pkt_has(t.pk[k].data, t.pk[k].len, 6))
+        k++;
+    assert_true(k < t.n);
+    const uint8_t *snap;
+    size_t snap_len;
+    assert_true(ts_pkt_bytes(t.pk[k].data, t.pk[k].len, 6, &snap, &snap_len));
+    const uint8_t *kept;
+    size_t kept_len;
+    assert_true(ts_pkt_bytes(first, first_len, 6, &kept, &kept_len));
+    assert_int_equal(snap_len, kept_len);
+    assert_memory_equal(snap, kept, snap_len);
+    uint64_t last_ts = 0;
+    assert_int_equal(count_events(&t, TG_EV_FLUSH_STARTED, &last_ts), TG_SVC_MAX_UNREAD_EVENTS_PER_KIND);
+    assert_true(last_ts >= before_last); /* the latest are the ones kept */
+    assert_int_equal(count_events(&t, TG_EV_ALL_DATA_SOURCES_FLUSHED, NULL), TG_SVC_MAX_UNREAD_EVENTS_PER_KIND);
+    assert_int_equal(count_events(&t, TG_EV_TRACING_STARTED, NULL), 1); /* one of a kind: kept */
+    ts_trace_free(&t);
+
+    /* the bounds are for unread packets: after a read, new ones are kept again */
+    tg_svc_session_event(s, TG_EV_FLUSH_STARTED);
+    t = (struct ts_trace){0};
+    assert_int_equal(ts_cons_read(&c, &t, 10000), 0);
+    assert_int_equal(count_events(&t, TG_EV_FLUSH_STARTED, NULL), 1);
+    ts_trace_free(&t);
+    ts_cons_close(&c);
+    ts_env_free(&e);
+}
+
 int main(void)
 {
     tg_log_set_level(TG_LOG_ERROR); /* one info line per recorded trigger, each with a 4 KiB name */
@@ -680,6 +843,8 @@ int main(void)
         cmocka_unit_test(test_unread_replies_bounded),
         cmocka_unit_test(test_buffer_memory_budget),
         cmocka_unit_test(test_instances_bounded),
+        cmocka_unit_test(test_periods_have_floors),
+        cmocka_unit_test(test_unread_service_packets_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
