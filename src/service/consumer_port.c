@@ -282,18 +282,14 @@ static void m_flush(tg_ipc_call *call, const ProtobufCMessage *msg, void *svc_ct
         tg_ipc_call_reject(call);
         return;
     }
-    size_t pending = 0;
-    for (const tg_svc_flush *f = c->session->flushes; f; f = f->next)
-        pending++;
-    if (pending >= TG_SVC_MAX_PENDING_FLUSHES) { /* fails at once, like one that timed out */
-        tg_debug(TG_SVC_LOG, "session %llu: Flush refused: %zu flushes are waiting",
-                 (unsigned long long)c->session->id, pending);
-        tg_ipc_call_reject(call);
-        return;
-    }
     uint32_t timeout = req->has_timeout_ms ? req->timeout_ms : 0;
     uint64_t flags = req->has_flags ? req->flags : 0;
-    tg_svc_session_flush(c->session, timeout, flags, consumer_flush_done, call, NULL);
+    if (tg_svc_session_flush(c->session, timeout, flags, consumer_flush_done, call, NULL) != 0) {
+        /* fails at once, like one that timed out */
+        tg_debug(TG_SVC_LOG, "session %llu: Flush refused: %u flushes are waiting", (unsigned long long)c->session->id,
+                 TG_SVC_MAX_PENDING_FLUSHES);
+        tg_ipc_call_reject(call);
+    }
 }
 
 static void m_start_tracing(tg_ipc_call *call, const ProtobufCMessage *msg, void *svc_ctx, void *peer_state)
@@ -597,8 +593,16 @@ static void m_clone_session(tg_ipc_call *call, const ProtobufCMessage *msg, void
         return;
     }
     if (src->state == TG_SESS_STARTED) {
-        tg_svc_session_flush(src, 0, TG_FLUSH_REASON_TRACE_CLONE | TG_FLUSH_INITIATOR_TRACED, clone_flush_done, call,
-                             c);
+        if (tg_svc_session_flush(src, 0, TG_FLUSH_REASON_TRACE_CLONE | TG_FLUSH_INITIATOR_TRACED, clone_flush_done,
+                                 call, c) != 0) {
+            char err[160];
+            snprintf(err, sizeof err,
+                     "Too many flushes waiting on tracing session %llu (%u): its producers have not answered; "
+                     "try again later",
+                     (unsigned long long)src->id, TG_SVC_MAX_PENDING_FLUSHES);
+            tg_debug(TG_SVC_LOG, "CloneSession refused: %s", err); /* the caller is told; may come in floods */
+            reply_clone(call, NULL, false, err);
+        }
         return;
     }
     do_clone(src, c, call);

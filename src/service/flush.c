@@ -2,8 +2,8 @@
  * fanned out to every producer with a running data source of the session
  * (no_flush sources skipped; remote producers still get an empty one), acks
  * through CommitData.flush_request_id (one ack clears every pending request
- * up to it), the timeout, the scrape that follows every flush, and the
- * flush counters and lifecycle events. */
+ * up to it), the timeout, the scrape that follows every flush, the
+ * flush counters and lifecycle events, and the bound on flushes waiting. */
 #include "service/svc.h"
 
 #include "tracegate/log.h"
@@ -62,8 +62,16 @@ static void on_flush_timeout(evutil_socket_t fd, short what, void *arg)
     flush_finish(f, false);
 }
 
-void tg_svc_session_flush(tg_svc_session *s, uint32_t timeout_ms, uint64_t flags, tg_svc_flush_done_fn done,
-                          tg_ipc_call *call, void *arg)
+size_t tg_svc_session_pending_flushes(const tg_svc_session *s)
+{
+    size_t n = 0;
+    for (const tg_svc_flush *f = s->flushes; f; f = f->next)
+        n++;
+    return n;
+}
+
+static void flush_start(tg_svc_session *s, uint32_t timeout_ms, uint64_t flags, tg_svc_flush_done_fn done,
+                        tg_ipc_call *call, void *arg)
 {
     tg_service *svc = s->svc;
     tg_svc_flush *f = calloc(1, sizeof *f);
@@ -134,6 +142,20 @@ void tg_svc_session_flush(tg_svc_session *s, uint32_t timeout_ms, uint64_t flags
     f->timeout = evtimer_new(svc->base, on_flush_timeout, f);
     if (f->timeout)
         tg_svc_timer_set(f->timeout, timeout_ms ? timeout_ms : s->flush_timeout_ms);
+}
+
+int tg_svc_session_flush(tg_svc_session *s, uint32_t timeout_ms, uint64_t flags, tg_svc_flush_done_fn done,
+                         tg_ipc_call *call, void *arg)
+{
+    if (tg_svc_session_pending_flushes(s) >= TG_SVC_MAX_PENDING_FLUSHES)
+        return -1;
+    flush_start(s, timeout_ms, flags, done, call, arg);
+    return 0;
+}
+
+void tg_svc_session_flush_final(tg_svc_session *s, uint32_t timeout_ms, uint64_t flags, tg_svc_flush_done_fn done)
+{
+    flush_start(s, timeout_ms, flags, done, NULL, NULL);
 }
 
 /* Removes acked entries; returns true if some flush became complete. */

@@ -715,8 +715,8 @@ void tg_svc_session_flush_and_disable(tg_svc_session *s)
         return;
     }
     s->stop_pending = true;
-    tg_svc_session_flush(s, s->flush_timeout_ms, TG_FLUSH_REASON_TRACE_STOP | TG_FLUSH_INITIATOR_TRACED,
-                         final_flush_done, NULL, NULL);
+    tg_svc_session_flush_final(s, s->flush_timeout_ms, TG_FLUSH_REASON_TRACE_STOP | TG_FLUSH_INITIATOR_TRACED,
+                               final_flush_done);
 }
 
 /* ------------------------------------------------------------ timer callbacks */
@@ -749,8 +749,14 @@ static void on_flush_period(evutil_socket_t fd, short what, void *arg)
     if (s->state != TG_SESS_STARTED)
         return;
     tg_svc_timer_set(s->ev_flush_period, s->flush_period_ms);
-    tg_svc_session_flush(s, s->flush_timeout_ms, TG_FLUSH_REASON_PERIODIC | TG_FLUSH_INITIATOR_TRACED, NULL, NULL,
-                         NULL);
+    if (tg_svc_session_flush(s, s->flush_timeout_ms, TG_FLUSH_REASON_PERIODIC | TG_FLUSH_INITIATOR_TRACED, NULL,
+                             NULL, NULL) == 0)
+        return;
+    if (s->periodic_flushes_skipped++ == 0)
+        tg_warn(TG_SVC_LOG,
+                "session %llu: periodic flush skipped: %u flushes wait for producers that have not answered "
+                "(logged once)",
+                (unsigned long long)s->id, TG_SVC_MAX_PENDING_FLUSHES);
 }
 
 static void on_clear_inc(evutil_socket_t fd, short what, void *arg)

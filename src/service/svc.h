@@ -93,8 +93,10 @@ struct event_base;
 #define TG_SVC_MAX_CONFIG_DATA_SOURCES 1024u
 #define TG_SVC_MAX_INSTANCES_PER_PRODUCER 256u
 #define TG_SVC_MAX_INSTANCES_PER_SESSION 16384u
-/* Consumer Flush requests one session may have waiting (ours: with timeout_ms up to 49 days, a
- * consumer could pile up flush records and commands to every producer of the session). */
+/* Flushes one session may have waiting for its producers, whoever asked (a consumer's Flush, the
+ * flush period, a CloneSession; ours: with timeouts up to 49 days and a producer that never acks,
+ * each piled up a record and a command to every producer of the session). The session's final
+ * flush, one at most, is not counted: it is what ends the session. */
 #define TG_SVC_MAX_PENDING_FLUSHES 64u
 /* Commands the service queues for a producer that has not opened GetAsyncCommand (an SDK opens it
  * right after InitializeConnection): past this the producer is disconnected, as one that never
@@ -280,6 +282,7 @@ struct tg_svc_session {
     /* flushes */
     tg_svc_flush *flushes;
     uint64_t flushes_requested, flushes_succeeded, flushes_failed;
+    uint64_t periodic_flushes_skipped; /* TG_SVC_MAX_PENDING_FLUSHES were waiting (logged once) */
     int final_flush_outcome; /* 0 unset, 1 ok, 2 failed */
     /* write_into_file */
     int file_fd;
@@ -407,9 +410,15 @@ void tg_svc_session_flush_and_disable(tg_svc_session *s);
 void tg_svc_session_free(tg_svc_session *s);
 /* Starts a flush of every data source of s (0 timeout = the session's).
  * done (may be NULL) runs once, on all acks or on timeout, possibly before
- * this returns; call/arg are kept in the tg_svc_flush for it. */
-void tg_svc_session_flush(tg_svc_session *s, uint32_t timeout_ms, uint64_t flags, tg_svc_flush_done_fn done,
-                          tg_ipc_call *call, void *arg);
+ * this returns; call/arg are kept in the tg_svc_flush for it. Returns 0, or -1
+ * without starting anything (done does not run) when TG_SVC_MAX_PENDING_FLUSHES
+ * flushes of s are waiting. */
+int tg_svc_session_flush(tg_svc_session *s, uint32_t timeout_ms, uint64_t flags, tg_svc_flush_done_fn done,
+                         tg_ipc_call *call, void *arg);
+/* The same for the flush that ends a session (once per session): never refused. */
+void tg_svc_session_flush_final(tg_svc_session *s, uint32_t timeout_ms, uint64_t flags, tg_svc_flush_done_fn done);
+/* Flushes of s waiting for their producers. */
+size_t tg_svc_session_pending_flushes(const tg_svc_session *s);
 /* ---- flush.c ---- */
 /* CommitData flush ack from producer p for every request <= id. */
 void tg_svc_flush_ack(tg_service *svc, tg_svc_producer *p, uint64_t id);

@@ -9,7 +9,8 @@
  * - a producer registering data sources without end holds at most
  *   TG_SVC_MAX_DATA_SOURCES_PER_PRODUCER (each registration walked all it had: quadratic);
  * - a consumer sending Flush after Flush with a long timeout to a producer that never acks has at
- *   most TG_SVC_MAX_PENDING_FLUSHES waiting; the rest fail at once;
+ *   most TG_SVC_MAX_PENDING_FLUSHES waiting; the rest fail at once; the same cap holds for the
+ *   flush period (a periodic flush past it is skipped) and for CloneSession (refused past it);
  * - a producer that never opens GetAsyncCommand is disconnected once TG_SVC_MAX_QUEUED_CMDS
  *   commands wait for it;
  * - a consumer that pipelines calls without reading the replies gets no more served once its
@@ -481,6 +482,130 @@ static void test_pending_flushes_bounded(void **state)
     ts_env_free(&e);
 }
 
+/* A session on test.ds with a producer that never acks its flushes, which may wait a day. */
+static void never_acked_session(struct ts_env *e, struct ts_prod *p, struct ts_cons *c, uint32_t flush_period_ms)
+{
+    struct ts_prod_opts po;
+    memset(&po, 0, sizeof po);
+    po.name = "never.acks";
+    po.ds_name = "test.ds";
+    assert_int_equal(ts_prod_connect(e, p, &po), 0);
+    assert_int_equal(ts_cons_connect(e, c), 0);
+    struct ts_cfg cfg;
+    ts_cfg_init(&cfg, 64, 0, "test.ds", 0);
+    cfg.tc.has_flush_timeout_ms = 1;
+    cfg.tc.flush_timeout_ms = 86400000u;
+    if (flush_period_ms) {
+        cfg.tc.has_flush_period_ms = 1;
+        cfg.tc.flush_period_ms = flush_period_ms;
+    }
+    assert_true(ts_cons_enable(c, &cfg.tc, -1) != 0);
+    assert_true(ts_pump_until(e, ts_prod_started, p, 5000));
+}
+
+static int periodic_skipped(void *arg)
+{
+    const tg_svc_session *s = arg;
+    return s->periodic_flushes_skipped >= 2;
+}
+
+static int prod_flushes_at_least(void *arg)
+{
+    const struct ts_prod *p = arg;
+    return p->n_flush >= (int)TG_SVC_MAX_PENDING_FLUSHES;
+}
+
+/* The flush period adds a flush per tick: with a producer that never acks and a day's timeout they
+ * piled up (748 after 3 s at 1 ms). Past the cap a tick is skipped. */
+static void test_periodic_flushes_bounded(void **state)
+{
+    (void)state;
+    struct ts_env e;
+    assert_int_equal(ts_env_init(&e), 0);
+    struct ts_prod p;
+    struct ts_cons c;
+    never_acked_session(&e, &p, &c, TG_SVC_MIN_FLUSH_PERIOD_MS);
+    tg_svc_session *s = e.svc->sessions;
+    /* the cap filled at once by consumer Flushes (the flush period alone takes 64 ticks); the
+     * periodic ones that came first take some of the places, the rest fail */
+    Perfetto__Protos__FlushRequest fq = PERFETTO__PROTOS__FLUSH_REQUEST__INIT;
+    for (unsigned i = 0; i < TG_SVC_MAX_PENDING_FLUSHES; i++)
+        assert_int_equal(ts_raw_invoke(&e, &c.r, ++c.rid, 1, TS_C_FLUSH, &fq.base, 0, -1), 0);
+    tg_log_set_level(TG_LOG_ERROR); /* the skip's warning */
+    assert_true(ts_pump_until(&e, periodic_skipped, s, 10000));
+    tg_log_set_level(TG_LOG_WARN);
+    assert_int_equal(tg_svc_session_pending_flushes(s), TG_SVC_MAX_PENDING_FLUSHES);
+    assert_int_equal(s->flushes_requested, TG_SVC_MAX_PENDING_FLUSHES);
+    /* and the producer got one Flush command per flush waiting, no more */
+    assert_true(ts_pump_until(&e, prod_flushes_at_least, &p, 5000));
+    assert_int_equal(p.n_flush, TG_SVC_MAX_PENDING_FLUSHES);
+    ts_cons_close(&c);
+    ts_prod_close(&p);
+    ts_env_free(&e);
+}
+
+struct clone_replies {
+    struct ts_cons *c;
+    uint64_t first, last;
+    size_t refused;
+    char err[256];
+};
+
+/* Counts CloneSession replies among request ids first..last; all must be refusals. */
+static int clones_refused(void *arg)
+{
+    struct clone_replies *cr = arg;
+    struct ts_frame f;
+    for (uint64_t rid = cr->first; rid <= cr->last; rid++) {
+        if (!ts_raw_take(&cr->c->r, rid, &f))
+            continue;
+        Perfetto__Protos__CloneSessionResponse *r =
+            f.fi.success ? perfetto__protos__clone_session_response__unpack(NULL, f.fi.payload_len, f.fi.payload)
+                         : NULL;
+        ts_frame_free(&f);
+        assert_non_null(r);
+        assert_false(r->success);
+        snprintf(cr->err, sizeof cr->err, "%s", r->error ? r->error : "");
+        perfetto__protos__clone_session_response__free_unpacked(r, NULL);
+        cr->refused++;
+    }
+    return cr->refused >= 20;
+}
+
+/* CloneSession of a running session flushes it first: pipelined calls (the caller holds no session
+ * until one is answered) each added a flush record, 2000 calls 2000 records. Past the cap they are
+ * refused with the reason. */
+static void test_clone_flushes_bounded(void **state)
+{
+    (void)state;
+    struct ts_env e;
+    assert_int_equal(ts_env_init(&e), 0);
+    struct ts_prod p;
+    struct ts_cons owner, cl;
+    never_acked_session(&e, &p, &owner, 0);
+    tg_svc_session *s = e.svc->sessions;
+    assert_int_equal(ts_cons_connect(&e, &cl), 0);
+    Perfetto__Protos__CloneSessionRequest rq = PERFETTO__PROTOS__CLONE_SESSION_REQUEST__INIT;
+    rq.selector_case = PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID;
+    rq.session_id = s->id;
+    struct clone_replies cr = {.c = &cl, .first = cl.rid + 1};
+    for (unsigned i = 0; i < TG_SVC_MAX_PENDING_FLUSHES + 20; i++)
+        assert_int_equal(ts_raw_invoke(&e, &cl.r, ++cl.rid, 1, TS_C_CLONE, &rq.base, 0, -1), 0);
+    cr.last = cl.rid;
+    /* the 20 past the cap are answered at once; the others wait for the producer */
+    assert_true(ts_pump_until(&e, clones_refused, &cr, 10000));
+    assert_int_equal(cr.refused, 20);
+    assert_non_null(strstr(cr.err, "Too many flushes waiting"));
+    assert_int_equal(tg_svc_session_pending_flushes(s), TG_SVC_MAX_PENDING_FLUSHES);
+    /* a consumer Flush is refused as well now: one cap for every path */
+    Perfetto__Protos__FlushRequest fq = PERFETTO__PROTOS__FLUSH_REQUEST__INIT;
+    assert_int_equal(ts_cons_call(&owner, TS_C_FLUSH, &fq.base, NULL, 5000), 0);
+    ts_cons_close(&cl);
+    ts_cons_close(&owner);
+    ts_prod_close(&p);
+    ts_env_free(&e);
+}
+
 static int svc_has_no_producers(void *arg) { return ((struct ts_env *)arg)->svc->producers == NULL; }
 
 /* A producer that never opens GetAsyncCommand: the commands meant for it (here one Flush each)
@@ -839,6 +964,8 @@ int main(void)
         cmocka_unit_test(test_clones_bounded_overall),
         cmocka_unit_test(test_data_sources_per_producer_bounded),
         cmocka_unit_test(test_pending_flushes_bounded),
+        cmocka_unit_test(test_periodic_flushes_bounded),
+        cmocka_unit_test(test_clone_flushes_bounded),
         cmocka_unit_test(test_unread_commands_bounded),
         cmocka_unit_test(test_unread_replies_bounded),
         cmocka_unit_test(test_buffer_memory_budget),
