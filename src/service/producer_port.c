@@ -328,16 +328,60 @@ static void m_initialize_connection(tg_ipc_call *call, const ProtobufCMessage *m
     tg_ipc_call_reply(call, &resp.base, 0, -1);
 }
 
-static Perfetto__Protos__DataSourceDescriptor *copy_desc(const Perfetto__Protos__DataSourceDescriptor *d)
+/* Descriptor copies are decoded with malloc through this counter, which adds each allocation's
+ * size plus a typical allocator overhead: what the copy holds, not what it took on the wire. */
+#define ALLOC_OVERHEAD 16u
+
+static void *count_alloc(void *data, size_t size)
+{
+    *(size_t *)data += size + ALLOC_OVERHEAD;
+    return malloc(size);
+}
+
+static void count_free(void *data, void *ptr)
+{
+    (void)data;
+    free(ptr);
+}
+
+/* A copy of d (freed with protobuf_c_message_free_unpacked(.., NULL)) and the memory it holds. */
+static Perfetto__Protos__DataSourceDescriptor *copy_desc(const Perfetto__Protos__DataSourceDescriptor *d,
+                                                         size_t *held)
 {
     size_t n = protobuf_c_message_get_packed_size(&d->base);
     uint8_t *buf = malloc(n ? n : 1);
     if (!buf)
         return NULL;
     protobuf_c_message_pack(&d->base, buf);
-    Perfetto__Protos__DataSourceDescriptor *c = perfetto__protos__data_source_descriptor__unpack(NULL, n, buf);
+    *held = sizeof(struct tg_svc_ds_reg) + ALLOC_OVERHEAD;
+    ProtobufCAllocator counting = {.alloc = count_alloc, .free = count_free, .allocator_data = held};
+    Perfetto__Protos__DataSourceDescriptor *c = perfetto__protos__data_source_descriptor__unpack(&counting, n, buf);
     free(buf);
     return c;
+}
+
+/* NULL if a descriptor of `encoded` bytes whose copy holds `held` may replace one holding `old`
+ * (0: none) among p's; else why not, logged once per producer. */
+static const char *desc_refusal(tg_svc_producer *p, size_t encoded, size_t held, size_t old)
+{
+    const char *why = NULL;
+    if (encoded > TG_SVC_MAX_DESCRIPTOR_BYTES)
+        why = "data source descriptor too large (at most 64 KiB)";
+    else if (p->desc_bytes - old + held > TG_SVC_MAX_DESCRIPTOR_MEMORY_PER_PRODUCER)
+        why = "data source descriptors of this producer past 4 MiB";
+    if (why && !p->desc_limit_logged) {
+        p->desc_limit_logged = true;
+        tg_warn(TG_SVC_LOG, "producer %u (%s): refused a data source descriptor of %zu bytes: %s (%zu bytes held)",
+                p->id, p->name ? p->name : "?", encoded, why, p->desc_bytes);
+    }
+    return why;
+}
+
+static void reply_register_error(tg_ipc_call *call, const char *error)
+{
+    Perfetto__Protos__RegisterDataSourceResponse r = PERFETTO__PROTOS__REGISTER_DATA_SOURCE_RESPONSE__INIT;
+    r.error = (char *)error;
+    tg_ipc_call_reply(call, &r.base, 0, -1);
 }
 
 static void m_register_data_source(tg_ipc_call *call, const ProtobufCMessage *msg, void *svc_ctx, void *peer_state)
@@ -354,17 +398,28 @@ static void m_register_data_source(tg_ipc_call *call, const ProtobufCMessage *ms
             tg_warn(TG_SVC_LOG, "producer %u (%s): refused data sources past %u", p->id, p->name ? p->name : "?",
                     TG_SVC_MAX_DATA_SOURCES_PER_PRODUCER);
         }
-        Perfetto__Protos__RegisterDataSourceResponse r = PERFETTO__PROTOS__REGISTER_DATA_SOURCE_RESPONSE__INIT;
-        r.error = (char *)"too many data sources registered by this producer";
-        tg_ipc_call_reply(call, &r.base, 0, -1);
+        reply_register_error(call, "too many data sources registered by this producer");
         return;
     }
     if (d && d->name && *d->name) {
-        struct tg_svc_ds_reg *r = calloc(1, sizeof *r);
-        Perfetto__Protos__DataSourceDescriptor *c = r ? copy_desc(d) : NULL;
+        size_t encoded = protobuf_c_message_get_packed_size(&d->base), held = 0;
+        const char *why = desc_refusal(p, encoded, 0, 0); /* before copying what is too large */
+        struct tg_svc_ds_reg *r = why ? NULL : calloc(1, sizeof *r);
+        Perfetto__Protos__DataSourceDescriptor *c = r ? copy_desc(d, &held) : NULL;
+        if (c && (why = desc_refusal(p, encoded, held, 0)) != NULL) {
+            protobuf_c_message_free_unpacked(&c->base, NULL);
+            c = NULL;
+        }
+        if (why) {
+            free(r);
+            reply_register_error(call, why);
+            return;
+        }
         if (c) {
             r->desc = c;
             r->name = c->name;
+            r->bytes = held;
+            p->desc_bytes += held;
             p->n_sources++;
             struct tg_svc_ds_reg **tail = &p->sources;
             while (*tail)
@@ -394,6 +449,7 @@ static void m_unregister_data_source(tg_ipc_call *call, const ProtobufCMessage *
             struct tg_svc_ds_reg *r = *pp;
             *pp = r->next;
             protobuf_c_message_free_unpacked(&r->desc->base, NULL);
+            p->desc_bytes -= r->bytes;
             free(r);
             p->n_sources--;
             break;
@@ -415,12 +471,23 @@ static void m_update_data_source(tg_ipc_call *call, const ProtobufCMessage *msg,
         for (struct tg_svc_ds_reg *r = p->sources; r; r = r->next) {
             if (strcmp(r->name, d->name) != 0 || r->desc->id != d->id)
                 continue;
-            Perfetto__Protos__DataSourceDescriptor *c = copy_desc(d);
-            if (c) {
-                protobuf_c_message_free_unpacked(&r->desc->base, NULL);
-                r->desc = c;
-                r->name = c->name;
+            /* the same limits as a registration; refused, the old descriptor stays */
+            size_t encoded = protobuf_c_message_get_packed_size(&d->base), held = 0;
+            Perfetto__Protos__DataSourceDescriptor *c =
+                desc_refusal(p, encoded, 0, r->bytes) ? NULL : copy_desc(d, &held);
+            if (c && desc_refusal(p, encoded, held, r->bytes)) {
+                protobuf_c_message_free_unpacked(&c->base, NULL);
+                c = NULL;
             }
+            if (!c) {
+                tg_ipc_call_reject(call);
+                return;
+            }
+            protobuf_c_message_free_unpacked(&r->desc->base, NULL);
+            r->desc = c;
+            r->name = c->name;
+            p->desc_bytes = p->desc_bytes - r->bytes + held;
+            r->bytes = held;
             break;
         }
     }

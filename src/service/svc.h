@@ -93,6 +93,15 @@ struct event_base;
 #define TG_SVC_MAX_CONFIG_DATA_SOURCES 1024u
 #define TG_SVC_MAX_INSTANCES_PER_PRODUCER 256u
 #define TG_SVC_MAX_INSTANCES_PER_SESSION 16384u
+/* One data source descriptor, encoded (ours): half an IPC frame, so any descriptor fits one
+ * QueryServiceState reply with room to spare; the SDK's own are hundreds of bytes, a track_event
+ * descriptor listing hundreds of categories with descriptions tens of KiB. Without it each could
+ * be a whole frame (~128 KiB). */
+#define TG_SVC_MAX_DESCRIPTOR_BYTES (64u * 1024u)
+/* What one producer's registered descriptors may hold in the service's memory, decoded (every
+ * allocation of their copies counted; a descriptor of tiny fields decodes to many times its
+ * size). 4096 whole-frame descriptors were ~500 MiB per producer connection. */
+#define TG_SVC_MAX_DESCRIPTOR_MEMORY_PER_PRODUCER (4u << 20)
 /* Flushes one session may have waiting for its producers, whoever asked (a consumer's Flush, the
  * flush period, a CloneSession; ours: with timeouts up to 49 days and a producer that never acks,
  * each piled up a record and a command to every producer of the session). The session's final
@@ -136,6 +145,7 @@ struct tg_svc_ds_reg {
     struct tg_svc_ds_reg *next;
     Perfetto__Protos__DataSourceDescriptor *desc; /* owned (unpacked copy) */
     const char *name;                             /* desc->name, never NULL */
+    size_t bytes;                                 /* memory it holds, counted in the producer's desc_bytes */
 };
 
 /* A GetAsyncCommand reply waiting for the stream to be opened. */
@@ -170,6 +180,8 @@ struct tg_svc_producer {
     struct tg_svc_ds_reg *sources;
     size_t n_sources;     /* registered now (TG_SVC_MAX_DATA_SOURCES_PER_PRODUCER) */
     bool ds_limit_logged; /* a registration past it was refused and logged */
+    size_t desc_bytes;    /* held by its descriptors (TG_SVC_MAX_DESCRIPTOR_MEMORY_PER_PRODUCER) */
+    bool desc_limit_logged; /* a descriptor past the size limits was refused and logged */
     uint16_t *writer_buf; /* [32768] writer id -> registered buffer id (0 = none); lazily allocated */
     uint16_t *allowed;    /* buffer ids given to this producer in configs */
     size_t n_allowed, cap_allowed;

@@ -7,7 +7,9 @@
  *   TG_SVC_MAX_CLONES_PER_UID clones, and other principals can still clone; all principals
  *   together hold at most TG_SVC_MAX_CLONES, and sessions can still start;
  * - a producer registering data sources without end holds at most
- *   TG_SVC_MAX_DATA_SOURCES_PER_PRODUCER (each registration walked all it had: quadratic);
+ *   TG_SVC_MAX_DATA_SOURCES_PER_PRODUCER (each registration walked all it had: quadratic), each
+ *   descriptor at most TG_SVC_MAX_DESCRIPTOR_BYTES and all of them at most
+ *   TG_SVC_MAX_DESCRIPTOR_MEMORY_PER_PRODUCER of memory, decoded;
  * - a consumer sending Flush after Flush with a long timeout to a producer that never acks has at
  *   most TG_SVC_MAX_PENDING_FLUSHES waiting; the rest fail at once; the same cap holds for the
  *   flush period (a periodic flush past it is skipped) and for CloneSession (refused past it);
@@ -295,13 +297,11 @@ static void test_clones_bounded_overall(void **state)
     ts_env_free(&e);
 }
 
-/* RegisterDataSource of `name` on p: "" when registered, else the service's error. */
-static void register_ds(struct ts_prod *p, const char *name, char *err, size_t errlen)
+/* RegisterDataSource of d on p: "" when registered, else the service's error. */
+static void register_desc(struct ts_prod *p, Perfetto__Protos__DataSourceDescriptor *d, char *err, size_t errlen)
 {
-    Perfetto__Protos__DataSourceDescriptor d = PERFETTO__PROTOS__DATA_SOURCE_DESCRIPTOR__INIT;
-    d.name = (char *)name;
     Perfetto__Protos__RegisterDataSourceRequest rq = PERFETTO__PROTOS__REGISTER_DATA_SOURCE_REQUEST__INIT;
-    rq.data_source_descriptor = &d;
+    rq.data_source_descriptor = d;
     struct ts_frame f;
     assert_int_equal(ts_prod_call(p, TS_P_REG_DS, &rq.base, &f), 1);
     Perfetto__Protos__RegisterDataSourceResponse *r =
@@ -310,6 +310,14 @@ static void register_ds(struct ts_prod *p, const char *name, char *err, size_t e
     assert_non_null(r);
     snprintf(err, errlen, "%s", r->error ? r->error : "");
     perfetto__protos__register_data_source_response__free_unpacked(r, NULL);
+}
+
+/* RegisterDataSource of `name` on p: "" when registered, else the service's error. */
+static void register_ds(struct ts_prod *p, const char *name, char *err, size_t errlen)
+{
+    Perfetto__Protos__DataSourceDescriptor d = PERFETTO__PROTOS__DATA_SOURCE_DESCRIPTOR__INIT;
+    d.name = (char *)name;
+    register_desc(p, &d, err, errlen);
 }
 
 static void test_data_sources_per_producer_bounded(void **state)
@@ -420,6 +428,130 @@ static void test_instances_bounded(void **state)
     tg_log_set_level(TG_LOG_WARN);
     ts_prod_close(&b);
     ts_cons_close(&c);
+    ts_env_free(&e);
+}
+
+/* A name of `len` bytes, ending in n (distinct names). */
+static char *long_name(size_t len, unsigned n)
+{
+    char *name = malloc(len + 1);
+    assert_non_null(name);
+    memset(name, 'd', len);
+    int k = snprintf(name, len + 1, "ds.%u.", n);
+    name[k] = 'd';
+    name[len] = '\0';
+    return name;
+}
+
+/* A producer's descriptors: each at most TG_SVC_MAX_DESCRIPTOR_BYTES on the wire, all together at
+ * most TG_SVC_MAX_DESCRIPTOR_MEMORY_PER_PRODUCER of the service's memory, counted as decoded;
+ * before, 4096 descriptors of a whole frame each were ~500 MiB per producer connection. */
+static void test_descriptor_bytes_bounded(void **state)
+{
+    (void)state;
+    struct ts_env e;
+    assert_int_equal(ts_env_init(&e), 0);
+    struct ts_prod p;
+    struct ts_prod_opts po;
+    memset(&po, 0, sizeof po);
+    po.name = "big.descriptors";
+    assert_int_equal(ts_prod_connect(&e, &p, &po), 0);
+    tg_svc_producer *sp = e.svc->producers;
+    assert_non_null(sp);
+    char err[256];
+    tg_log_set_level(TG_LOG_ERROR); /* the refusal's warning */
+
+    /* one over the per-descriptor size */
+    char *name = long_name(TG_SVC_MAX_DESCRIPTOR_BYTES, 0);
+    register_ds(&p, name, err, sizeof err);
+    free(name);
+    assert_non_null(strstr(err, "too large"));
+    assert_int_equal(sp->n_sources, 0);
+
+    /* 60 KiB each: the per-producer memory ends it after 4 MiB, not 4096 of them */
+    enum { EACH = 60 * 1024 };
+    unsigned accepted = 0;
+    for (unsigned i = 1; i < 200; i++) {
+        name = long_name(EACH, i);
+        register_ds(&p, name, err, sizeof err);
+        free(name);
+        if (err[0])
+            break;
+        accepted++;
+    }
+    assert_non_null(strstr(err, "past 4 MiB"));
+    assert_true(accepted >= (TG_SVC_MAX_DESCRIPTOR_MEMORY_PER_PRODUCER / EACH) * 9 / 10);
+    assert_true(accepted <= TG_SVC_MAX_DESCRIPTOR_MEMORY_PER_PRODUCER / EACH);
+    assert_true(sp->desc_bytes <= TG_SVC_MAX_DESCRIPTOR_MEMORY_PER_PRODUCER);
+    assert_int_equal(sp->n_sources, accepted);
+
+    /* an update may not grow one past the size either; the old one stays */
+    Perfetto__Protos__DataSourceDescriptor d = PERFETTO__PROTOS__DATA_SOURCE_DESCRIPTOR__INIT;
+    d.name = long_name(TG_SVC_MAX_DESCRIPTOR_BYTES + 100, 1);
+    d.name[EACH] = '\0'; /* the name of ds 1 ... */
+    Perfetto__Protos__TrackEventCategory cat = PERFETTO__PROTOS__TRACK_EVENT_CATEGORY__INIT, *catp = &cat;
+    cat.name = d.name + EACH + 1; /* ... with a category making it too large */
+    Perfetto__Protos__TrackEventDescriptor ted = PERFETTO__PROTOS__TRACK_EVENT_DESCRIPTOR__INIT;
+    ted.n_available_categories = 1;
+    ted.available_categories = &catp;
+    d.track_event_descriptor = &ted;
+    Perfetto__Protos__UpdateDataSourceRequest uq = PERFETTO__PROTOS__UPDATE_DATA_SOURCE_REQUEST__INIT;
+    uq.data_source_descriptor = &d;
+    size_t held = sp->desc_bytes;
+    assert_int_equal(ts_prod_call(&p, TS_P_UPDATE_DS, &uq.base, NULL), 0);
+    assert_int_equal(sp->desc_bytes, held);
+    assert_null(sp->sources->desc->track_event_descriptor);
+    free(d.name);
+
+    /* one goes: another fits */
+    name = long_name(EACH, 1);
+    Perfetto__Protos__UnregisterDataSourceRequest ur = PERFETTO__PROTOS__UNREGISTER_DATA_SOURCE_REQUEST__INIT;
+    ur.data_source_name = name;
+    assert_int_equal(ts_prod_call(&p, TS_P_UNREG_DS, &ur.base, NULL), 1);
+    free(name);
+    assert_true(sp->desc_bytes < held);
+    name = long_name(EACH, 1000);
+    register_ds(&p, name, err, sizeof err);
+    free(name);
+    assert_string_equal(err, "");
+    ts_prod_close(&p);
+
+    /* what counts is what a copy holds: small fields decode to many times their bytes (~50 KB of
+     * one-letter categories hold ~1 MB), so four such descriptors fit, not 80 */
+    assert_int_equal(ts_prod_connect(&e, &p, &po), 0);
+    sp = e.svc->producers;
+    enum { CATS = 10000 };
+    Perfetto__Protos__TrackEventCategory *cats = calloc(CATS, sizeof *cats);
+    Perfetto__Protos__TrackEventCategory **catps = calloc(CATS, sizeof *catps);
+    assert_non_null(cats);
+    assert_non_null(catps);
+    for (size_t i = 0; i < CATS; i++) {
+        perfetto__protos__track_event_category__init(&cats[i]);
+        cats[i].name = (char *)"c";
+        catps[i] = &cats[i];
+    }
+    ted.n_available_categories = CATS;
+    ted.available_categories = catps;
+    d.track_event_descriptor = &ted;
+    char dsname[32] = "cats";
+    d.name = dsname;
+    assert_true(protobuf_c_message_get_packed_size(&d.base) <= TG_SVC_MAX_DESCRIPTOR_BYTES);
+    accepted = 0;
+    for (unsigned i = 0; i < 80; i++) {
+        snprintf(dsname, sizeof dsname, "cats.%u", i);
+        d.name = dsname;
+        register_desc(&p, &d, err, sizeof err);
+        if (err[0])
+            break;
+        accepted++;
+    }
+    assert_non_null(strstr(err, "past 4 MiB"));
+    assert_true(accepted >= 1 && accepted < 20);
+    assert_true(sp->desc_bytes <= TG_SVC_MAX_DESCRIPTOR_MEMORY_PER_PRODUCER);
+    free(cats);
+    free(catps);
+    tg_log_set_level(TG_LOG_WARN);
+    ts_prod_close(&p);
     ts_env_free(&e);
 }
 
@@ -963,6 +1095,7 @@ int main(void)
         cmocka_unit_test(test_clones_per_principal_are_bounded),
         cmocka_unit_test(test_clones_bounded_overall),
         cmocka_unit_test(test_data_sources_per_producer_bounded),
+        cmocka_unit_test(test_descriptor_bytes_bounded),
         cmocka_unit_test(test_pending_flushes_bounded),
         cmocka_unit_test(test_periodic_flushes_bounded),
         cmocka_unit_test(test_clone_flushes_bounded),
