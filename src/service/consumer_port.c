@@ -102,8 +102,10 @@ static void consumer_drain(tg_ipc_peer *peer, void *state, void *svc_ctx)
 {
     (void)peer;
     (void)svc_ctx;
-    if (state)
+    if (state) {
         tg_svc_read_buffers_drained(state);
+        tg_svc_query_state_drained(state);
+    }
 }
 
 static void consumer_close(tg_ipc_peer *peer, void *state, void *svc_ctx)
@@ -113,6 +115,7 @@ static void consumer_close(tg_ipc_peer *peer, void *state, void *svc_ctx)
     if (!c)
         return;
     tg_svc_read_buffers_cancel(c);
+    tg_svc_query_state_cancel(c);
     c->observe_call = NULL;
     c->enable_call = NULL;
     /* calls of this peer waiting on flushes (Flush, CloneSession) die with it */

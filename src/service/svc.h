@@ -308,6 +308,7 @@ struct tg_svc_session {
 /* ------------------------------------------------------------ consumers */
 
 struct tg_svc_read;
+struct tg_svc_state_queries;
 
 struct tg_svc_consumer {
     tg_service *svc;
@@ -321,6 +322,7 @@ struct tg_svc_consumer {
     tg_ipc_call *observe_call; /* ObserveEvents stream */
     uint32_t observe_mask;
     struct tg_svc_read *read;  /* ReadBuffers in progress */
+    struct tg_svc_state_queries *queries; /* QueryServiceState calls being answered (service_state.c) */
 };
 
 /* ------------------------------------------------------------ relays */
@@ -562,6 +564,11 @@ int tg_svc_buffer_budget_check(const tg_service *svc, const tg_svc_consumer *c, 
                                size_t errlen);
 
 /* ---- service_state.c ---- */
+/* Answers QueryServiceState now, or as c's output drains (after c's earlier queries). */
 void tg_svc_query_service_state(tg_service *svc, tg_svc_consumer *c, tg_ipc_call *call, bool sessions_only);
+/* c's output drained (peer_drain): its queries go on. */
+void tg_svc_query_state_drained(tg_svc_consumer *c);
+/* c is going away: its queries are dropped (their calls go with the peer). */
+void tg_svc_query_state_cancel(tg_svc_consumer *c);
 
 #endif

@@ -17,7 +17,8 @@
  *   commands wait for it;
  * - a consumer that pipelines calls without reading the replies gets no more served once its
  *   replies pass the connection's high watermark (the rest wait in its socket), and every call
- *   is answered once it reads;
+ *   is answered once it reads; one QueryServiceState whose answer is megabytes of descriptors
+ *   queues no more than that watermark and one part either;
  * - a config naming one data source a thousand times and a producer registering it twenty times
  *   get TG_SVC_MAX_INSTANCES_PER_PRODUCER instances, not 20,000 (and more than
  *   TG_SVC_MAX_CONFIG_DATA_SOURCES entries are refused);
@@ -47,6 +48,7 @@
 #include "tg_test_util.h"
 
 #include "producer_port.pb-c.h"
+#include "tracing_service_state.pb-c.h"
 
 #include "service/svc.h"
 #include "tracegate/ipc_host.h"
@@ -847,6 +849,102 @@ static void test_unread_replies_bounded(void **state)
     ts_env_free(&e);
 }
 
+struct state_replies {
+    struct ts_raw *r;
+    uint64_t rid[2];
+};
+
+/* Both queries answered to their last part. */
+static int both_answered(void *arg)
+{
+    struct state_replies *w = arg;
+    int done = 0;
+    for (size_t i = 0; i < w->r->nq; i++)
+        for (int k = 0; k < 2; k++)
+            done += w->r->q[i].fi.request_id == w->rid[k] && !w->r->q[i].fi.has_more;
+    return done == 2 || w->r->eof;
+}
+
+/* Data sources in the QueryServiceState parts for rid (each within a frame), in queue order; and
+ * the position of its last part in the queue. */
+static size_t state_data_sources(const struct ts_raw *r, uint64_t rid, size_t *last)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < r->nq; i++) {
+        const struct ts_frame *f = &r->q[i];
+        if (f->fi.request_id != rid)
+            continue;
+        assert_true(f->fi.success);
+        assert_true(f->fi.payload_len <= TG_SVC_MAX_STATE_REPLY);
+        Perfetto__Protos__QueryServiceStateResponse *qr =
+            perfetto__protos__query_service_state_response__unpack(NULL, f->fi.payload_len, f->fi.payload);
+        assert_non_null(qr);
+        assert_non_null(qr->service_state);
+        n += qr->service_state->n_data_sources;
+        perfetto__protos__query_service_state_response__free_unpacked(qr, NULL);
+        *last = i;
+    }
+    return n;
+}
+
+/* QueryServiceState sends every descriptor of every producer: one query queued it all at once
+ * (200 descriptors of 120 KB: 23.8 MB for one caller that need not read). Its parts now go out
+ * as the caller reads: never more than the output's high watermark (1 MiB) plus one part. */
+static void test_state_query_bounded(void **state)
+{
+    (void)state;
+    struct ts_env e;
+    assert_int_equal(ts_env_init(&e), 0);
+    enum { PRODUCERS = 2, EACH_DS = 60, DS_BYTES = 60 * 1024 };
+    struct ts_prod p[PRODUCERS];
+    struct ts_prod_opts po;
+    memset(&po, 0, sizeof po);
+    po.name = "described";
+    char err[256];
+    for (int k = 0; k < PRODUCERS; k++) {
+        assert_int_equal(ts_prod_connect(&e, &p[k], &po), 0);
+        for (unsigned i = 0; i < EACH_DS; i++) {
+            char *name = long_name(DS_BYTES, i);
+            register_ds(&p[k], name, err, sizeof err);
+            free(name);
+            assert_string_equal(err, "");
+        }
+    }
+    struct ts_cons c;
+    assert_int_equal(ts_cons_connect(&e, &c), 0);
+    tg_svc_consumer *sc = e.svc->consumers;
+    /* two queries pipelined; only the service's loop runs (the test's end is not read) */
+    Perfetto__Protos__QueryServiceStateRequest q = PERFETTO__PROTOS__QUERY_SERVICE_STATE_REQUEST__INIT;
+    struct state_replies w = {&c.r, {++c.rid, ++c.rid}};
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(ts_raw_invoke(&e, &c.r, w.rid[k], 1, TS_C_QUERY, &q.base, 0, -1), 0);
+    size_t max_queued = 0, last = (size_t)-1;
+    unsigned unchanged = 0;
+    while (unchanged < 2000) { /* until the service can send no more: it waits for the reader */
+        event_base_loop(e.base, EVLOOP_NONBLOCK);
+        size_t queued = tg_ipc_peer_output_len(sc->peer);
+        unchanged = queued == last ? unchanged + 1 : 0;
+        last = queued;
+        if (queued > max_queued)
+            max_queued = queued;
+    }
+    assert_true(max_queued > 0);
+    if (max_queued > (1u << 20) + TG_SVC_MAX_STATE_REPLY + 4096)
+        fail_msg("%zu bytes queued for a caller that does not read", max_queued);
+    /* it reads: both are answered in full, one after the other */
+    assert_true(ts_pump_until(&e, both_answered, &w, 30000));
+    assert_false(c.r.eof);
+    size_t last0 = 0, last1 = 0;
+    assert_int_equal(state_data_sources(&c.r, w.rid[0], &last0), PRODUCERS * EACH_DS);
+    assert_int_equal(state_data_sources(&c.r, w.rid[1], &last1), PRODUCERS * EACH_DS);
+    for (size_t i = 0; i < last0; i++)
+        assert_true(c.r.q[i].fi.request_id != w.rid[1]);
+    ts_cons_close(&c);
+    for (int k = 0; k < PRODUCERS; k++)
+        ts_prod_close(&p[k]);
+    ts_env_free(&e);
+}
+
 struct enable_wait {
     struct ts_env *e;
     struct ts_cons *c;
@@ -1101,6 +1199,7 @@ int main(void)
         cmocka_unit_test(test_clone_flushes_bounded),
         cmocka_unit_test(test_unread_commands_bounded),
         cmocka_unit_test(test_unread_replies_bounded),
+        cmocka_unit_test(test_state_query_bounded),
         cmocka_unit_test(test_buffer_memory_budget),
         cmocka_unit_test(test_instances_bounded),
         cmocka_unit_test(test_periods_have_floors),
