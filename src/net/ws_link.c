@@ -14,6 +14,8 @@
 #include "net/atomic_max.h"
 #include "net/ws_close_note.h"
 #include "net/ws_seam.h"
+#include "base/log_sample.h"
+#include "tracegate/clock.h"
 #include "tracegate/log.h"
 
 #define DEFAULT_MAX_MESSAGE (1u << 20)
@@ -707,21 +709,33 @@ static int out_of_descriptors(const char *line, int saved_errno)
     return e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM;
 }
 
+#define LWS_LOG_PER_S 5
+
 static void lws_log_emit(int level, const char *line)
 {
     if (out_of_descriptors(line, errno)) {
         t_accept_failures++;
         return;
     }
+    /* lws reports what a client did wrong (a huge header, a broken handshake) as errors and
+     * warnings: anyone who reaches the port can cause them at will, so they are sampled like the
+     * gateway's other pre-authentication refusals (per lws thread: the sampler is not locked) */
+    static _Thread_local struct tg_log_sampler sampler;
+    unsigned unlogged = 0;
+    if (!tg_log_sample(&sampler, tg_mono_us(), LWS_LOG_PER_S, 1000000u, &unlogged))
+        return;
     char buf[512];
     tg_ws_redact_tokens(line, buf, sizeof buf);
     size_t n = strlen(buf);
     while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
         buf[--n] = '\0';
+    char more[64] = "";
+    if (unlogged)
+        snprintf(more, sizeof more, " (and %u similar lines not logged)", unlogged);
     if (level & LLL_ERR)
-        tg_error("lws", "%s", buf);
+        tg_error("lws", "%s%s", buf, more);
     else
-        tg_warn("lws", "%s", buf);
+        tg_warn("lws", "%s%s", buf, more);
 }
 
 void tg_ws_setup_lws_logging(void)

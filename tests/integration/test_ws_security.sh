@@ -5,11 +5,11 @@
 # (refused, counted, and a legitimate client served once they are gone); SIGHUP changing the
 # local-roles new WebSocket clients get; tokens from --gen-token travelling as a subprotocol, old
 # base64 tokens refused by tracectl unless --token-in-url (or given in base64url form), and no token
-# in the log; on a non-loopback --http, /metrics and /api/status only with a bearer token or a client
+# in the log; libwebsockets' own error lines for bad requests sampled; on a non-loopback --http, /metrics and /api/status only with a bearer token or a client
 # certificate. Environment (from `make check`): TG_BUILDDIR, TG_SRCDIR. Exit 77 = skipped.
 set -u
 . "$(dirname "$0")/gw_lib.sh"
-need "$TRACEGATED" "$TRACECTL"
+need "$TRACEGATED" "$TRACECTL" "$CLIENT"
 for tool in curl python3; do
     command -v $tool >/dev/null 2>&1 || { echo "SKIP: $tool is not installed"; exit 77; }
 done
@@ -187,6 +187,25 @@ wait_log "$T/wss.log" "(certificate, roles 0x[0-9a-f]*, cert:/CN=tracegate-clien
 kill "$GW_PID"
 wait "$GW_PID" 2>/dev/null
 echo "WSS: a client certificate is cert:/CN=tracegate-client, as over TLS"
+
+# ---- libwebsockets' own complaints about bad requests are sampled, like every pre-auth refusal ----
+# (lws logs each oversized header as an error: 60 of them must not become 60 log lines)
+start_http lwsflood 127.0.0.1
+t0=$(date +%s)
+i=0
+while [ $i -lt 60 ]; do
+    "$CLIENT" hostile http-huge "127.0.0.1:$PORT" >/dev/null 2>&1 || fail "a huge-header request was not closed"
+    i=$((i + 1))
+done
+t1=$(date +%s)
+lines=$(grep -c ' lws: ' "$T/lwsflood.log")
+most=$(( 5 * (t1 - t0 + 2) ))
+[ "$lines" -ge 1 ] || fail "libwebsockets' refusal of a huge header was not logged at all"
+[ "$lines" -le "$most" ] ||
+    fail "60 huge headers in $((t1 - t0)) s made $lines lws log lines (at most 5 a second expected)"
+kill "$GW_PID"
+wait "$GW_PID" 2>/dev/null
+echo "lws log lines for 60 huge headers in $((t1 - t0)) s: $lines"
 
 # ---- non-loopback --http: /metrics and /api/status need credentials ----
 EXT=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -E '^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$' | grep -v '^127\.' | head -n 1)
