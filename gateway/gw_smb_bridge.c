@@ -287,6 +287,18 @@ enum tg_smbb_verdict tg_smb_bridge_from_producer(struct tg_smb_bridge *b, const 
         return TG_SMBB_ERROR;
     }
     const size_t chunk_size = tg_smb_chunk_size(b->smb.page_size, TG_SMB_LAYOUT_DIV1);
+    /* Incomplete chunks grow to the SMB's chunk size (keep_inline): a request of tiny ones would
+     * grow thousands of times over (8 bytes each to 64 KiB pages: one 128 KiB frame became
+     * 500 MB) and no service takes a frame over TG_FRAME_MAX_DEFAULT. A request that would not fit
+     * is split into one request per inline chunk; one chunk that alone would not fit is refused. */
+    if (n_incomplete && fi->payload_len + n_incomplete * (chunk_size + 32u) + 64u > TG_FRAME_MAX_DEFAULT) {
+        perfetto__protos__commit_data_request__free_unpacked(req, NULL);
+        if (n_copy + n_incomplete > 1)
+            return TG_SMBB_RETRY;
+        snprintf(err, errlen, "an incomplete inline chunk padded to the SMB's %zu-byte chunks does not fit an IPC frame",
+                 chunk_size);
+        return TG_SMBB_ERROR;
+    }
     for (size_t i = 0; i < req->n_chunks_to_move; i++) {
         Perfetto__Protos__CommitDataRequest__ChunksToMove *m = req->chunks_to_move[i];
         if (move_kind(m) != MOVE_INLINE)

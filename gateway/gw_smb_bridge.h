@@ -37,7 +37,9 @@ enum tg_smbb_verdict {
     TG_SMBB_ERROR = -1,   /* protocol violation: close the producer (message in err) */
     TG_SMBB_FORWARD = 0,  /* forward the frame unchanged */
     TG_SMBB_REPLACED = 1, /* forward *out instead (malloc'd body; caller frees) */
-    TG_SMBB_RETRY = 2,    /* SMB full: pause the producer, offer the same frame again later */
+    TG_SMBB_RETRY = 2,    /* SMB full, or the rewritten request would not fit one IPC frame: pause the
+                           * producer, split the frame into one request per inline chunk (the
+                           * filter's split_head) and offer the parts in turn */
 };
 
 struct tg_smb_bridge_stats {

@@ -272,6 +272,13 @@ static void retry_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     while (st->head) {
+        /* parts of a split request go out as the service takes them, not all at once */
+        tg_conn *up = tg_gw_session_up(st->s);
+        if (up && tg_conn_is_congested(up)) {
+            st->wait_since_us = tg_gw_now_us(); /* waiting for the service to read, not for SMB room */
+            arm_retry(st);
+            return;
+        }
         struct waiting *w = st->head;
         struct tg_frame_info fi;
         if (tg_frame_scan(w->body, w->len, &fi) != 0) { /* scanned once already: cannot happen */

@@ -175,22 +175,26 @@ static void fuzz_commit(const uint8_t *p, size_t n, unsigned mode, unsigned busy
     g_verdicts[v + 1]++;
     g_copied += st1.chunks_copied - st0.chunks_copied;
     Perfetto__Protos__CommitDataRequest *in = perfetto__protos__commit_data_request__unpack(NULL, n, p);
-    size_t n_copy = 0;
+    size_t n_copy = 0, n_incomplete = 0;
     for (size_t i = 0; in && i < in->n_chunks_to_move; i++) {
         const Perfetto__Protos__CommitDataRequest__ChunksToMove *m = in->chunks_to_move[i];
         n_copy += m->has_data && m->has_target_buffer && !(m->has_chunk_incomplete && m->chunk_incomplete);
+        n_incomplete += m->has_data && m->has_target_buffer && m->has_chunk_incomplete && m->chunk_incomplete;
     }
 
     if (v != TG_SMBB_REPLACED) {
         CHECK(memcmp(before, after, pages * sizeof *before) == 0);
         CHECK(st1.chunks_copied == st0.chunks_copied);
         CHECK(v != TG_SMBB_ERROR || err[0]);
-        CHECK(v != TG_SMBB_RETRY || n_copy > 0);
+        /* retried for room, or to be split: padded, it would not fit one frame */
+        CHECK(v != TG_SMBB_RETRY || n_copy > 0 || n_incomplete > 1);
         CHECK(v != TG_SMBB_FORWARD || in);
     } else {
         CHECK(in);
         struct tg_frame_info fo;
         CHECK(tg_frame_scan(out, out_len, &fo) == 0);
+        /* padding never makes a frame larger than a service takes (unless the input already was) */
+        CHECK(!n_incomplete || out_len <= TG_FRAME_MAX_DEFAULT || out_len <= need);
         CHECK(fo.msg == TG_MSG_INVOKE_METHOD && fo.request_id == RID && fo.service_id == SID &&
               fo.method_id == MID && fo.drop_reply);
         Perfetto__Protos__CommitDataRequest *r =

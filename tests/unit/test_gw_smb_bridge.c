@@ -364,6 +364,55 @@ static void test_incomplete_chunk_stays_inline(void **state)
     assert_int_equal(st.chunks_copied, 1);
 }
 
+/* Tiny incomplete chunks each grow to a whole SMB chunk when padded: 100 of them (16 bytes each on
+ * the wire) would make a 400 KiB frame (with 64 KiB pages, 500 MB from one 128 KiB frame), over
+ * what any service takes. The bridge asks for the request to be split instead (RETRY), taking
+ * nothing from the SMB; one such chunk alone is padded as usual. */
+static void test_tiny_incomplete_chunks_not_amplified(void **state)
+{
+    struct fixture *f = *state;
+    enum { N = 100 };
+    static uint8_t hdr[N][8];
+    Perfetto__Protos__CommitDataRequest req = PERFETTO__PROTOS__COMMIT_DATA_REQUEST__INIT;
+    Perfetto__Protos__CommitDataRequest__ChunksToMove mv[N], *mvp[N];
+    for (unsigned i = 0; i < N; i++) {
+        struct tg_smb_chunk_header h = {.chunk_id = 0, .writer_id = (uint16_t)(i + 1)};
+        tg_smb_chunk_header_encode(hdr[i], &h);
+        Perfetto__Protos__CommitDataRequest__ChunksToMove init = PERFETTO__PROTOS__COMMIT_DATA_REQUEST__CHUNKS_TO_MOVE__INIT;
+        mv[i] = init;
+        mv[i].has_target_buffer = 1;
+        mv[i].target_buffer = 7;
+        mv[i].has_data = 1;
+        mv[i].data.data = hdr[i];
+        mv[i].data.len = sizeof hdr[i];
+        mv[i].has_chunk_incomplete = mv[i].chunk_incomplete = 1;
+        mvp[i] = &mv[i];
+    }
+    req.chunks_to_move = mvp;
+    static uint8_t args[8192], frame[8192];
+    char err[160];
+    for (size_t n = N; n >= 1; n = n == N ? 1 : 0) {
+        req.n_chunks_to_move = n;
+        size_t alen = perfetto__protos__commit_data_request__pack(&req, args);
+        size_t flen = tg_ipc_encode_invoke(frame, sizeof frame, 9, 1, 4, args, alen, 1);
+        struct tg_frame_info fi;
+        assert_int_equal(tg_frame_scan(frame, flen, &fi), 0);
+        uint8_t *out = NULL;
+        size_t out_len = 0;
+        enum tg_smbb_verdict v = tg_smb_bridge_from_producer(f->b, "CommitData", &fi, &out, &out_len, err, sizeof err);
+        if (n == N) {
+            assert_int_equal(v, TG_SMBB_RETRY);
+            assert_null(out);
+        } else {
+            assert_int_equal(v, TG_SMBB_REPLACED);
+            assert_true(out_len <= TG_FRAME_MAX_DEFAULT);
+            free(out);
+        }
+    }
+    for (size_t pg = 0; pg < f->smb.num_pages; pg++) /* nothing taken from the SMB */
+        assert_int_equal(tg_smb_page_header(&f->smb, pg) & TG_SMB_CHUNK_STATES_MASK, 0);
+}
+
 static void test_bad_input_refused_and_others_forwarded(void **state)
 {
     struct fixture *f = *state;
@@ -409,6 +458,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_small_chunks_share_a_page, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_smb_retries_without_copying, setup, teardown),
         cmocka_unit_test_setup_teardown(test_incomplete_chunk_stays_inline, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tiny_incomplete_chunks_not_amplified, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_input_refused_and_others_forwarded, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -276,6 +276,57 @@ static void test_incomplete_chunk_then_complete(void **state)
     fx_free(&x);
 }
 
+/* Incomplete chunks grow to the SMB's chunk size in the bridge: a request of many small ones
+ * would become a frame larger than any service takes (and, with tiny chunks and 64 KiB pages, a
+ * 128 KiB frame became 500 MB in the gateway). Such a request is split into one request per chunk
+ * and sent as the service reads: every packet arrives, and the producer gets its reply. */
+static void test_many_incomplete_chunks_split(void **state)
+{
+    (void)state;
+    struct fx x;
+    fx_start(&x, 0);
+    enum { N = 40 }; /* 40 x 4088 padded bytes: over one IPC frame */
+    static uint8_t img[N][4088];
+    Perfetto__Protos__CommitDataRequest rq = PERFETTO__PROTOS__COMMIT_DATA_REQUEST__INIT;
+    Perfetto__Protos__CommitDataRequest__ChunksToMove mv[N], *mvp[N];
+    for (unsigned i = 0; i < N; i++) {
+        /* writer i + 1 (a sequence each): packet i complete, packet 1000 + i being written
+         * (dropped by the service) */
+        size_t used = chunk_image(img[i], sizeof img[i], 0, i, 1, 2);
+        struct tg_smb_chunk_header h = {.chunk_id = 0, .writer_id = (uint16_t)(i + 1),
+                                        .packets = tg_smb_make_packets(2, 0)};
+        tg_smb_chunk_header_encode(img[i], &h);
+        size_t used2;
+        uint8_t pkt[PAYLOAD + 64];
+        size_t len = ts_make_packet(pkt, sizeof pkt, 1000 + i, 100);
+        used2 = used + 4 + len;
+        assert_true(used2 <= sizeof img[i]);
+        img[i][used] = (uint8_t)(0x80 | (len & 0x7f));
+        img[i][used + 1] = (uint8_t)(0x80 | ((len >> 7) & 0x7f));
+        img[i][used + 2] = (uint8_t)(0x80 | ((len >> 14) & 0x7f));
+        img[i][used + 3] = (uint8_t)((len >> 21) & 0x7f);
+        memcpy(img[i] + used + 4, pkt, len);
+        Perfetto__Protos__CommitDataRequest__ChunksToMove init = PERFETTO__PROTOS__COMMIT_DATA_REQUEST__CHUNKS_TO_MOVE__INIT;
+        mv[i] = init;
+        mv[i].has_page = mv[i].has_chunk = mv[i].has_target_buffer = 1;
+        mv[i].page = 200 + i;
+        mv[i].target_buffer = x.target;
+        mv[i].has_data = 1;
+        mv[i].data.data = img[i];
+        mv[i].data.len = used2;
+        mv[i].has_chunk_incomplete = mv[i].chunk_incomplete = 1;
+        mvp[i] = &mv[i];
+    }
+    rq.n_chunks_to_move = N;
+    rq.chunks_to_move = mvp;
+    assert_true(perfetto__protos__commit_data_request__get_packed_size(&rq) < 120000);
+    assert_int_equal(ts_prod_call(&x.p, TS_P_COMMIT, &rq.base, NULL), 1); /* answered: not cut */
+    assert_int_equal(metric(&x, "tracegated_smb_bridge_commits_total"), N); /* one part per chunk */
+    assert_int_equal(tg_gw_session_count(x.gw), 1);
+    expect_trace(&x, 0, N);
+    fx_free(&x);
+}
+
 static int retried(void *arg) { return metric(arg, "tracegated_smb_bridge_retries_total") >= 1; }
 
 static void test_disconnect_while_waiting(void **state)
@@ -324,6 +375,7 @@ int main(void)
         cmocka_unit_test(test_tcp_commit_bridged),
         cmocka_unit_test(test_commit_larger_than_smb_split),
         cmocka_unit_test(test_disconnect_while_waiting),
+        cmocka_unit_test(test_many_incomplete_chunks_split),
         cmocka_unit_test(test_unix_producer_gets_real_smb),
         cmocka_unit_test(test_incomplete_chunk_then_complete),
     };
