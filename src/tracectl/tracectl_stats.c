@@ -6,15 +6,14 @@
 #include <errno.h>
 #include <event2/buffer.h>
 #include <getopt.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "stats_print.h"
 #include "tracectl.h"
 #include "tracegate/kcdata.h"
-#include "tracegate/kcdata_node.h"
 #include "tracegate/kcdata_stats.h"
 #include "tracegate_gateway.pb-c.h"
 
@@ -33,60 +32,6 @@ static int collect(void *arg, const uint8_t *reply, size_t len, int has_more)
     (void)has_more;
     evbuffer_add(arg, reply, len);
     return 0;
-}
-
-/* A string from the gateway, with anything not printable ASCII as \xHH. */
-static void put_escaped(FILE *out, const char *s)
-{
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c >= 0x20 && c < 0x7f && c != '\\')
-            fputc(c, out);
-        else
-            fprintf(out, "\\x%02x", c);
-    }
-}
-
-/* Text form: the gateway's counters, then each node's, one "name value" per line. */
-static int print_stats(FILE *out, const uint8_t *buf, size_t len, char *err, size_t errlen)
-{
-    struct tg_node_desc self;
-    if (tg_node_desc_decode(buf, len, &self, err, errlen) == 0) {
-        fprintf(out, "node ");
-        put_escaped(out, self.name);
-        fprintf(out, " (tracegate %s)\n", self.version);
-    }
-    struct tg_kcdata_iter it;
-    struct tg_kcdata_item item;
-    if (tg_kcdata_iter_init(&it, buf, len, TG_KCDATA_MAGIC, err, errlen) != 0)
-        return -1;
-    int in_stats = 0, rc;
-    unsigned stats_depth = 0;
-    while ((rc = tg_kcdata_iter_next(&it, &item, err, errlen)) == 1) {
-        if (item.kind == TG_KCDATA_KIND_CONTAINER_BEGIN && item.u.container.type == TG_KCCONTAINER_STATS) {
-            in_stats = 1;
-            stats_depth = item.depth + 1;
-            fprintf(out, "\n%s\n", item.u.container.id == 1 ? "gateway" : "node");
-            continue;
-        }
-        if (item.kind == TG_KCDATA_KIND_CONTAINER_END && in_stats && item.depth + 1 == stats_depth) {
-            in_stats = 0;
-            continue;
-        }
-        if (!in_stats || item.kind != TG_KCDATA_KIND_DESC || item.depth != stats_depth)
-            continue;
-        fprintf(out, "  %-26s ", item.u.desc.name);
-        switch (item.type) {
-        case TG_KCDATA_TYPE_STRING_DESC: put_escaped(out, (const char *)item.u.desc.value); break;
-        case TG_KCDATA_TYPE_UINT32_DESC:
-        case TG_KCDATA_TYPE_UINT64_DESC: fprintf(out, "%" PRIu64, item.u.desc.u); break;
-        case TG_KCDATA_TYPE_INT32_DESC:
-        case TG_KCDATA_TYPE_INT64_DESC: fprintf(out, "%" PRId64, item.u.desc.i); break;
-        default: fprintf(out, "(%zu bytes)", item.u.desc.value_len); break;
-        }
-        fputc('\n', out);
-    }
-    return rc == 0 ? 0 : -1;
 }
 
 static int write_file(const char *path, const uint8_t *buf, size_t len, char *err, size_t errlen)
@@ -174,7 +119,7 @@ int tc_cmd_stats(const struct tc_opts *opts, int argc, char **argv)
         }
         fprintf(stderr, "tracectl stats: wrote %d counters (%zu bytes of KCDATA) to %s\n", counters, r->kcdata.len,
                 kc_path);
-    } else if (print_stats(stdout, r->kcdata.data, r->kcdata.len, err, sizeof err) != 0) {
+    } else if (tc_stats_print(stdout, r->kcdata.data, r->kcdata.len, err, sizeof err) != 0) {
         fprintf(stderr, "tracectl stats: %s\n", err);
         goto out;
     }
