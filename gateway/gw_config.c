@@ -5,6 +5,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -906,6 +907,22 @@ static int readable(const char *path, char *err, size_t errlen, const char *what
     return 0;
 }
 
+/* A file that decides who gets in (a CA bundle) or holds a TLS private key: readable, and
+ * checked as base/file_trust.h says on the opened file, so another user who could write the CA
+ * bundle cannot make their own certificates trusted, and a key every user can read is refused. */
+static int trusted(const char *path, enum tg_file_trust how, char *err, size_t errlen, const char *what)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
+        return tg_errf(err, errlen, "%s %s is not readable: %s", what, path, strerror(errno));
+    char why[512];
+    int rc = tg_file_trust_check(fd, path, how, why, sizeof why);
+    close(fd);
+    if (rc != 0)
+        return tg_errf(err, errlen, "%s %s", what, why);
+    return 0;
+}
+
 /* --X-socket-mode given for a socket list holding an abstract name (@name, unix:@name): the mode
  * cannot apply there, and silently ignoring it would leave the operator believing the socket is
  * restricted. Returns 0 or -1 with a message. */
@@ -952,9 +969,15 @@ int tg_gw_config_validate(struct tg_gw_config *c, char *err, size_t errlen)
         return tg_errf(err, errlen, "upstream-producer: %s", e2);
     if (c->tls_cert && readable(c->tls_cert, err, errlen, "tls-cert") != 0)
         return -1;
-    if (c->tls_key && readable(c->tls_key, err, errlen, "tls-key") != 0)
+    if (c->tls_key && trusted(c->tls_key, TG_FILE_PRIVATE_KEY, err, errlen, "tls-key") != 0)
         return -1;
-    if (c->tls_ca && readable(c->tls_ca, err, errlen, "tls-ca") != 0)
+    if (c->tls_ca && trusted(c->tls_ca, TG_FILE_DECIDES_ACCESS, err, errlen, "tls-ca") != 0)
+        return -1;
+    if (c->peer_cert && readable(c->peer_cert, err, errlen, "peer-cert") != 0)
+        return -1;
+    if (c->peer_key && trusted(c->peer_key, TG_FILE_PRIVATE_KEY, err, errlen, "peer-key") != 0)
+        return -1;
+    if (c->peer_ca && trusted(c->peer_ca, TG_FILE_DECIDES_ACCESS, err, errlen, "peer-ca") != 0)
         return -1;
     if (c->web_root) {
         struct stat st;
@@ -989,9 +1012,10 @@ int tg_gw_config_validate(struct tg_gw_config *c, char *err, size_t errlen)
             if (!cert || !key)
                 return tg_errf(err, errlen, "listener %s: tls:// needs a certificate and key (--tls-cert, --tls-key)",
                                l->text);
-            if (readable(cert, err, errlen, "certificate") != 0 || readable(key, err, errlen, "key") != 0)
+            if (readable(cert, err, errlen, "certificate") != 0 ||
+                trusted(key, TG_FILE_PRIVATE_KEY, err, errlen, "key") != 0)
                 return -1;
-            if (l->ca[0] && readable(l->ca, err, errlen, "CA bundle") != 0)
+            if (l->ca[0] && trusted(l->ca, TG_FILE_DECIDES_ACCESS, err, errlen, "CA bundle") != 0)
                 return -1;
         }
         if ((l->auth == TG_GW_LAUTH_TOKEN) && !n_tokens && !(l->kind == TG_GW_L_TLS && has_ca))

@@ -34,5 +34,9 @@ int tg_file_trust_check(int fd, const char *path, enum tg_file_trust how, char *
                  (st.st_mode & S_IROTH) ? "every user" : "its group", path);
         return -1;
     }
+    if ((how & TG_FILE_PRIVATE_KEY) && (st.st_mode & S_IROTH)) {
+        snprintf(err, errlen, "%s: holds a private key but every user can read it (chmod o-r %s)", path, path);
+        return -1;
+    }
     return 0;
 }

@@ -14,11 +14,13 @@
 enum tg_file_trust {
     TG_FILE_DECIDES_ACCESS = 1, /* nobody but its owner (root or this process's user) may write it */
     TG_FILE_SECRET = 2,         /* ... nor read it */
+    TG_FILE_PRIVATE_KEY = 4,    /* a TLS private key: nobody but its owner may write it, and others
+                                 * (not its group: Debian's ssl-cert group) may not read it */
 };
 
 /* 0 when the file open as fd (named path in messages) is a regular file owned by root or by this
  * process's effective uid, not writable by group or others, and (TG_FILE_SECRET) not readable by
- * them either. -1 with the reason and the fix in err otherwise. */
+ * them either, or (TG_FILE_PRIVATE_KEY) not readable by others. -1 with the reason and the fix in err otherwise. */
 int tg_file_trust_check(int fd, const char *path, enum tg_file_trust how, char *err, size_t errlen);
 
 #endif

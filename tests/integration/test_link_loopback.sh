@@ -46,7 +46,11 @@ openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -sha256 -subj "/O
         -extfile "$T/nodea.ext" -out "$T/nodez.crt" 2>/dev/null || fail "cannot make nodez's certificate"
 # what nodea (maybe nobody) reads
 cp "$P/ca.crt" "$P/rogue-client.crt" "$P/rogue-client.key" "$P/rogue-ca.crt" "$T/"
-chmod 0644 "$T"/*.crt "$T"/*.key
+# keys as Debian's ssl-cert group holds them: root's, readable by one group (nobody's), never by
+# every user (tracegated refuses such a key)
+chmod 0644 "$T"/*.crt
+chmod 0640 "$T"/*.key
+[ -n "$FOREIGN" ] && chgrp 65534 "$T"/*.key
 
 # tokens: "nodea" may link (under its own name), "rec" may only record
 TOK=$("$TRACEGATED" --gen-token 2>/dev/null)

@@ -74,6 +74,22 @@ static void test_secret_readable_by_others_refused(void **state)
     assert_int_equal(check(0602, TG_FILE_SECRET, err, sizeof err), -1);
 }
 
+static void test_private_key_readable_by_everyone_refused(void **state)
+{
+    (void)state;
+    char err[700];
+    assert_int_equal(check(0600, TG_FILE_PRIVATE_KEY, err, sizeof err), 0);
+    /* a group may read it (Debian gives its ssl-cert group read access to keys) */
+    assert_int_equal(check(0640, TG_FILE_PRIVATE_KEY, err, sizeof err), 0);
+    assert_int_equal(check(0644, TG_FILE_PRIVATE_KEY, err, sizeof err), -1);
+    assert_non_null(strstr(err, "private key but every user can read it"));
+    assert_non_null(strstr(err, "chmod o-r"));
+    assert_int_equal(check(0604, TG_FILE_PRIVATE_KEY, err, sizeof err), -1);
+    /* nor may anyone but its owner write it */
+    assert_int_equal(check(0660, TG_FILE_PRIVATE_KEY, err, sizeof err), -1);
+    assert_non_null(strstr(err, "writable by its group"));
+}
+
 static void test_other_owner_refused(void **state)
 {
     (void)state;
@@ -103,6 +119,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_writable_by_others_refused, mk, rm),
         cmocka_unit_test_setup_teardown(test_secret_readable_by_others_refused, mk, rm),
+        cmocka_unit_test_setup_teardown(test_private_key_readable_by_everyone_refused, mk, rm),
         cmocka_unit_test_setup_teardown(test_other_owner_refused, mk, rm),
         cmocka_unit_test(test_not_a_regular_file),
     };

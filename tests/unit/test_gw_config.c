@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gw.h"
@@ -207,11 +208,19 @@ static void test_validate_security(void **state)
     assert_int_equal(validate(&c, err, sizeof err), 0);
     tg_gw_config_free(&c);
     /* TLS off loopback without client certificates or tokens: refused */
-    const char *cert = write_file("cert.pem", "not really a certificate\n");
-    char text[1024];
+    char cert[512], key[512];
+    snprintf(cert, sizeof cert, "%s", write_file("cert.pem", "not really a certificate\n"));
+    snprintf(key, sizeof key, "%s", write_file("key.pem", "not really a key\n"));
+    assert_int_equal(chmod(key, 0644), 0);
+    char text[2048];
     snprintf(text, sizeof text, "no-http\ntls-cert = %s\ntls-key = %s\nlisten = consumer=tls://0.0.0.0:7443\n", cert,
-             cert);
+             key);
     parse_ok(&c, text);
+    /* a private key every user can read is refused, with the fix */
+    assert_int_equal(validate(&c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "tls-key"));
+    assert_non_null(strstr(err, "every user can read it (chmod o-r"));
+    assert_int_equal(chmod(key, 0640), 0);
     assert_int_equal(validate(&c, err, sizeof err), -1);
     assert_non_null(strstr(err, "client authentication"));
     /* ... with a token file: accepted */
@@ -219,6 +228,30 @@ static void test_validate_security(void **state)
         write_file("tokens", "ci observer 8ed3f6ad685b959ead7022518e1af76cd816f8e8ec7ccdda1ed4018e8f2223f8\n");
     tg_gw_config_set(&c, "token-file", tokens, err, sizeof err);
     assert_int_equal(validate(&c, err, sizeof err), 0);
+    /* a CA bundle (who gets in with a certificate) others can write is refused, as is a peer key
+     * every user can read and a listener's own key= */
+    char ca[512];
+    snprintf(ca, sizeof ca, "%s", write_file("ca.pem", "not really a CA\n"));
+    assert_int_equal(chmod(ca, 0664), 0);
+    tg_gw_config_set(&c, "tls-ca", ca, err, sizeof err);
+    assert_int_equal(validate(&c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "tls-ca"));
+    assert_non_null(strstr(err, "writable by its group"));
+    assert_int_equal(chmod(ca, 0644), 0);
+    assert_int_equal(validate(&c, err, sizeof err), 0);
+    tg_gw_config_set(&c, "peer-ca", ca, err, sizeof err);
+    tg_gw_config_set(&c, "peer-cert", cert, err, sizeof err);
+    tg_gw_config_set(&c, "peer-key", cert, err, sizeof err); /* 0644 */
+    assert_int_equal(validate(&c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "peer-key"));
+    assert_non_null(strstr(err, "every user can read it"));
+    tg_gw_config_free(&c);
+    snprintf(text, sizeof text, "no-http\ntls-ca = %s\nlisten = consumer=tls://0.0.0.0:7443?cert=%s&key=%s\n", ca,
+             cert, cert);
+    parse_ok(&c, text);
+    assert_int_equal(validate(&c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "key"));
+    assert_non_null(strstr(err, "every user can read it"));
     tg_gw_config_free(&c);
     /* auth=token with no tokens */
     parse_ok(&c, "no-http\nlisten = consumer=tcp://127.0.0.1:7001?auth=token\n");
