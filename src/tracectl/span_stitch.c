@@ -1,6 +1,7 @@
 /* span_stitch.c: OnePath spans to TrackEvent packets (rules in span_stitch.h), encoded with the
  * project's protobuf-c messages for TracePacket, TrackDescriptor, TrackEvent, DebugAnnotation. */
 #include "span_stitch.h"
+#include "span_lanes.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -35,12 +36,6 @@ struct ev {
     size_t order;
     size_t item;
     int begin;
-};
-
-struct lane {
-    size_t track;
-    size_t *stack; /* item indices */
-    size_t depth, cap;
 };
 
 struct ctx {
@@ -339,63 +334,43 @@ static int new_lane_track(struct ctx *c, const struct item *it, size_t proc, siz
     return 0;
 }
 
-/* Ends (emits SLICE_END for) the lane's open slices that end at or before ts. */
-static int lane_pop(struct ctx *c, struct lane *l, uint64_t ts)
-{
-    while (l->depth && c->items[l->stack[l->depth - 1]].e <= ts)
-        if (add_ev(c, l->stack[--l->depth], 0))
-            return -1;
-    return 0;
-}
+static int end_slice(void *arg, size_t item) { return add_ev(arg, item, 0); }
 
-/* One (machine, service, host, pid, tid) group: items idx[0..n), sorted by begin. */
+/* One (machine, service, host, pid, tid) group: items idx[0..n), sorted by begin, laid out on
+ * lanes (span_lanes.h), one thread track per lane. */
 static int layout_group(struct ctx *c, const size_t *idx, size_t n, size_t proc)
 {
-    struct lane *lanes = NULL;
-    size_t n_lanes = 0;
+    struct tc_lanes lanes;
+    memset(&lanes, 0, sizeof lanes);
+    size_t *tracks = NULL, cap = 0;
     int rc = -1;
     for (size_t k = 0; k < n; k++) {
         struct item *it = &c->items[idx[k]];
         size_t L;
-        for (L = 0; L < n_lanes; L++) {
-            if (lane_pop(c, &lanes[L], it->b))
+        int is_new;
+        if (tc_lanes_place(&lanes, it->b, it->e, idx[k], end_slice, c, &L, &is_new))
+            goto out;
+        if (is_new) {
+            if (L >= cap) {
+                size_t nc = cap ? cap * 2 : 8;
+                size_t *v = realloc(tracks, nc * sizeof *v);
+                if (!v)
+                    goto out;
+                tracks = v;
+                cap = nc;
+            }
+            if (new_lane_track(c, it, proc, L, &tracks[L]))
                 goto out;
-            if (!lanes[L].depth || c->items[lanes[L].stack[lanes[L].depth - 1]].e >= it->e)
-                break;
         }
-        if (L == n_lanes) {
-            struct lane *v = realloc(lanes, (n_lanes + 1) * sizeof *v);
-            if (!v)
-                goto out;
-            lanes = v;
-            memset(&lanes[L], 0, sizeof lanes[L]);
-            n_lanes++;
-            if (new_lane_track(c, it, proc, L, &lanes[L].track))
-                goto out;
-        }
-        struct lane *l = &lanes[L];
-        if (l->depth == l->cap) {
-            size_t cap = l->cap ? l->cap * 2 : 8;
-            size_t *s = realloc(l->stack, cap * sizeof *s);
-            if (!s)
-                goto out;
-            l->stack = s;
-            l->cap = cap;
-        }
-        l->stack[l->depth++] = idx[k];
-        it->track = l->track;
+        it->track = tracks[L];
         it->proc = proc;
         if (add_ev(c, idx[k], 1))
             goto out;
     }
-    for (size_t L = 0; L < n_lanes; L++)
-        if (lane_pop(c, &lanes[L], UINT64_MAX))
-            goto out;
-    rc = 0;
+    rc = tc_lanes_finish(&lanes, end_slice, c);
 out:
-    for (size_t L = 0; L < n_lanes; L++)
-        free(lanes[L].stack);
-    free(lanes);
+    tc_lanes_free(&lanes);
+    free(tracks);
     return rc;
 }
 
