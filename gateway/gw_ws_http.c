@@ -4,10 +4,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/openat2.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "gw_adb.h"
@@ -174,6 +177,42 @@ static int respond_text(struct lws *wsi, struct tg_ws_pss *pss, int status, cons
     return respond(wsi, pss, status, "text/plain; charset=utf-8", b, (size_t)n, 1, 0);
 }
 
+/* Opens rel (no leading '/', checked by tg_ws_static_path_ok) for reading below root, or -1.
+ * openat2's RESOLVE_BENEATH resolves every component, symlinks included, inside the kernel and
+ * fails the open if any step leaves root (a "..", an absolute symlink, a symlink out): a check of
+ * the path followed by a separate open (realpath, then open) let whoever can write in the web root
+ * swap a directory for a symlink in between and read any file tracegated can. Kernels before 5.6
+ * lack openat2 (and some container profiles refuse it): there the path is resolved with realpath
+ * and checked, then opened.
+ * O_NONBLOCK: a FIFO (or a device) in the web root must not block the WebSocket thread in open(),
+ * which would stall every request and WebSocket of the port; a regular file reads the same with it. */
+static int open_below(const char *root, const char *rel)
+{
+    const int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
+    int dfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return -1;
+    struct open_how how;
+    memset(&how, 0, sizeof how);
+    how.flags = (uint64_t)flags;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+    int fd = (int)syscall(SYS_openat2, dfd, rel, &how, sizeof how);
+    int e = errno;
+    close(dfd);
+    if (fd >= 0 || (e != ENOSYS && e != EPERM)) /* EPERM: older container seccomp profiles */
+        return fd;
+    char real_root[PATH_MAX], want[PATH_MAX * 2], real[PATH_MAX];
+    if (!realpath(root, real_root))
+        return -1;
+    snprintf(want, sizeof want, "%s/%s", real_root, rel);
+    if (!realpath(want, real))
+        return -1;
+    size_t rl = strlen(real_root);
+    if (strncmp(real, real_root, rl) != 0 || (real[rl] != '/' && real[rl] != '\0'))
+        return -1; /* a symlink out of the root */
+    return open(real, flags);
+}
+
 static int serve_static(struct tg_gw_ws *ws, struct lws *wsi, struct tg_ws_pss *pss, const char *path)
 {
     if (!ws->cfg.web_root) {
@@ -186,19 +225,11 @@ static int serve_static(struct tg_gw_ws *ws, struct lws *wsi, struct tg_ws_pss *
     }
     if (!tg_ws_static_path_ok(path))
         return respond_text(wsi, pss, 404, "404 not found");
-    char root[PATH_MAX], want[PATH_MAX * 2], real[PATH_MAX];
-    if (!realpath(ws->cfg.web_root, root))
-        return respond_text(wsi, pss, 404, "404 not found");
+    char rel[PATH_MAX];
     size_t pl = strlen(path);
-    snprintf(want, sizeof want, "%s%s%s", root, path, path[pl - 1] == '/' ? "index.html" : "");
-    if (!realpath(want, real))
+    if ((size_t)snprintf(rel, sizeof rel, "%s%s", path + 1, path[pl - 1] == '/' ? "index.html" : "") >= sizeof rel)
         return respond_text(wsi, pss, 404, "404 not found");
-    size_t rl = strlen(root);
-    if (strncmp(real, root, rl) != 0 || (real[rl] != '/' && real[rl] != '\0'))
-        return respond_text(wsi, pss, 404, "404 not found"); /* a symlink out of the root */
-    /* O_NONBLOCK: a FIFO (or a device) in the web root must not block the WebSocket thread in open(),
-     * which would stall every request and WebSocket of the port; a regular file reads the same with it */
-    int fd = open(real, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    int fd = open_below(ws->cfg.web_root, rel);
     if (fd < 0)
         return respond_text(wsi, pss, 404, "404 not found");
     struct stat st;
@@ -206,7 +237,7 @@ static int serve_static(struct tg_gw_ws *ws, struct lws *wsi, struct tg_ws_pss *
         close(fd);
         return respond_text(wsi, pss, 404, "404 not found");
     }
-    if (send_headers(wsi, 200, tg_ws_mime_type(real), (size_t)st.st_size, 0, 0) != 0) {
+    if (send_headers(wsi, 200, tg_ws_mime_type(rel), (size_t)st.st_size, 0, 0) != 0) {
         close(fd);
         return -1;
     }

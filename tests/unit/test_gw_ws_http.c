@@ -1,6 +1,8 @@
-/* test_gw_ws_http.c: the HTTP routes and upgrade checks of the WebSocket port, against a running front end. */
+/* test_gw_ws_http.c: the HTTP routes and upgrade checks of the WebSocket port, against a running front end;
+ * static files below the web root only, also while the root's directories are swapped for symlinks. */
 #include <fcntl.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -8,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -95,6 +98,24 @@ static int setup_webroot(void **state)
     snprintf(link, sizeof link, "%s/www/escape.txt", g_root);
     snprintf(target, sizeof target, "%s/outside.txt", g_root);
     if (symlink(target, link) != 0)
+        return -1;
+    /* a relative symlink that stays inside: served; an absolute one, even to a file inside: not */
+    snprintf(link, sizeof link, "%s/www/rel.txt", g_root);
+    if (symlink("sub/index.html", link) != 0)
+        return -1;
+    snprintf(link, sizeof link, "%s/www/abs.txt", g_root);
+    snprintf(target, sizeof target, "%s/www/app.js", g_root);
+    if (symlink(target, link) != 0)
+        return -1;
+    /* for the swap race: www/flip (a directory) and www/flip_alt (a symlink to a directory outside) */
+    snprintf(p, sizeof p, "%s/www/flip", g_root);
+    mkdir(p, 0755);
+    write_file(www, "flip/page.txt", "inside\n");
+    snprintf(p, sizeof p, "%s/outdir", g_root);
+    mkdir(p, 0755);
+    write_file(g_root, "outdir/page.txt", "outside the root\n");
+    snprintf(link, sizeof link, "%s/www/flip_alt", g_root);
+    if (symlink(p, link) != 0)
         return -1;
     /* a big file: streamed in chunks */
     char big[512];
@@ -204,6 +225,43 @@ static void test_static_files(void **state)
     assert_true(st != 200 || strstr(g_resp, "outside the root") == NULL);
     assert_int_equal(tws_http(g_port, "GET", "/missing.html", NULL, g_resp, sizeof g_resp), 404);
     assert_int_equal(tws_http(g_port, "GET", "/sub", NULL, g_resp, sizeof g_resp), 404);
+    assert_int_equal(tws_http(g_port, "GET", "/rel.txt", NULL, g_resp, sizeof g_resp), 200);
+    assert_string_equal(body_of(g_resp), "<p>sub index</p>\n");
+    assert_int_equal(tws_http(g_port, "GET", "/abs.txt", NULL, g_resp, sizeof g_resp), 404);
+    assert_int_equal(tws_http(g_port, "GET", "/flip_alt/page.txt", NULL, g_resp, sizeof g_resp), 404);
+}
+
+/* Whoever can write in the web root swaps a directory on the served path for a symlink out of it,
+ * over and over, while files below it are asked for: a file outside is never served. (Checking the
+ * resolved path and then opening it let a swap between the two through; the open now resolves
+ * beneath the root in the kernel, in one step.) */
+static void test_static_swap_race(void **state)
+{
+    (void)state;
+    char a[512], b[512];
+    snprintf(a, sizeof a, "%s/www/flip", g_root);
+    snprintf(b, sizeof b, "%s/www/flip_alt", g_root);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        for (;;)
+            if (renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE) != 0)
+                _exit(3);
+    }
+    int inside = 0, outside = 0;
+    for (int i = 0; i < 3000; i++) {
+        int st = tws_http(g_port, "GET", "/flip/page.txt", NULL, g_resp, sizeof g_resp);
+        if (st == 200 && strstr(g_resp, "outside the root"))
+            outside++;
+        else if (st == 200 && !strcmp(body_of(g_resp), "inside\n"))
+            inside++;
+    }
+    int status;
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    assert_true(WIFSIGNALED(status)); /* the swapping never stopped on an error */
+    assert_int_equal(outside, 0);
+    assert_true(inside > 0); /* the directory was there for some of the requests */
 }
 
 /* A FIFO in the web root (anyone who can write there can make one) is not a file to serve: opening
@@ -495,6 +553,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_builtin_page, setup_builtin, teardown),
         cmocka_unit_test_setup_teardown(test_static_files, setup_webroot, teardown),
         cmocka_unit_test_setup_teardown(test_static_fifo_does_not_stall, setup_webroot, teardown),
+        cmocka_unit_test_setup_teardown(test_static_swap_race, setup_webroot, teardown),
         cmocka_unit_test_setup_teardown(test_origin_checks, setup_builtin, teardown),
         cmocka_unit_test_setup_teardown(test_tokens, setup_builtin, teardown),
         cmocka_unit_test_setup_teardown(test_paths, setup_builtin, teardown),
