@@ -82,6 +82,7 @@ struct demo {
     pid_t main_tid;
     uint64_t process_uuid, main_uuid, fps_uuid, queue_uuid;
     struct demo_inst *insts;
+    bool exiting; /* the main loop has ended: no new instance (its worker would outlive the writers) */
 };
 
 /* ---- helpers ---- */
@@ -450,6 +451,10 @@ static void inst_stop(struct demo *d, struct demo_inst *in)
 static void on_start(tg_producer *p, uint64_t id, const struct tg_data_source_config *cfg, void *arg)
 {
     struct demo *d = arg;
+    if (d->exiting) {
+        tg_info(LOG, "session instance %llu: not started, exiting", (unsigned long long)id);
+        return;
+    }
     struct demo_inst *in = calloc(1, sizeof *in);
     if (!in)
         return;
@@ -711,7 +716,9 @@ int main(int argc, char **argv)
 
     event_base_dispatch(d.base);
 
-    /* Commit what the writers hold, give the loop a moment to send it. */
+    /* Commit what the writers hold, give the loop a moment to send it. A session that starts the
+     * data source meanwhile gets no instance: its worker thread would outlive the writers. */
+    d.exiting = true;
     while (d.insts)
         inst_stop(&d, d.insts);
     tg_producer_commit_now(d.p);

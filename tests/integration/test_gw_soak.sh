@@ -112,6 +112,7 @@ DEMOS="unix tcp ws"
 all_registered() {
     for d in $DEMOS; do grep -q "registered with the tracing service" "$R/demo-$d.out" 2>/dev/null || return 1; done
 }
+brief_drew() { grep -q "first frame drawn" "$R/demo-brief.out" 2>/dev/null; }
 all_drew() { # each demo drew into each of the four sessions (one "first frame drawn" per session)
     for d in $DEMOS; do [ "$(grep -c "first frame drawn" "$R/demo-$d.out" 2>/dev/null)" -ge 4 ] || return 1; done
 }
@@ -160,7 +161,10 @@ while [ $r -lt "$ROUNDS" ]; do
     # shellcheck disable=SC2086 # CERT is a list of options
     job rec-tls "$TRACECTL" $CERT record "tls://$CTLS" --duration 60s --buffer 4mb --no-progress -o "$R/tls.pftrace"
     job rec-ws "$TRACECTL" record "ws://$HTTP/traced" --duration 60s --buffer 4mb --no-progress -o "$R/ws.pftrace"
-    # brief: a demo that joins the running sessions and leaves on its own (--duration 1), over
+    # brief: a demo that joins the running sessions, draws into one and leaves (SIGINT: it stops
+    # its instances and disconnects as at the end of --duration, which is only a safety net here:
+    # a fixed --duration 1 counted from its start and, on a busy machine, could end before it
+    # registered), over
     # each way in in turn: the gateway's UNIX producer listener (the service's SMB descriptor
     # passed on), the service itself, and TCP and WebSocket (the SMB bridge: their SetupTracing
     # comes right behind the RegisterDataSource reply).
@@ -170,7 +174,9 @@ while [ $r -lt "$ROUNDS" ]; do
     2) brief="tcp://$PTCP" ;;
     *) brief="ws://$HTTP/producer" ;;
     esac
-    job demo-brief "$DEMO" --producer-socket "$brief" --name "soak-brief-$r" --duration 1
+    job demo-brief "$DEMO" --producer-socket "$brief" --name "soak-brief-$r" --duration 600
+    wait_for 60 brief_drew || fail "round $r: the brief demo ($brief) never drew into a running session: $(tail -n 5 "$R/demo-brief.out")"
+    kill -INT "$(job_pid demo-brief)"
     wait_for 60 all_drew || fail "round $r: the demos did not all draw into the four sessions"
     for k in $RECS; do kill -INT "$(job_pid "rec-$k")"; done
     for k in $RECS; do
