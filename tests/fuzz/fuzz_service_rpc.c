@@ -102,6 +102,7 @@ struct fconn {
     uint8_t *smb; /* the SMB this producer maps, or NULL */
     size_t smb_size;
     uint64_t want_rid; /* a reply we wait for (the final check), 0 = none */
+    const char *called[64]; /* TG_FUZZ_VERBOSE: method names by request id % 64 */
     int got_ok;
 };
 
@@ -150,8 +151,9 @@ static void check_frame(struct fconn *c, const uint8_t *body, size_t len)
     if (g_verbose) {
         const Perfetto__Protos__IPCFrame__InvokeMethodReply *r =
             f->msg_case == PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY ? f->msg_invoke_method_reply : NULL;
-        fprintf(stderr, "fuzz: conn %d: reply to %llu: msg %d%s%s, %zu bytes\n", (int)(c - g_conn),
-                (unsigned long long)f->request_id, (int)f->msg_case, r && r->success ? " ok" : "",
+        const char *m = r ? c->called[f->request_id % 64] : NULL;
+        fprintf(stderr, "fuzz: conn %d: reply to %llu (%s): msg %d%s%s, %zu bytes\n", (int)(c - g_conn),
+                (unsigned long long)f->request_id, m ? m : "-", (int)f->msg_case, r && r->success ? " ok" : "",
                 r && r->has_more ? " more" : "", r && r->has_reply_proto ? r->reply_proto.len : 0);
     }
     if (c->want_rid && f->request_id == c->want_rid &&
@@ -273,6 +275,7 @@ static void open_conn(int i)
     close_conn(c);
     c->producer = i == 1 || i == 3;
     c->next_rid = 1;
+    memset(c->called, 0, sizeof c->called);
     c->fd = tg_service_connect_local_as(g_svc, c->producer, &k_ids[i]);
     if (c->fd < 0)
         abort();
@@ -346,6 +349,7 @@ static void send_frame(struct fconn *c, const uint8_t *body, size_t len, int pas
 static void send_bind(struct fconn *c, const char *name, int pass_fd)
 {
     uint8_t frame[512];
+    c->called[c->next_rid % 64] = NULL;
     size_t n = tg_ipc_encode_bind(frame, sizeof frame, c->next_rid++, name);
     if (n)
         send_frame(c, frame, n, pass_fd);
@@ -428,10 +432,12 @@ static void run_record(uint8_t op, uint8_t sel, const uint8_t *arg, size_t len)
     case K_CALL: {
         const struct method *m = c->producer ? &k_producer_methods[(sel & 63u) % N_PRODUCER_METHODS]
                                              : &k_consumer_methods[(sel & 63u) % N_CONSUMER_METHODS];
+        c->called[c->next_rid % 64] = m->name;
         send_invoke(c, m->service_id, m->method_id, arg, len, drop, pass_fd);
         break;
     }
     case K_RAW:
+        c->called[c->next_rid % 64] = NULL;
         send_invoke(c, 1u + (uint32_t)bit6, sel, arg, len, drop, pass_fd);
         break;
     case K_FRAME:
@@ -451,6 +457,7 @@ static void check_usable(void)
     struct fconn *c = &g_conn[NCONN];
     open_conn(NCONN);
     send_bind(c, "ConsumerPort", -1);
+    c->called[c->next_rid % 64] = "QueryCapabilities";
     c->want_rid = send_invoke(c, 1, QUERY_CAPABILITIES, NULL, 0, 0, -1);
     pump();
     CHECK(c->got_ok);
