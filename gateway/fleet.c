@@ -712,6 +712,7 @@ void tg_link_start_dial(struct tg_link *l)
         tc.key_file = f->cfg.peer_key;
         tc.server_name = p->host;
         tc.alpn = "h2";
+        tc.check_files = 1; /* re-checked at every dial: the files may have changed since start */
         c->tr = tg_link_tr_dial(f->base, f->dns, p->host, p->port, p->kind == PEER_TLS ? &tc : NULL, hs,
                                 &tg_link_conn_tr_cbs, c, err, sizeof err);
     }
@@ -915,6 +916,7 @@ static int add_listener(struct tg_fleet *f, const char *url, char *err, size_t e
         tc.key_file = f->cfg.tls_key;
         tc.ca_file = f->cfg.tls_ca;
         tc.alpn = "h2";
+        tc.check_files = 1;
         char e2[300];
         ll->tls = tg_tls_server_new(&tc, e2, sizeof e2);
         if (!ll->tls) {

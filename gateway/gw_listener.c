@@ -295,6 +295,7 @@ struct tg_gw_listener *tg_gw_listener_new(struct tg_gw *gw, const struct tg_gw_l
         tc.key_file = spec->key[0] ? spec->key : cfg->tls_key;
         tc.ca_file = spec->ca[0] ? spec->ca : cfg->tls_ca;
         tc.require_client_cert = cfg->tls_require_client_cert;
+        tc.check_files = 1;
         char e2[300];
         l->tls = tg_tls_server_new(&tc, e2, sizeof e2);
         if (!l->tls) {

@@ -14,6 +14,7 @@
 #include "gw_adb_target.h"
 #include "gw_ws_int.h"
 #include "gw_ws_policy.h"
+#include "net/tls_files.h"
 #include "net/ws_close_note.h"
 #include "net/ws_link.h"
 #include "net/ws_seam.h"
@@ -89,51 +90,33 @@ static void *service_thread(void *arg)
 
 /* ------------------------------------------------------------ reload */
 
-/* Runs on the lws thread (EVENT_WAIT_CANCELLED). Loads everything into a
- * scratch SSL_CTX first so a bad file changes nothing. */
-void tg_gw_ws_do_reload(struct tg_gw_ws *ws)
+/* Loads the certificate, key and CA bundle from the descriptors checked as tracegated's TLS files
+ * are (net/tls_files.h) into a scratch SSL_CTX, so a bad file changes nothing, then installs them
+ * on the vhost's live one. lws opened the files by name when it made the vhost: this replaces
+ * what it read before the first handshake (start), and at every reload. Runs on the thread that
+ * owns the lws context: the creating one before the service thread starts, then the lws thread. */
+static int install_checked_files(struct tg_gw_ws *ws, char *err, size_t errlen)
 {
-    pthread_mutex_lock(&ws->mu);
-    int pending = ws->reload_pending;
-    ws->reload_pending = 0;
-    pthread_mutex_unlock(&ws->mu);
-    if (!pending)
-        return;
-
-    char err[256] = "";
     int rc = -1;
     SSL_CTX *live = ws->ssl_ctx;
     SSL_CTX *tmp = SSL_CTX_new(TLS_server_method());
     X509_STORE *store = NULL;
     STACK_OF(X509_NAME) *names = NULL;
     if (!live || !tmp) {
-        snprintf(err, sizeof err, "TLS is not active");
+        snprintf(err, errlen, "TLS is not active");
         goto out;
     }
-    if (SSL_CTX_use_certificate_chain_file(tmp, ws->cfg.cert_file) != 1) {
-        snprintf(err, sizeof err, "cannot load certificate %s", ws->cfg.cert_file);
+    if (tg_tls_use_cert_key(tmp, ws->cfg.cert_file, ws->cfg.key_file, 1, err, errlen) != 0)
         goto out;
-    }
-    if (SSL_CTX_use_PrivateKey_file(tmp, ws->cfg.key_file, SSL_FILETYPE_PEM) != 1 ||
-        SSL_CTX_check_private_key(tmp) != 1) {
-        snprintf(err, sizeof err, "cannot load key %s (or it does not match the certificate)", ws->cfg.key_file);
+    if (ws->cfg.ca_file && tg_tls_ca_load(ws->cfg.ca_file, 1, &store, &names, err, errlen) != 0)
         goto out;
-    }
-    if (ws->cfg.ca_file) {
-        store = X509_STORE_new();
-        names = SSL_load_client_CA_file(ws->cfg.ca_file);
-        if (!store || !names || X509_STORE_load_locations(store, ws->cfg.ca_file, NULL) != 1) {
-            snprintf(err, sizeof err, "cannot load CA file %s", ws->cfg.ca_file);
-            goto out;
-        }
-    }
     X509 *cert = SSL_CTX_get0_certificate(tmp);
     EVP_PKEY *key = SSL_CTX_get0_privatekey(tmp);
     STACK_OF(X509) *chain = NULL;
     SSL_CTX_get0_chain_certs(tmp, &chain);
     if (SSL_CTX_use_certificate(live, cert) != 1 || SSL_CTX_use_PrivateKey(live, key) != 1 ||
         SSL_CTX_set1_chain(live, chain) != 1) {
-        snprintf(err, sizeof err, "cannot install the new certificate");
+        snprintf(err, errlen, "cannot install the new certificate");
         goto out;
     }
     if (store) {
@@ -150,6 +133,21 @@ out:
         sk_X509_NAME_pop_free(names, X509_NAME_free);
     if (tmp)
         SSL_CTX_free(tmp);
+    return rc;
+}
+
+/* Runs on the lws thread (EVENT_WAIT_CANCELLED). */
+void tg_gw_ws_do_reload(struct tg_gw_ws *ws)
+{
+    pthread_mutex_lock(&ws->mu);
+    int pending = ws->reload_pending;
+    ws->reload_pending = 0;
+    pthread_mutex_unlock(&ws->mu);
+    if (!pending)
+        return;
+
+    char err[sizeof ws->reload_err] = "";
+    int rc = install_checked_files(ws, err, sizeof err);
     pthread_mutex_lock(&ws->mu);
     ws->reload_rc = rc;
     snprintf(ws->reload_err, sizeof ws->reload_err, "%s", err);
@@ -364,6 +362,11 @@ struct tg_gw_ws *tg_gw_ws_start(struct tg_gw *gw, struct event_base *base, const
     if (!ws->vh) {
         snprintf(err, errlen, "cannot listen on %s:%d for HTTP/WebSocket (address in use, or bad certificate?)",
                  ws->cfg.bind_host, ws->cfg.port);
+        lws_context_destroy(ws->ctx);
+        ws_free(ws);
+        return NULL;
+    }
+    if (ws->cfg.tls && install_checked_files(ws, err, errlen) != 0) {
         lws_context_destroy(ws->ctx);
         ws_free(ws);
         return NULL;

@@ -54,7 +54,7 @@ struct tg_gw_ws {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int reload_pending, reload_done, reload_rc;
-    char reload_err[256];
+    char reload_err[512];
 };
 
 /* Per-session data of the "tracegate" protocol: an HTTP response in flight. */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/name_fit.h"
+#include "net/tls_files.h"
 #include "net/tls_path.h"
 #include "tracegate/log.h"
 
@@ -53,33 +54,13 @@ static SSL_CTX *base_ctx(const SSL_METHOD *method, char *err, size_t errlen)
     return ctx;
 }
 
-static int load_cert_key(SSL_CTX *ctx, const char *cert, const char *key, char *err, size_t errlen)
-{
-    if (!cert || !key) {
-        snprintf(err, errlen, "a TLS certificate and key are required");
-        return -1;
-    }
-    if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1) {
-        ssl_error(err, errlen, "cannot load certificate");
-        return -1;
-    }
-    if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) {
-        ssl_error(err, errlen, "cannot load private key");
-        return -1;
-    }
-    if (SSL_CTX_check_private_key(ctx) != 1) {
-        ssl_error(err, errlen, "the private key does not match the certificate");
-        return -1;
-    }
-    return 0;
-}
-
 /* ---------------------------------------------------------------- server */
 
 struct tg_tls_server {
     char *alpn;
     char *cert, *key, *ca;
     int require_client_cert;
+    int check_files;
     struct {
         char *name, *cert, *key;
         SSL_CTX *ctx;
@@ -132,20 +113,15 @@ static SSL_CTX *server_ctx(struct tg_tls_server *s, const char *cert, const char
     SSL_CTX *ctx = base_ctx(TLS_server_method(), err, errlen);
     if (!ctx)
         return NULL;
-    if (load_cert_key(ctx, cert, key, err, errlen) != 0)
+    if (tg_tls_use_cert_key(ctx, cert, key, s->check_files, err, errlen) != 0)
         goto fail;
     static const unsigned char sid_ctx[] = "tracegate";
     SSL_CTX_set_session_id_context(ctx, sid_ctx, sizeof sid_ctx - 1);
     if (s->alpn)
         SSL_CTX_set_alpn_select_cb(ctx, alpn_select_cb, s->alpn);
     if (s->ca) {
-        if (SSL_CTX_load_verify_locations(ctx, s->ca, NULL) != 1) {
-            ssl_error(err, errlen, "cannot load the client CA");
+        if (tg_tls_ctx_use_ca(ctx, s->ca, s->check_files, 1, err, errlen) != 0)
             goto fail;
-        }
-        STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(s->ca);
-        if (names)
-            SSL_CTX_set_client_CA_list(ctx, names);
         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | (s->require_client_cert ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0),
                            NULL);
     } else if (s->require_client_cert) {
@@ -212,6 +188,7 @@ struct tg_tls_server *tg_tls_server_new(const struct tg_tls_server_config *cfg, 
     s->key = dup_or_null(cfg->key_file);
     s->ca = dup_or_null(cfg->ca_file);
     s->require_client_cert = cfg->require_client_cert;
+    s->check_files = cfg->check_files;
     if (cfg->n_sni) {
         s->sni = calloc(cfg->n_sni, sizeof *s->sni);
         if (!s->sni) {
@@ -414,15 +391,16 @@ struct bufferevent *tg_tls_client_bev(struct event_base *base, int fd, const str
     }
     SSL *ssl = NULL;
     if (!cfg->insecure) {
-        int ok = cfg->ca_file ? SSL_CTX_load_verify_locations(ctx, cfg->ca_file, NULL)
-                              : SSL_CTX_set_default_verify_paths(ctx);
-        if (ok != 1) {
-            ssl_error(err, errlen, "cannot load the CA certificates");
+        if (cfg->ca_file) {
+            if (tg_tls_ctx_use_ca(ctx, cfg->ca_file, cfg->check_files, 0, err, errlen) != 0)
+                goto fail;
+        } else if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
+            ssl_error(err, errlen, "cannot load the system's CA certificates");
             goto fail;
         }
         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
     }
-    if (cfg->cert_file && load_cert_key(ctx, cfg->cert_file, cfg->key_file, err, errlen) != 0)
+    if (cfg->cert_file && tg_tls_use_cert_key(ctx, cfg->cert_file, cfg->key_file, cfg->check_files, err, errlen) != 0)
         goto fail;
     ssl = tg_tls_path_ssl_new(ctx);
     if (!ssl) {

@@ -10,6 +10,9 @@
  * every connection's outcome (kTLS send/receive engaged or not) is counted
  * after its handshake (tg_tls_stats_get).
  *
+ * Certificates, keys and CA bundles are read through net/tls_files.h: from the
+ * descriptor that was checked, at every (re)load and every client connect.
+ *
  * Servers: TLS 1.2+ with modern AEAD ciphers, optional client-certificate
  * verification against a CA (mTLS), SNI (extra certificate per server name),
  * and reload of certificates without dropping connections (new handshakes
@@ -42,6 +45,8 @@ struct tg_tls_server_config {
     size_t n_sni;
     const char *alpn;            /* if set, the only ALPN protocol accepted (e.g. "h2"); a client
                                     that does not offer it fails the handshake */
+    int check_files;             /* 1: keys and CA bundles must pass tracegated's ownership and
+                                    mode rules on every (re)load (net/tls_files.h) */
 };
 
 struct tg_tls_server;
@@ -86,6 +91,8 @@ struct tg_tls_client_config {
     const char *server_name; /* SNI and verification name */
     int insecure;            /* skip verification (tests only) */
     const char *alpn;        /* ALPN protocol to offer (e.g. "h2"); NULL = none */
+    int check_files;         /* 1: the key and CA bundle must pass tracegated's ownership and mode
+                                rules, checked on the descriptor read at every connect */
 };
 
 /* Raw TLS streams for protocols that are not IPC frames (gateway links):
