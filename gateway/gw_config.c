@@ -983,6 +983,8 @@ int tg_gw_config_validate(struct tg_gw_config *c, char *err, size_t errlen)
         struct stat st;
         if (stat(c->web_root, &st) != 0 || !S_ISDIR(st.st_mode))
             return tg_errf(err, errlen, "web-root %s is not a directory", c->web_root);
+        if (tg_file_trust_tree(c->web_root, e2, sizeof e2) != 0)
+            return tg_errf(err, errlen, "web-root %s", e2);
     }
 
     for (size_t i = 0; i < c->n_listen; i++) {

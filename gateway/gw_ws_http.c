@@ -16,9 +16,11 @@
 #include "gw_adb.h"
 #include "gw_adb_target.h"
 #include "base/json_str.h"
+#include "base/log_sample.h"
 #include "gw_ws_int.h"
 #include "gw_ws_policy.h"
 #include "net/ws_link.h"
+#include "tracegate/clock.h"
 #include "tracegate/log.h"
 
 #define CHUNK 16384
@@ -236,6 +238,14 @@ static int serve_static(struct tg_gw_ws *ws, struct lws *wsi, struct tg_ws_pss *
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
         return respond_text(wsi, pss, 404, "404 not found");
+    }
+    if (st.st_mode & S_IWOTH) { /* made writable by every user since start: anyone could choose it */
+        close(fd);
+        unsigned unlogged = 0;
+        if (tg_log_sample(&ws->refusal_log, tg_mono_us(), 5, 1000000u, &unlogged))
+            tg_warn(TG_WS_LOG, "web-root: not serving %s: writable by every user (chmod o-w)%s", rel,
+                    unlogged ? " (and more not logged)" : "");
+        return respond_text(wsi, pss, 403, "403 forbidden");
     }
     if (send_headers(wsi, 200, tg_ws_mime_type(rel), (size_t)st.st_size, 0, 0) != 0) {
         close(fd);

@@ -2,9 +2,10 @@
  * base/file_trust.h). */
 #include "base/file_trust.h"
 
+#include <errno.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <string.h>
-#include <errno.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -39,4 +40,36 @@ int tg_file_trust_check(int fd, const char *path, enum tg_file_trust how, char *
         return -1;
     }
     return 0;
+}
+
+/* nftw passes no user pointer: the walk's result lives per thread */
+static _Thread_local struct {
+    char *err;
+    size_t errlen;
+} g_walk;
+
+static int refuse_world_writable(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+    (void)ftw;
+    if (type == FTW_NS || type == FTW_DNR) {
+        snprintf(g_walk.err, g_walk.errlen, "%s: cannot %s it", path, type == FTW_NS ? "stat" : "read");
+        return 1;
+    }
+    if (type == FTW_SL || !(st->st_mode & S_IWOTH))
+        return 0;
+    snprintf(g_walk.err, g_walk.errlen, "%s: writable by every user, who could change what is served (chmod o-w %s)",
+             path, path);
+    return 1;
+}
+
+int tg_file_trust_tree(const char *dir, char *err, size_t errlen)
+{
+    g_walk.err = err;
+    g_walk.errlen = errlen;
+    int rc = nftw(dir, refuse_world_writable, 16, FTW_PHYS);
+    if (rc < 0) {
+        snprintf(err, errlen, "%s: cannot walk it: %s", dir, strerror(errno));
+        return -1;
+    }
+    return rc == 0 ? 0 : -1;
 }

@@ -23,4 +23,11 @@ enum tg_file_trust {
  * them either, or (TG_FILE_PRIVATE_KEY) not readable by others. -1 with the reason and the fix in err otherwise. */
 int tg_file_trust_check(int fd, const char *path, enum tg_file_trust how, char *err, size_t errlen);
 
+/* 0 when no directory or file below dir (dir included; symlinks are not followed) can be written
+ * by every user: whoever could would choose what is served from it (a web root serves the UI that
+ * runs with the gateway's origin in a browser). Group-writable trees are the operator's choice (a
+ * deploy group) and pass. -1 with the first offending path and the fix in err otherwise, or when
+ * dir cannot be walked. The walk keeps its state per thread. */
+int tg_file_trust_tree(const char *dir, char *err, size_t errlen);
+
 #endif

@@ -382,6 +382,54 @@ static void test_http_front_end_options(void **state)
     tg_gw_config_free(&c);
 }
 
+/* web-root: a tree any part of which every user can write is refused at start and at SIGHUP (what
+ * it serves runs with the gateway's origin in a browser); group-writable passes (a deploy group). */
+static void test_web_root_trust(void **state)
+{
+    (void)state;
+    char root[512], sub[600], file[700], text[800], err[512];
+    snprintf(root, sizeof root, "%s/www", g_dir);
+    snprintf(sub, sizeof sub, "%s/assets", root);
+    snprintf(file, sizeof file, "%s/app.js", sub);
+    assert_int_equal(mkdir(root, 0755), 0);
+    assert_int_equal(mkdir(sub, 0755), 0);
+    FILE *f = fopen(file, "w");
+    assert_non_null(f);
+    fputs("x\n", f);
+    fclose(f);
+    char link[700];
+    snprintf(link, sizeof link, "%s/tmp-link", root);
+    assert_int_equal(symlink("/tmp", link), 0); /* points at a world-writable directory: not walked */
+    snprintf(text, sizeof text, "no-http\nweb-root = %s\n", root);
+    struct tg_gw_config c;
+
+    parse_ok(&c, text);
+    assert_int_equal(validate(&c, err, sizeof err), 0);
+    tg_gw_config_free(&c);
+
+    assert_int_equal(chmod(file, 0664), 0); /* group: the operator's choice */
+    assert_int_equal(chmod(sub, 0775), 0);
+    parse_ok(&c, text);
+    assert_int_equal(validate(&c, err, sizeof err), 0);
+    tg_gw_config_free(&c);
+
+    assert_int_equal(chmod(file, 0666), 0);
+    parse_ok(&c, text);
+    assert_int_equal(validate(&c, err, sizeof err), -1);
+    if (!strstr(err, "app.js: writable by every user") || !strstr(err, "chmod o-w"))
+        fail_msg("unexpected error: %s", err);
+    tg_gw_config_free(&c);
+    assert_int_equal(chmod(file, 0644), 0);
+
+    assert_int_equal(chmod(sub, 01777), 0); /* sticky does not help: others can still add files */
+    parse_ok(&c, text);
+    assert_int_equal(validate(&c, err, sizeof err), -1);
+    if (!strstr(err, "assets: writable by every user"))
+        fail_msg("unexpected error: %s", err);
+    tg_gw_config_free(&c);
+    assert_int_equal(chmod(sub, 0755), 0);
+}
+
 static void adb_addr_is(const char *spec, const char *want)
 {
     struct tg_addr a;
@@ -518,6 +566,7 @@ int main(void)
         cmocka_unit_test(test_listen_specs),       cmocka_unit_test(test_validate_security),
         cmocka_unit_test(test_args_override_file), cmocka_unit_test(test_http_front_end_options),
         cmocka_unit_test(test_adb_options),        cmocka_unit_test(test_usage_names_every_role),
+        cmocka_unit_test(test_web_root_trust),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
