@@ -26,13 +26,21 @@
 
 struct bytes {
     uint8_t *p;
-    size_t n;
+    size_t n, cap;
 };
 
+/* grows geometrically: test_too_many_sequences builds a reply of 65536 slices, and growing by
+ * each field's size copied the whole reply every time (minutes under ASan) */
 static void put(struct bytes *b, const void *d, size_t n)
 {
-    b->p = realloc(b->p, b->n + n + 1);
-    assert_non_null(b->p);
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 64;
+        while (cap < b->n + n + 1)
+            cap *= 2;
+        b->p = realloc(b->p, cap);
+        assert_non_null(b->p);
+        b->cap = cap;
+    }
     memcpy(b->p + b->n, d, n);
     b->n += n;
 }
