@@ -355,6 +355,18 @@ struct tg_gw_ws *tg_gw_ws_start(struct tg_gw *gw, struct event_base *base, const
         else if (ws->cfg.ca_file) /* ask for a certificate, verify one that comes, go on without */
             vi.options |=
                 LWS_SERVER_OPTION_REQUIRE_VALID_OPENSSL_CLIENT_CERT | LWS_SERVER_OPTION_PEER_CERT_NOT_REQUIRED;
+        /* the files as tracegated reads them, before libwebsockets opens them by name: a refused
+         * or encrypted key stops here with the reason (lws would ask a terminal for a pass phrase) */
+        SSL_CTX *probe = SSL_CTX_new(TLS_server_method());
+        int bad = !probe || tg_tls_use_cert_key(probe, ws->cfg.cert_file, ws->cfg.key_file, 1, err, errlen) != 0;
+        SSL_CTX_free(probe);
+        if (bad) {
+            if (!probe)
+                snprintf(err, errlen, "out of memory");
+            lws_context_destroy(ws->ctx);
+            ws_free(ws);
+            return NULL;
+        }
     }
     g_creating = ws;
     ws->vh = lws_create_vhost(ws->ctx, &vi);

@@ -188,6 +188,18 @@ kill "$GW_PID"
 wait "$GW_PID" 2>/dev/null
 echo "WSS: a client certificate is cert:/CN=tracegate-client, as over TLS"
 
+# an encrypted key stops the start with the reason (no pass phrase prompt, whoever holds a terminal)
+openssl pkey -in "$T/pki/server.key" -aes128 -passout pass:x -out "$T/pki/enc.key" 2>/dev/null ||
+    fail "cannot encrypt a key"
+chmod 600 "$T/pki/enc.key"
+timeout 20 "$TRACEGATED" --producer-socket "$T/enc-p.sock" --consumer-socket "$T/enc-c.sock" \
+    --http "127.0.0.1:$PORT" --http-tls --tls-cert "$T/pki/server.crt" --tls-key "$T/pki/enc.key" \
+    </dev/null >"$T/enc.log" 2>&1
+rc=$?
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "an encrypted key did not stop the start (exit $rc)"
+grep -q "no unencrypted PEM private key" "$T/enc.log" || fail "no reason given for the encrypted key: $(tail -n 3 "$T/enc.log")"
+echo "WSS: an encrypted key is refused with the reason"
+
 # ---- libwebsockets' own complaints about bad requests are sampled, like every pre-auth refusal ----
 # (lws logs each oversized header as an error: 60 of them must not become 60 log lines)
 start_http lwsflood 127.0.0.1
