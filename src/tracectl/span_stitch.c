@@ -408,6 +408,21 @@ static int layout(struct ctx *c)
 
 /* ---------------------------------------------------------------- flows */
 
+/* Where trace processor puts the slice's begin on the host clock: a remote machine's time less
+ * the offset it derives from the trace's RemoteClockSync (saturating). */
+static int64_t host_begin(const struct ctx *c, const struct item *it)
+{
+    int64_t off = 0;
+    if (it->machine)
+        tc_sync_ests_offset(&c->clocks->sync, it->machine, &off);
+    int64_t b = (int64_t)it->b; /* place() keeps b <= INT64_MAX */
+    if (off < 0 && b > INT64_MAX + off)
+        return INT64_MAX;
+    if (off > 0 && b < INT64_MIN + off)
+        return INT64_MIN;
+    return b - off;
+}
+
 static int flows(struct ctx *c, const struct index *x)
 {
     size_t n = c->n;
@@ -440,17 +455,20 @@ static int flows(struct ctx *c, const struct index *x)
         free(src);
         return oom(c);
     }
-    /* the flow starts at whichever of the two slices begins first (a child that a clock offset
-     * puts before its parent still gets its arrow, pointing the other way) */
+    /* the flow starts at whichever of the two slices begins first where trace processor puts them
+     * (each machine moved by the offset it derives from the trace's clock sync: it links a flow's
+     * events in that order and drops an end that comes before its start), so a child that a clock
+     * offset puts before its parent still gets its arrow, pointing the other way */
     for (size_t pass = 0; pass < 2; pass++) {
         for (size_t i = 0; i < n; i++) {
             if (src[i] == SIZE_MAX)
                 continue;
             size_t p = src[i];
-            int child_first = c->items[i].b < c->items[p].b;
+            int64_t bi = host_begin(c, &c->items[i]), bp = host_begin(c, &c->items[p]);
+            int child_first = bi < bp;
             /* both begin at the same time: the order of the two packets is not known, so neither
              * end terminates the flow (trace processor links the second to the first) */
-            int tie = c->items[i].b == c->items[p].b;
+            int tie = bi == bp;
             size_t from = child_first ? i : p, to = child_first ? p : i;
             uint64_t id = tc_stitch_flow_id(c->items[i].sp->trace_id, c->items[i].sp->span_id);
             if (pass == 0) {

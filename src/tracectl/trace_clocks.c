@@ -24,6 +24,7 @@
 /* RemoteClockSync / SyncedClocks (§6.1) */
 #define RCS_SYNCED 1
 #define SYNCED_CLIENT 2
+#define SYNCED_HOST 3
 
 static struct tc_machine_clocks *machine(struct tc_trace_clocks *c, uint32_t id)
 {
@@ -132,14 +133,13 @@ int tc_trace_clocks_fresh_seq_ids(const struct tc_trace_clocks *c, size_t n, uin
     return got == n ? 0 : -1;
 }
 
-/* Reads REALTIME and clock `want` from a ClockSnapshot; *primary = its primary_trace_clock (0 if
- * absent). 1 when both clocks were found (absolute, ns). */
-static int snapshot_pair(const uint8_t *p, size_t len, uint32_t want, uint64_t *real, uint64_t *target,
-                         uint32_t *primary)
+/* Reads clock `id` from a ClockSnapshot, skipping incremental or scaled readings (absolute ns
+ * only); *primary = its primary_trace_clock (0 if absent). 1 when found. */
+static int snapshot_clock(const uint8_t *p, size_t len, uint64_t id, uint64_t *v, uint32_t *primary)
 {
     struct tg_pb_reader r;
     struct tg_pb_field f;
-    int have_real = 0, have_target = 0;
+    int found = 0;
     *primary = 0;
     tg_pb_reader_init(&r, p, len);
     while (tg_pb_next(&r, &f) == 1) {
@@ -151,30 +151,88 @@ static int snapshot_pair(const uint8_t *p, size_t len, uint32_t want, uint64_t *
             continue;
         struct tg_pb_reader cr;
         struct tg_pb_field cf;
-        uint64_t id = 0, ts = 0;
+        uint64_t cid = 0, ts = 0;
         int has_ts = 0, odd = 0;
         tg_pb_reader_init(&cr, f.data, f.len);
         while (tg_pb_next(&cr, &cf) == 1) {
             if (cf.number == CLK_ID && cf.wire == TG_PB_VARINT)
-                id = cf.value;
+                cid = cf.value;
             else if (cf.number == CLK_TS && cf.wire == TG_PB_VARINT) {
                 ts = cf.value;
                 has_ts = 1;
             } else if ((cf.number == CLK_INCREMENTAL && cf.value) || (cf.number == CLK_MULTIPLIER && cf.value != 1))
                 odd = 1;
         }
-        if (!has_ts || odd)
-            continue;
-        if (id == TC_CLOCK_REALTIME) {
-            *real = ts;
-            have_real = 1;
-        }
-        if (id == want) {
-            *target = ts;
-            have_target = 1;
+        if (has_ts && !odd && cid == id) {
+            *v = ts;
+            found = 1;
         }
     }
-    return have_real && have_target;
+    return found;
+}
+
+/* Reads REALTIME and clock `want` from a ClockSnapshot (see snapshot_clock). 1 when both were
+ * found. */
+static int snapshot_pair(const uint8_t *p, size_t len, uint32_t want, uint64_t *real, uint64_t *target,
+                         uint32_t *primary)
+{
+    return snapshot_clock(p, len, TC_CLOCK_REALTIME, real, primary) &&
+           snapshot_clock(p, len, want, target, primary);
+}
+
+static int snapshot_boottime(const uint8_t *p, size_t len, uint64_t *v)
+{
+    uint32_t primary;
+    return snapshot_clock(p, len, TC_CLOCK_BOOTTIME, v, &primary);
+}
+
+/* A remote machine's RemoteClockSync: each entry's client side is a (REALTIME, BOOTTIME) pair of
+ * that machine; the client and host BOOTTIME readings feed trace processor's offset estimate. */
+static int add_sync(struct tc_trace_clocks *c, struct tc_machine_clocks *m, uint32_t mid, const uint8_t *sync,
+                    size_t sync_len)
+{
+    struct tg_pb_reader sr;
+    struct tg_pb_field sf;
+    struct tc_sync_reading *rd = NULL;
+    size_t n = 0, cap = 0;
+    int rc = -1;
+    tg_pb_reader_init(&sr, sync, sync_len);
+    while (tg_pb_next(&sr, &sf) == 1) {
+        if (sf.number != RCS_SYNCED || sf.wire != TG_PB_LEN)
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 8;
+            struct tc_sync_reading *nr = realloc(rd, cap * sizeof *nr);
+            if (!nr)
+                goto out;
+            rd = nr;
+        }
+        struct tc_sync_reading *x = &rd[n++];
+        memset(x, 0, sizeof *x);
+        int has_client = 0, has_host = 0;
+        struct tg_pb_reader pr;
+        struct tg_pb_field pf;
+        tg_pb_reader_init(&pr, sf.data, sf.len);
+        while (tg_pb_next(&pr, &pf) == 1) {
+            if (pf.wire != TG_PB_LEN)
+                continue;
+            uint64_t real, target;
+            uint32_t primary;
+            if (pf.number == SYNCED_CLIENT) {
+                if (snapshot_pair(pf.data, pf.len, TC_CLOCK_BOOTTIME, &real, &target, &primary) &&
+                    add_pair(m, real, target))
+                    goto out;
+                has_client = snapshot_boottime(pf.data, pf.len, &x->client);
+            } else if (pf.number == SYNCED_HOST) {
+                has_host = snapshot_boottime(pf.data, pf.len, &x->host);
+            }
+        }
+        x->ok = has_client && has_host;
+    }
+    rc = tc_sync_ests_add(&c->sync, mid, rd, n);
+out:
+    free(rd);
+    return rc;
 }
 
 int tc_trace_clocks_add_packet(struct tc_trace_clocks *c, const uint8_t *pkt, size_t len)
@@ -220,23 +278,8 @@ int tc_trace_clocks_add_packet(struct tc_trace_clocks *c, const uint8_t *pkt, si
         if (ok && add_pair(m, real, target))
             return -1;
     }
-    if (sync && mid != 0) {
-        struct tg_pb_reader sr;
-        struct tg_pb_field sf;
-        tg_pb_reader_init(&sr, sync, sync_len);
-        while (tg_pb_next(&sr, &sf) == 1) {
-            if (sf.number != RCS_SYNCED || sf.wire != TG_PB_LEN)
-                continue;
-            struct tg_pb_reader pr;
-            struct tg_pb_field pf;
-            tg_pb_reader_init(&pr, sf.data, sf.len);
-            while (tg_pb_next(&pr, &pf) == 1)
-                if (pf.number == SYNCED_CLIENT && pf.wire == TG_PB_LEN &&
-                    snapshot_pair(pf.data, pf.len, TC_CLOCK_BOOTTIME, &real, &target, &primary) &&
-                    add_pair(m, real, target))
-                    return -1;
-        }
-    }
+    if (sync && mid != 0 && add_sync(c, m, mid, sync, sync_len) != 0)
+        return -1;
     return 0;
 }
 
@@ -304,5 +347,6 @@ void tc_trace_clocks_free(struct tc_trace_clocks *c)
         free(c->m[i].pairs);
     free(c->m);
     free(c->seq_ids);
+    tc_sync_ests_free(&c->sync);
     memset(c, 0, sizeof *c);
 }

@@ -1,7 +1,8 @@
 /* trace_clocks.h: what stitching needs to know about an existing trace: per machine, pairs of
  * simultaneous (REALTIME, trace clock) readings from its ClockSnapshot packets (machine 0, the
  * host, whose trace clock is the snapshot's primary_trace_clock, BOOTTIME by default) and from
- * the client side of RemoteClockSync packets (a remote machine's own REALTIME and BOOTTIME); the
+ * the client side of RemoteClockSync packets (a remote machine's own REALTIME and BOOTTIME), and
+ * from both sides of them trace processor's estimate of each machine's offset to the host; the
  * machine ids present; every packet sequence id in use, so that packets added to the trace can
  * take sequence ids no packet of it uses. Single-threaded. */
 #ifndef TRACEGATE_TRACECTL_TRACE_CLOCKS_H
@@ -9,6 +10,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "clock_sync_est.h"
 
 #define TC_CLOCK_REALTIME 1
 #define TC_CLOCK_BOOTTIME 6
@@ -33,6 +36,7 @@ struct tc_trace_clocks {
     size_t n_seq_ids, cap_seq_ids;
     uint64_t packets;
     uint64_t compressed; /* packets with compressed_packets (not looked into) */
+    struct tc_sync_ests sync; /* each remote machine's offset as trace processor derives it */
 };
 
 /* Scans a whole .pftrace in memory. 0, or -1 on a corrupt record / OOM (err). */

@@ -58,6 +58,7 @@ void tc_stitch_summary(FILE *out, const char *path, const struct tc_stitch_stats
 /* ---- tracectl_dump.c ---- */
 #define TC_DUMP_RAW 1     /* every packet in text format (tg_textproto_print) */
 #define TC_DUMP_SUMMARY 2 /* totals only */
+#define TC_DUMP_FLOWS 4   /* the flows (slice -> slice, as trace processor links them) instead of the packets */
 /* Prints the packets of an in-memory .pftrace and a totals section to out.
  * Returns 0, or 1 when the framing is truncated/corrupt or a packet does not
  * decode (err then says what and at which byte offset; the packets before the

@@ -9,7 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock_sync_est.h"
+#include "flow_table.h"
 #include "trace_file.h"
+#include "trace_ts.h"
 #include "trace_packet.pb-c.h"
 #include "tracegate/textproto.h"
 
@@ -48,6 +51,7 @@ struct counters {
 struct dump {
     FILE *out;
     int raw, summary_only;
+    int packets_quiet; /* no line per packet (--summary, --flows) */
     struct intern *buckets[N_BUCKETS];
     struct seq_state *seqs;
     size_t n_seqs, cap_seqs;
@@ -55,12 +59,13 @@ struct dump {
     uint64_t counter_events;
     uint64_t packets, bytes, bad_packets, sync_markers, bad_sync_markers;
     /* RemoteClockSync per machine: BOOTTIME offset (machine minus host) as trace processor derives it */
-    struct clock_est {
-        uint32_t machine;
-        size_t rounds;
-        double sum_ns;
-    } clocks[16];
-    size_t n_clocks;
+    struct tc_sync_ests sync;
+    int sync_oom;
+    /* --flows */
+    int flows;
+    struct tc_trace_ts tts;
+    struct tc_flow_table ft;
+    int flows_oom;
     char first_err[512];
 };
 
@@ -74,33 +79,20 @@ static int boottime_of(const Perfetto__Protos__ClockSnapshot *cs, uint64_t *v)
     return 0;
 }
 
-/* Trace processor's reading of RemoteClockSync: consecutive records (PING, UPDATE) whose client
- * BOOTTIME readings are under 30 s apart are a round t1c,t1h,t2c,t2h; each round gives
- * (t1c+t2c)/2 - t1h and t2c - (t1h+t2h)/2; the mean of all of them is the machine's offset. */
+/* A RemoteClockSync packet's BOOTTIME readings into the machine's offset estimate. */
 static void clock_estimate(struct dump *d, uint32_t machine, const Perfetto__Protos__RemoteClockSync *rcs)
 {
-    struct clock_est *e = NULL;
-    for (size_t i = 0; i < d->n_clocks; i++)
-        if (d->clocks[i].machine == machine)
-            e = &d->clocks[i];
-    if (!e) {
-        if (d->n_clocks == sizeof d->clocks / sizeof d->clocks[0])
-            return;
-        e = &d->clocks[d->n_clocks++];
-        e->machine = machine;
+    struct tc_sync_reading *r = calloc(rcs->n_synced_clocks ? rcs->n_synced_clocks : 1, sizeof *r);
+    if (!r) {
+        d->sync_oom = 1;
+        return;
     }
-    for (size_t i = 0; i + 1 < rcs->n_synced_clocks; i++) {
-        uint64_t t1c, t1h, t2c, t2h;
-        if (!boottime_of(rcs->synced_clocks[i]->client_clocks, &t1c) ||
-            !boottime_of(rcs->synced_clocks[i]->host_clocks, &t1h) ||
-            !boottime_of(rcs->synced_clocks[i + 1]->client_clocks, &t2c) ||
-            !boottime_of(rcs->synced_clocks[i + 1]->host_clocks, &t2h) || t2c < t1c || t2c - t1c >= 30000000000ull)
-            continue;
-        e->sum_ns += ((double)t1c + (double)t2c) / 2 - (double)t1h;
-        e->sum_ns += (double)t2c - ((double)t1h + (double)t2h) / 2;
-        e->rounds++;
-        i++; /* the UPDATE closed this round */
-    }
+    for (size_t i = 0; i < rcs->n_synced_clocks; i++)
+        r[i].ok = boottime_of(rcs->synced_clocks[i]->client_clocks, &r[i].client) &&
+                  boottime_of(rcs->synced_clocks[i]->host_clocks, &r[i].host);
+    if (tc_sync_ests_add(&d->sync, machine, r, rcs->n_synced_clocks) != 0)
+        d->sync_oom = 1;
+    free(r);
 }
 
 static size_t bucket_of(uint32_t seq, uint32_t kind, uint64_t iid)
@@ -235,6 +227,9 @@ static void dump_free(struct dump *d)
     counters_free(&d->slices);
     counters_free(&d->instants);
     counters_free(&d->machines);
+    tc_trace_ts_free(&d->tts);
+    tc_sync_ests_free(&d->sync);
+    tc_flow_table_free(&d->ft);
 }
 
 /* ---------------------------------------------------------------- output */
@@ -510,6 +505,35 @@ static void sum_track_descriptor(struct dump *d, struct line *l, const Perfetto_
     }
 }
 
+/* The event's name, interned or not (iidbuf holds a placeholder for an unknown iid); NULL: none. */
+static const char *event_name(const struct dump *d, uint32_t seq, const Perfetto__Protos__TrackEvent *te,
+                              char *iidbuf, size_t cap)
+{
+    if (te->name_field_case == PERFETTO__PROTOS__TRACK_EVENT__NAME_FIELD_NAME)
+        return te->name;
+    if (te->name_field_case != PERFETTO__PROTOS__TRACK_EVENT__NAME_FIELD_NAME_IID)
+        return NULL;
+    const char *name = intern_get(d, seq, K_EVENT_NAME, te->name_iid);
+    if (!name) {
+        snprintf(iidbuf, cap, "<name iid %" PRIu64 ">", te->name_iid);
+        name = iidbuf;
+    }
+    return name;
+}
+
+/* The event's track: its own uuid or the sequence's default. 1, or 0 when it names none (then
+ * *track is a key of the sequence's own thread track, for the flow table). */
+static int event_track(uint32_t seq, const struct seq_state *ss, const Perfetto__Protos__TrackEvent *te,
+                       uint64_t *track)
+{
+    if (te->has_track_uuid || (ss && ss->has_track)) {
+        *track = te->has_track_uuid ? te->track_uuid : ss->track_uuid;
+        return 1;
+    }
+    *track = UINT64_C(1) << 63 | seq;
+    return 0;
+}
+
 static void sum_track_event(struct dump *d, struct line *l, uint32_t seq, const struct seq_state *ss,
                             const Perfetto__Protos__TrackEvent *te)
 {
@@ -519,17 +543,8 @@ static void sum_track_event(struct dump *d, struct line *l, uint32_t seq, const 
         type += 5;
     add(l, "%s", type ? type : (te->has_type ? "TYPE?" : "(untyped)"));
 
-    const char *name = NULL;
     char iidname[40];
-    if (te->name_field_case == PERFETTO__PROTOS__TRACK_EVENT__NAME_FIELD_NAME) {
-        name = te->name;
-    } else if (te->name_field_case == PERFETTO__PROTOS__TRACK_EVENT__NAME_FIELD_NAME_IID) {
-        name = intern_get(d, seq, K_EVENT_NAME, te->name_iid);
-        if (!name) {
-            snprintf(iidname, sizeof iidname, "<name iid %" PRIu64 ">", te->name_iid);
-            name = iidname;
-        }
-    }
+    const char *name = event_name(d, seq, te, iidname, sizeof iidname);
     if (name) {
         add(l, " ");
         add_cstr(l, name);
@@ -551,9 +566,8 @@ static void sum_track_event(struct dump *d, struct line *l, uint32_t seq, const 
         }
         add(l, "]");
     }
-    int has_track = te->has_track_uuid || (ss && ss->has_track);
-    uint64_t track = te->has_track_uuid ? te->track_uuid : ss ? ss->track_uuid : 0;
-    if (has_track) {
+    uint64_t track;
+    if (event_track(seq, ss, te, &track)) {
         const char *tn = intern_get(d, 0, K_TRACK_NAME, track);
         add(l, " track=%" PRIu64, track);
         if (tn) {
@@ -615,6 +629,40 @@ static void track_state(struct dump *d, uint32_t seq, struct seq_state *ss, cons
     }
 }
 
+/* --flows: every slice event goes into the flow table with its time on the host clock. */
+static void collect_flow_event(struct dump *d, uint32_t seq, const struct seq_state *ss,
+                               const Perfetto__Protos__TracePacket *p)
+{
+    int64_t ts = 0;
+    int placed = tc_trace_ts_packet(&d->tts, seq, p, &ts);
+    if (placed < 0)
+        d->flows_oom = 1;
+    const Perfetto__Protos__TrackEvent *te = p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_EVENT
+                                                 ? p->track_event
+                                                 : NULL;
+    if (!te || !te->has_type)
+        return;
+    enum tc_flow_kind kind;
+    switch (te->type) {
+    case PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_BEGIN: kind = TC_FLOW_BEGIN; break;
+    case PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_END: kind = TC_FLOW_END; break;
+    case PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT: kind = TC_FLOW_INSTANT; break;
+    default: return;
+    }
+    char iidname[40];
+    const char *name = event_name(d, seq, te, iidname, sizeof iidname);
+    uint64_t track;
+    const char *track_name = event_track(seq, ss, te, &track) ? intern_get(d, 0, K_TRACK_NAME, track) : NULL;
+    const uint64_t *flows = te->n_flow_ids ? te->flow_ids : te->flow_ids_old;
+    size_t n_flows = te->n_flow_ids ? te->n_flow_ids : te->n_flow_ids_old;
+    const uint64_t *terms = te->n_terminating_flow_ids ? te->terminating_flow_ids : te->terminating_flow_ids_old;
+    size_t n_terms = te->n_terminating_flow_ids ? te->n_terminating_flow_ids : te->n_terminating_flow_ids_old;
+    uint32_t machine = p->has_machine_id ? p->machine_id : 0;
+    if (tc_flow_table_add(&d->ft, kind, machine, track, track_name, placed == 1, ts, name, flows, n_flows, terms,
+                          n_terms) != 0)
+        d->flows_oom = 1;
+}
+
 static void dump_packet(struct dump *d, uint64_t index, size_t off, const uint8_t *data, size_t len)
 {
     d->packets++;
@@ -626,7 +674,7 @@ static void dump_packet(struct dump *d, uint64_t index, size_t off, const uint8_
         if (!d->first_err[0])
             snprintf(d->first_err, sizeof d->first_err,
                      "packet #%" PRIu64 " at byte offset %zu (%zu bytes) is not a valid TracePacket", index, off, len);
-        if (!d->summary_only)
+        if (!d->packets_quiet)
             fprintf(d->out, "#%-6" PRIu64 " off=%-9zu size=%-6zu UNDECODABLE: not a valid TracePacket\n", index, off,
                     len);
         return;
@@ -638,6 +686,8 @@ static void dump_packet(struct dump *d, uint64_t index, size_t off, const uint8_
     if (ss)
         ss->packets++;
     track_state(d, seq, ss, p);
+    if (d->flows)
+        collect_flow_event(d, seq, ss, p);
 
     /* the payload type */
     char tname[64];
@@ -680,7 +730,7 @@ static void dump_packet(struct dump *d, uint64_t index, size_t off, const uint8_
         while (l.len && l.buf[l.len - 1] == ' ')
             l.buf[--l.len] = 0;
         add(&l, "\n");
-        if (!d->summary_only) {
+        if (!d->packets_quiet) {
             fputs(l.buf, d->out);
             char *txt = tg_textproto_print(&p->base, 4);
             if (txt) {
@@ -762,10 +812,52 @@ static void dump_packet(struct dump *d, uint64_t index, size_t off, const uint8_
     while (l.len && l.buf[l.len - 1] == ' ')
         l.buf[--l.len] = 0;
     add(&l, "\n");
-    if (!d->summary_only)
+    if (!d->packets_quiet)
         fputs(l.buf, d->out);
 out:
     perfetto__protos__trace_packet__free_unpacked(p, NULL);
+}
+
+/* a remote machine's BOOTTIME minus the host's, from its RemoteClockSync rounds (0 when none) */
+static int64_t machine_offset(void *ctx, uint32_t machine)
+{
+    const struct dump *d = ctx;
+    int64_t ns;
+    tc_sync_ests_offset(&d->sync, machine, &ns);
+    return ns;
+}
+
+static void add_flow_end(struct line *l, const struct tc_flow_slice *s)
+{
+    add_cstr(l, s->name);
+    add(l, " on ");
+    if (s->track)
+        add_cstr(l, s->track);
+    else
+        add(l, "track %" PRIu64, s->track_uuid);
+    if (s->machine)
+        add(l, " (machine %u)", s->machine);
+}
+
+/* --flows: one line per link, outgoing slice first, in the order the flows leave */
+static void print_flows(struct dump *d)
+{
+    if (d->flows_oom || tc_flow_table_resolve(&d->ft, machine_offset, d) != 0) {
+        d->flows_oom = 1;
+        return;
+    }
+    if (d->summary_only)
+        return;
+    for (size_t i = 0; i < d->ft.n_edges; i++) {
+        const struct tc_flow_edge *e = &d->ft.edges[i];
+        struct line l = {.len = 0};
+        add_flow_end(&l, e->out);
+        add(&l, " -> ");
+        add_flow_end(&l, e->in);
+        add(&l, "  %+.3f ms  ts=%" PRId64 " flow=%" PRIu64 "\n", (double)(e->in->ts - e->out->ts) / 1e6, e->out->ts,
+            e->flow_id);
+        fputs(l.buf, d->out);
+    }
 }
 
 static void print_counters(FILE *out, const char *title, const struct counters *c, int quote)
@@ -794,7 +886,9 @@ int tc_dump_trace(FILE *out, const uint8_t *data, size_t len, int flags, char *e
     }
     d->out = out;
     d->raw = (flags & TC_DUMP_RAW) != 0;
+    d->flows = (flags & TC_DUMP_FLOWS) != 0;
     d->summary_only = (flags & TC_DUMP_SUMMARY) != 0;
+    d->packets_quiet = d->summary_only || d->flows;
 
     struct tc_trace_reader r;
     tc_trace_reader_init(&r, data, len);
@@ -806,8 +900,10 @@ int tc_dump_trace(FILE *out, const uint8_t *data, size_t len, int flags, char *e
     while ((rc = tc_trace_reader_next(&r, &pkt, &plen, &off, rerr, sizeof rerr)) == 1)
         dump_packet(d, index++, off, pkt, plen);
 
+    if (d->flows)
+        print_flows(d);
     if (!d->summary_only)
-        fprintf(out, "--\n"); /* between the packets and the totals */
+        fprintf(out, "--\n"); /* between the packets (or flows) and the totals */
     fprintf(out, "packets: %" PRIu64 " (%" PRIu64 " payload bytes, %zu file bytes)", d->packets, d->bytes,
             rc < 0 ? r.off : len);
     if (d->bad_packets)
@@ -825,20 +921,31 @@ int tc_dump_trace(FILE *out, const uint8_t *data, size_t len, int flags, char *e
         fprintf(out, "\n");
     }
     print_counters(out, "machines", &d->machines, 0);
-    for (size_t i = 0; i < d->n_clocks; i++)
-        if (d->clocks[i].rounds)
+    for (size_t i = 0; i < d->sync.n; i++)
+        if (d->sync.v[i].rounds)
             fprintf(out, "clock sync: machine %u: %zu rounds, BOOTTIME offset %+.0f ns (machine minus host)\n",
-                    d->clocks[i].machine, d->clocks[i].rounds, d->clocks[i].sum_ns / (double)(2 * d->clocks[i].rounds));
+                    d->sync.v[i].machine, d->sync.v[i].rounds, d->sync.v[i].sum_ns / (double)(2 * d->sync.v[i].rounds));
     print_counters(out, "slices", &d->slices, 1);
     print_counters(out, "instants", &d->instants, 1);
     if (d->counter_events)
         fprintf(out, "counter values: %" PRIu64 "\n", d->counter_events);
+    if (d->flows && !d->flows_oom) {
+        fprintf(out, "flows: %zu", d->ft.n_edges);
+        if (d->ft.unplaced)
+            fprintf(out, " (%" PRIu64 " slice events without a placeable timestamp left out)", d->ft.unplaced);
+        if (d->ft.unmatched_ends)
+            fprintf(out, " (%" PRIu64 " end events with flows closed no slice)", d->ft.unmatched_ends);
+        fprintf(out, "\n");
+    }
     if (d->bad_sync_markers)
         fprintf(out, "WARNING: %" PRIu64 " of %" PRIu64 " synchronization markers have unexpected bytes\n",
                 d->bad_sync_markers, d->sync_markers);
 
     int ret = 0;
-    if (rc < 0) {
+    if (d->flows_oom || d->sync_oom) {
+        snprintf(err, errlen, "out of memory while %s", d->sync_oom ? "reading clock sync" : "linking the flows");
+        ret = 1;
+    } else if (rc < 0) {
         snprintf(err, errlen, "%s", rerr);
         ret = 1;
     } else if (d->bad_packets) {
@@ -852,10 +959,12 @@ int tc_dump_trace(FILE *out, const uint8_t *data, size_t len, int flags, char *e
 
 static void dump_usage(FILE *out)
 {
-    fprintf(out, "usage: tracectl dump FILE [--raw] [--summary]\n\n"
+    fprintf(out, "usage: tracectl dump FILE [--raw] [--summary] [--flows]\n\n"
                  "Prints the packets of a Perfetto trace file (.pftrace; '-' reads stdin).\n\n"
                  "  --raw       print every packet in protobuf text format\n"
-                 "  --summary   print only the totals\n");
+                 "  --summary   print only the totals\n"
+                 "  --flows     print the flows instead of the packets: one line per arrow, slice -> slice\n"
+                 "              (name on track), linked as trace processor links them\n");
 }
 
 int tc_cmd_dump(const struct tc_opts *opts, int argc, char **argv)
@@ -863,6 +972,7 @@ int tc_cmd_dump(const struct tc_opts *opts, int argc, char **argv)
     static const struct option longopts[] = {
         {"raw", no_argument, NULL, 'r'},
         {"summary", no_argument, NULL, 's'},
+        {"flows", no_argument, NULL, 'f'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -873,6 +983,7 @@ int tc_cmd_dump(const struct tc_opts *opts, int argc, char **argv)
         switch (c) {
         case 'r': flags |= TC_DUMP_RAW; break;
         case 's': flags |= TC_DUMP_SUMMARY; break;
+        case 'f': flags |= TC_DUMP_FLOWS; break;
         case 'h': dump_usage(stdout); return 0;
         default: dump_usage(stderr); return 2;
         }

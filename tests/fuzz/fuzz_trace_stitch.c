@@ -74,7 +74,7 @@ static void dump_all_modes(const uint8_t *trace, size_t len)
     FILE *null = fopen("/dev/null", "w");
     if (!null)
         return;
-    static const int modes[] = {0, TC_DUMP_RAW, TC_DUMP_SUMMARY};
+    static const int modes[] = {0, TC_DUMP_RAW, TC_DUMP_SUMMARY, TC_DUMP_FLOWS, TC_DUMP_FLOWS | TC_DUMP_RAW};
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
         char err[256];
         int rc = tc_dump_trace(null, trace, len, modes[i], err, sizeof err);

@@ -10,7 +10,8 @@
 # connection stays, one with only that role reads; an undecodable and an oversized Spans request
 # are refused the same way; noded refuses and the hub relays why while nodeb still answers;
 # `record --nodes ... --spans @fleet` stitches the fleet's spans into the trace with flows, the
-# hub's own on the host; /metrics counts the store.
+# hub's own on the host, and `tracectl dump --flows` links every one of them, some from the hub's
+# slices to the nodes' machines; /metrics counts the store.
 # Environment (from `make check`): TG_BUILDDIR, TG_SRCDIR. Exit 77 = skipped.
 REC_TAG=link-spans
 . "$(dirname "$0")/record_lib.sh"
@@ -168,6 +169,16 @@ done
 # the hub's own spans are the trace's host (machine 0), the others' on their machines' clocks
 grep -q "on remote machines' clocks" "$T/record.log" && ! grep -q "machines the trace does not know" "$T/record.log" ||
     fail "the spans were not placed on the nodes' machines: $(cat "$T/record.log")"
+# every stitched flow (between the nodes' tracegated tracks; the demo producers' own flows run
+# between their main and worker threads) is linked when the trace is read as trace processor reads
+# it (times on the host clock after each machine's RemoteClockSync offset), and arrows leave the
+# hub for the nodes
+stitched=$(sed -n 's/.*stitched [0-9]* spans .* with \([0-9]*\) flows.*/\1/p' "$T/record.log")
+"$TRACECTL" dump --flows "$T/fleet.pftrace" >"$T/flows.txt" 2>&1 || fail "dump --flows: $(tail -n 3 "$T/flows.txt")"
+linked=$(grep -c -E '^"[^"]*" on "tracegated[^"]*"( \(machine [0-9]+\))? -> "[^"]*" on "tracegated[^"]*"' "$T/flows.txt")
+[ "$linked" -eq "$stitched" ] || fail "$stitched flows stitched, $linked linked: $(cat "$T/flows.txt")"
+awk -F' -> ' 'NF == 2 && $1 !~ /\(machine [0-9]+\)/ && $2 ~ /\(machine [0-9]+\)/ { n++ } END { exit n ? 0 : 1 }' \
+    "$T/flows.txt" || fail "no arrow from the hub to a node's machine: $(head -n 20 "$T/flows.txt")"
 
 # ---- /metrics: the store on the hub ----
 "$B/tests/integration/gw_testclient" http-get "$HTTP" /metrics >"$T/metrics.txt" 2>&1 || fail "/metrics failed"

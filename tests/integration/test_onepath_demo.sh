@@ -70,6 +70,15 @@ ends=$(grep -o 'flows=[0-9]*' "$T/merged.txt" | awk -F= '{ s += $2 } END { print
 
 echo "ok: merged into $(basename "$TRACE"): $orig_slices + the demo's $((4 * N)) slices"
 
+# the flows as trace processor links them (by time, flow id by flow id): every message's two arrows
+"$TC" dump --flows "$T/merged.pftrace" >"$T/linked.txt" || fail "dump --flows: $(tail -n 3 "$T/linked.txt")"
+grep -qx "flows: $FLOWS" "$T/linked.txt" || fail "$FLOWS flows stitched, linked: $(grep '^flows' "$T/linked.txt")"
+[ "$(grep -c '^"sensor.publish" on "sensor-main [0-9]*" -> "router.route" on "router-[^"]*" ' "$T/linked.txt")" -eq $N ] ||
+    fail "sensor -> router arrows: $(cat "$T/linked.txt")"
+[ "$(grep -c '^"router.forward" on "router-[^"]*" -> "storage.store" on "storage-main [0-9]*" ' "$T/linked.txt")" -eq $N ] ||
+    fail "router -> storage arrows: $(cat "$T/linked.txt")"
+echo "ok: dump --flows links the $FLOWS flows, sensor -> router -> storage for each message"
+
 # an independent decoder: protoc --decode_raw, and the flows read from its output
 if command -v protoc >/dev/null 2>&1 && command -v python3 >/dev/null 2>&1; then
     protoc --decode_raw <"$T/merged.pftrace" >"$T/raw.txt" || fail "protoc --decode_raw cannot decode the result"

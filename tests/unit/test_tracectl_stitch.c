@@ -3,8 +3,9 @@
  * with a different offset, the nearest clock snapshot, a machine the trace does not know, tracks
  * per process and thread with lanes, flows across tracks and machines, annotations, sequence ids
  * (fresh ones, also when the trace uses the top id), duplicates, orphans, bad lines, span times
- * beyond the trace clock's range and a trace without clock snapshots. Packets are decoded back
- * with the protobuf-c TracePacket messages. */
+ * beyond the trace clock's range and a trace without clock snapshots; flows whose ends trace
+ * processor will order by its clock sync offsets, not the machines' own clocks (read back with
+ * `tracectl dump --flows`). Packets are decoded back with the protobuf-c TracePacket messages. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,6 +22,7 @@
 #include "trace_clocks.h"
 #include "trace_file.h"
 #include "trace_packet.pb-c.h"
+#include "tracectl.h"
 
 #define R0 1700000000000000000ull /* host REALTIME at its first snapshot */
 #define B0 5000000000ull          /* host BOOTTIME at the same moment */
@@ -406,6 +408,98 @@ static void test_flows(void **state)
     out_free(&o);
 }
 
+/* Appends machine 7's clock sync round (PING, UPDATE) from which trace processor derives
+ * machine 7 minus host = B7 - B0 + 5000 ns: it then puts dev.handle (C, at B7 + 3000 on machine
+ * 7's clock) at B0 - 2000, before its parent hub.forward (B, at B0 + 2000), although machine 7's
+ * own clock readings say later. */
+static void add_skewed_sync(struct buf *b)
+{
+    const uint64_t o = B7 - B0 + 5000 - 500; /* the round's estimate comes out 500 ns above o */
+    Perfetto__Protos__ClockSnapshot cl[2], ho[2];
+    Perfetto__Protos__ClockSnapshot__Clock c1[2][3], *c1p[2][3], c2[2][3], *c2p[2][3];
+    Perfetto__Protos__RemoteClockSync__SyncedClocks sc[2], *scp[2];
+    for (int i = 0; i < 2; i++) {
+        snapshot(&cl[i], c1[i], c1p[i], R7 + 1000ull * (uint64_t)i, B7 + 1000ull * (uint64_t)i);
+        snapshot(&ho[i], c2[i], c2p[i], R0, B7 + 1000ull * (uint64_t)i - o);
+        perfetto__protos__remote_clock_sync__synced_clocks__init(&sc[i]);
+        sc[i].client_clocks = &cl[i];
+        sc[i].host_clocks = &ho[i];
+        scp[i] = &sc[i];
+    }
+    Perfetto__Protos__RemoteClockSync rcs = PERFETTO__PROTOS__REMOTE_CLOCK_SYNC__INIT;
+    rcs.n_synced_clocks = 2;
+    rcs.synced_clocks = scp;
+    Perfetto__Protos__TracePacket p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+    p.has_machine_id = 1;
+    p.machine_id = M7;
+    p.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_REMOTE_CLOCK_SYNC;
+    p.remote_clock_sync = &rcs;
+    add_record(b, &p);
+}
+
+static void add_raw(struct buf *b, const uint8_t *pkt, size_t n)
+{
+    uint8_t hdr[16];
+    size_t hl = tc_trace_record_header(hdr, n);
+    b->p = realloc(b->p, b->len + hl + n);
+    assert_non_null(b->p);
+    memcpy(b->p + b->len, hdr, hl);
+    memcpy(b->p + b->len + hl, pkt, n);
+    b->len += hl + n;
+}
+
+static int append_record(void *arg, const uint8_t *p, size_t len)
+{
+    add_raw(arg, p, len);
+    return 0;
+}
+
+/* The end of a flow that trace processor reaches first (its order: each machine moved by the
+ * offset it derives from the clock sync) carries flow_ids, so it links every flow: here the child
+ * C, which machine 7's own clock puts after its parent B. Read back as trace processor links
+ * flows (tracectl dump --flows), both stitched flows are there. */
+static void test_flows_in_trace_processor_order(void **state)
+{
+    (void)state;
+    struct buf tr = make_trace(1);
+    add_skewed_sync(&tr);
+    struct tc_trace_clocks clocks;
+    char err[256];
+    assert_int_equal(tc_trace_clocks_scan(tr.p, tr.len, &clocks, err, sizeof err), 0);
+    int64_t off;
+    assert_int_equal(tc_sync_ests_offset(&clocks.sync, M7, &off), 1);
+    assert_int_equal(off, (int64_t)(B7 - B0 + 5000));
+    struct tc_span_set set;
+    make_spans(&set);
+    struct tc_stitch_opts opts = {NULL, 0, NULL, NULL};
+    struct tc_stitch_stats st;
+    struct out o = {.n = 0};
+    assert_int_equal(tc_stitch(&set, &clocks, &opts, collect, &o, &st, err, sizeof err), 0);
+    const Perfetto__Protos__TrackEvent *b = begin_of(&o, "hub.forward")->track_event;
+    const Perfetto__Protos__TrackEvent *c = begin_of(&o, "dev.handle")->track_event;
+    assert_true(has_id(c->flow_ids, c->n_flow_ids, id_of(SC)));
+    assert_true(has_id(b->terminating_flow_ids, b->n_terminating_flow_ids, id_of(SC)));
+    assert_false(has_id(b->flow_ids, b->n_flow_ids, id_of(SC)));
+    out_free(&o);
+
+    struct tc_stitch_stats st2;
+    assert_int_equal(tc_stitch(&set, &clocks, &opts, append_record, &tr, &st2, err, sizeof err), 0);
+    char *text = NULL;
+    size_t text_len = 0;
+    FILE *f = open_memstream(&text, &text_len);
+    assert_non_null(f);
+    assert_int_equal(tc_dump_trace(f, tr.p, tr.len, TC_DUMP_FLOWS, err, sizeof err), 0);
+    fclose(f);
+    if (getenv("TG_TEST_VERBOSE"))
+        fputs(text, stderr);
+    assert_non_null(strstr(text, "\"dev.handle\" on \"t200 200\" (machine 7) -> \"hub.forward\" on \"t101 101\""));
+    assert_non_null(strstr(text, "\nflows: 2\n"));
+    free(text);
+    tc_spans_free(&set);
+    tc_trace_clocks_free(&clocks);
+    free(tr.p);
+}
+
 static void test_annotations(void **state)
 {
     (void)state;
@@ -537,17 +631,6 @@ static void test_times_out_of_range(void **state)
     free(tr.p);
 }
 
-static void add_raw(struct buf *b, const uint8_t *pkt, size_t n)
-{
-    uint8_t hdr[16];
-    size_t hl = tc_trace_record_header(hdr, n);
-    b->p = realloc(b->p, b->len + hl + n);
-    assert_non_null(b->p);
-    memcpy(b->p + b->len, hdr, hl);
-    memcpy(b->p + b->len + hl, pkt, n);
-    b->len += hl + n;
-}
-
 /* A trace whose packets already use sequence id 0xFFFFFFFF (the top), 1 and 5 (make_trace), 2, 3
  * as a fixed64 and 6 as a varint above 32 bits (Perfetto reads both, keeping the low 32 bits):
  * the stitched packets take ids no packet uses, and never 0 ("no sequence"), instead of wrapping
@@ -633,6 +716,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_clock_mapping),    cmocka_unit_test(test_tracks_and_sequences),
         cmocka_unit_test(test_flows),            cmocka_unit_test(test_annotations),
+        cmocka_unit_test(test_flows_in_trace_processor_order),
         cmocka_unit_test(test_host_map_and_errors), cmocka_unit_test(test_json_depth),
         cmocka_unit_test(test_times_out_of_range), cmocka_unit_test(test_sequence_ids_at_the_top),
     };

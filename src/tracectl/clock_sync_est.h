@@ -1,0 +1,39 @@
+/* clock_sync_est.h: a remote machine's BOOTTIME offset to the host as trace processor derives it
+ * from the trace's RemoteClockSync packets (Perfetto wire facts §6.1): consecutive SyncedClocks
+ * entries whose client BOOTTIME readings are under 30 s apart form a round t1c,t1h,t2c,t2h (the
+ * relay's PING and UPDATE); each round gives (t1c+t2c)/2 - t1h and t2c - (t1h+t2h)/2, and the
+ * machine's offset is the mean of all of them over every packet. Shared by `tracectl dump` (its
+ * clock sync line and --flows) and the span stitcher (which end of a flow comes first), so the
+ * two order slices on the host clock exactly as trace processor will.
+ *
+ * Ownership: the caller owns the table; tc_sync_ests_free releases it. Threading: none. */
+#ifndef TRACEGATE_TRACECTL_CLOCK_SYNC_EST_H
+#define TRACEGATE_TRACECTL_CLOCK_SYNC_EST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct tc_sync_est {
+    uint32_t machine;
+    size_t rounds;
+    double sum_ns; /* of 2 * rounds estimates */
+};
+
+struct tc_sync_ests {
+    struct tc_sync_est *v;
+    size_t n, cap;
+};
+
+/* One SyncedClocks entry's BOOTTIME readings; ok = 0 when either snapshot lacks BOOTTIME. */
+struct tc_sync_reading {
+    int ok;
+    uint64_t client, host;
+};
+
+/* Adds one RemoteClockSync packet of machine (its entries in order). 0, or -1 on OOM. */
+int tc_sync_ests_add(struct tc_sync_ests *e, uint32_t machine, const struct tc_sync_reading *r, size_t n);
+/* The machine's clock minus the host's, ns: 1 when some round gave it, 0 otherwise (*ns = 0). */
+int tc_sync_ests_offset(const struct tc_sync_ests *e, uint32_t machine, int64_t *ns);
+void tc_sync_ests_free(struct tc_sync_ests *e);
+
+#endif
