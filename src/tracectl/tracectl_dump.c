@@ -854,7 +854,7 @@ static void print_flows(struct dump *d)
         add_flow_end(&l, e->out);
         add(&l, " -> ");
         add_flow_end(&l, e->in);
-        add(&l, "  %+.3f ms  ts=%" PRId64 " flow=%" PRIu64 "\n", (double)(e->in->ts - e->out->ts) / 1e6, e->out->ts,
+        add(&l, "  %+.3f ms  ts=%" PRId64 " flow=%" PRIu64 "\n", ((double)e->in->ts - (double)e->out->ts) / 1e6, e->out->ts,
             e->flow_id);
         fputs(l.buf, d->out);
     }

@@ -104,6 +104,8 @@ static void test_tracks_per_machine(void **state)
 static int64_t offset_of(void *ctx, uint32_t machine)
 {
     (void)ctx;
+    if (machine == 3) /* a hostile trace's clock sync: far off */
+        return -INT64_C(9200000000000000000);
     return machine == 2 ? -100 : 0; /* machine 2's clock is 100 ns behind the host's */
 }
 
@@ -119,6 +121,14 @@ static void test_machine_offset_orders(void **state)
     assert_edge(&t, 0, "host", "remote");
     assert_int_equal(t.edges[0].in->ts, 150);
     tc_flow_table_free(&t);
+
+    struct tc_flow_table far = {0}; /* moved past the end of time: saturates (UBSan would trap) */
+    ev(&far, TC_FLOW_INSTANT, 0, 1, 100, "host", 4, 0);
+    ev(&far, TC_FLOW_INSTANT, 3, 1, INT64_MAX - 5, "far", 4, 0);
+    assert_int_equal(tc_flow_table_resolve(&far, offset_of, NULL), 0);
+    assert_int_equal(far.n_edges, 1);
+    assert_true(far.edges[0].in->ts == INT64_MAX);
+    tc_flow_table_free(&far);
 
     struct tc_flow_table u = {0}; /* without the offset the order flips */
     ev(&u, TC_FLOW_INSTANT, 2, 1, 50, "remote", 4, 0);
