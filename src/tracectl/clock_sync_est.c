@@ -42,13 +42,15 @@ int tc_sync_ests_add(struct tc_sync_ests *e, uint32_t machine, const struct tc_s
     return 0;
 }
 
+double tc_sync_est_mean_ns(const struct tc_sync_est *m) { return m->sum_ns / (double)(2 * m->rounds); }
+
 int tc_sync_ests_offset(const struct tc_sync_ests *e, uint32_t machine, int64_t *ns)
 {
     const struct tc_sync_est *m = find(e, machine);
     *ns = 0;
     if (!m || !m->rounds)
         return 0;
-    double mean = m->sum_ns / (double)(2 * m->rounds);
+    double mean = tc_sync_est_mean_ns(m);
     /* clamped: a hostile trace's readings must not make the conversion undefined */
     if (mean != mean)
         *ns = 0;

@@ -32,8 +32,21 @@ struct tc_sync_reading {
 
 /* Adds one RemoteClockSync packet of machine (its entries in order). 0, or -1 on OOM. */
 int tc_sync_ests_add(struct tc_sync_ests *e, uint32_t machine, const struct tc_sync_reading *r, size_t n);
+/* The mean of a machine's estimates, ns (rounds > 0). */
+double tc_sync_est_mean_ns(const struct tc_sync_est *m);
 /* The machine's clock minus the host's, ns: 1 when some round gave it, 0 otherwise (*ns = 0). */
 int tc_sync_ests_offset(const struct tc_sync_ests *e, uint32_t machine, int64_t *ns);
 void tc_sync_ests_free(struct tc_sync_ests *e);
+
+/* A machine's time on the host clock: ts less the machine's offset, saturating at the int64 ends
+ * (a hostile trace's clock sync can be anything). */
+static inline int64_t tc_host_time(int64_t ts, int64_t off)
+{
+    if (off < 0 && ts > INT64_MAX + off)
+        return INT64_MAX;
+    if (off > 0 && ts < INT64_MIN + off)
+        return INT64_MIN;
+    return ts - off;
+}
 
 #endif

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock_sync_est.h"
+
 struct tc_flow_event {
     int64_t ts;
     uint64_t idx; /* file order */
@@ -171,17 +173,9 @@ static int build_slices(struct tc_flow_table *t)
 
 int tc_flow_table_resolve(struct tc_flow_table *t, int64_t (*offset)(void *ctx, uint32_t machine), void *ctx)
 {
-    for (size_t i = 0; offset && i < t->n_ev; i++) {
-        if (!t->ev[i].machine)
-            continue;
-        int64_t off = offset(ctx, t->ev[i].machine), ts = t->ev[i].ts; /* saturating ts - off */
-        if (off < 0 && ts > INT64_MAX + off)
-            t->ev[i].ts = INT64_MAX;
-        else if (off > 0 && ts < INT64_MIN + off)
-            t->ev[i].ts = INT64_MIN;
-        else
-            t->ev[i].ts = ts - off;
-    }
+    for (size_t i = 0; offset && i < t->n_ev; i++)
+        if (t->ev[i].machine)
+            t->ev[i].ts = tc_host_time(t->ev[i].ts, offset(ctx, t->ev[i].machine));
     if (build_slices(t) != 0)
         return -1;
     struct flow_ref *refs = malloc((t->n_ids ? t->n_ids : 1) * sizeof *refs);

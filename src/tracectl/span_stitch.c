@@ -415,12 +415,7 @@ static int64_t host_begin(const struct ctx *c, const struct item *it)
     int64_t off = 0;
     if (it->machine)
         tc_sync_ests_offset(&c->clocks->sync, it->machine, &off);
-    int64_t b = (int64_t)it->b; /* place() keeps b <= INT64_MAX */
-    if (off < 0 && b > INT64_MAX + off)
-        return INT64_MAX;
-    if (off > 0 && b < INT64_MIN + off)
-        return INT64_MIN;
-    return b - off;
+    return tc_host_time((int64_t)it->b, off); /* place() keeps b <= INT64_MAX */
 }
 
 static int flows(struct ctx *c, const struct index *x)

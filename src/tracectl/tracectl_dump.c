@@ -924,7 +924,7 @@ int tc_dump_trace(FILE *out, const uint8_t *data, size_t len, int flags, char *e
     for (size_t i = 0; i < d->sync.n; i++)
         if (d->sync.v[i].rounds)
             fprintf(out, "clock sync: machine %u: %zu rounds, BOOTTIME offset %+.0f ns (machine minus host)\n",
-                    d->sync.v[i].machine, d->sync.v[i].rounds, d->sync.v[i].sum_ns / (double)(2 * d->sync.v[i].rounds));
+                    d->sync.v[i].machine, d->sync.v[i].rounds, tc_sync_est_mean_ns(&d->sync.v[i]));
     print_counters(out, "slices", &d->slices, 1);
     print_counters(out, "instants", &d->instants, 1);
     if (d->counter_events)
