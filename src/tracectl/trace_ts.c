@@ -109,19 +109,18 @@ static int scoped_to_boot(const struct tc_trace_ts *t, struct tc_ts_seq *ss, uin
     return 0;
 }
 
-int tc_trace_ts_packet(struct tc_trace_ts *t, uint32_t seq, const Perfetto__Protos__TracePacket *p, int64_t *ts)
+int tc_trace_ts_packet(struct tc_trace_ts *t, uint32_t seq, uint32_t default_clock,
+                       const Perfetto__Protos__TracePacket *p, int64_t *ts)
 {
     struct tc_ts_seq *ss = seq_get(t, seq);
     if (!ss)
         return -1;
-    if (p->trace_packet_defaults && p->trace_packet_defaults->has_timestamp_clock_id)
-        ss->default_clock = p->trace_packet_defaults->timestamp_clock_id;
     int remote = p->has_machine_id && p->machine_id;
     if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_CLOCK_SNAPSHOT && p->clock_snapshot)
         take_snapshot(t, ss, remote, p->clock_snapshot);
     if (!p->has_timestamp)
         return 0;
-    uint32_t clock = p->has_timestamp_clock_id ? p->timestamp_clock_id : ss->default_clock;
+    uint32_t clock = p->has_timestamp_clock_id ? p->timestamp_clock_id : default_clock;
     if (clock == 0) /* the trace's clock: BOOTTIME unless a host snapshot named another */
         clock = t->primary ? t->primary : CLOCK_BOOTTIME;
     uint64_t v;

@@ -35,7 +35,6 @@ struct tc_ts_snapshot {
 
 struct tc_ts_seq {
     uint32_t seq;
-    uint32_t default_clock; /* TracePacketDefaults.timestamp_clock_id, 0 = none */
     struct tc_ts_snapshot scoped; /* the sequence's own snapshot of its scoped clocks */
 };
 
@@ -46,10 +45,13 @@ struct tc_trace_ts {
     size_t n_seqs, cap_seqs;
 };
 
-/* Feeds one decoded packet (in file order) of sequence seq (0: none). Returns 1 and *ts (host
- * BOOTTIME ns, before any machine offset) when the packet has a timestamp that can be placed, 0
- * when it has none or its clock is unknown so far, -1 on OOM. */
-int tc_trace_ts_packet(struct tc_trace_ts *t, uint32_t seq, const Perfetto__Protos__TracePacket *p, int64_t *ts);
+/* Feeds one decoded packet (in file order) of sequence seq (0: none); default_clock is the
+ * sequence's TracePacketDefaults.timestamp_clock_id as the reader keeps it (it owns the
+ * sequence's incremental state; 0: none). Returns 1 and *ts (host BOOTTIME ns, before any machine
+ * offset) when the packet has a timestamp that can be placed, 0 when it has none or its clock is
+ * unknown so far, -1 on OOM. */
+int tc_trace_ts_packet(struct tc_trace_ts *t, uint32_t seq, uint32_t default_clock,
+                       const Perfetto__Protos__TracePacket *p, int64_t *ts);
 void tc_trace_ts_free(struct tc_trace_ts *t);
 
 #endif

@@ -634,7 +634,7 @@ static void collect_flow_event(struct dump *d, uint32_t seq, const struct seq_st
                                const Perfetto__Protos__TracePacket *p)
 {
     int64_t ts = 0;
-    int placed = tc_trace_ts_packet(&d->tts, seq, p, &ts);
+    int placed = tc_trace_ts_packet(&d->tts, seq, ss ? ss->clock_id : 0, p, &ts);
     if (placed < 0)
         d->flows_oom = 1;
     const Perfetto__Protos__TrackEvent *te = p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_EVENT

@@ -179,13 +179,13 @@ static int feed_snapshot(struct tc_trace_ts *t, uint32_t seq, Perfetto__Protos__
     p.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_CLOCK_SNAPSHOT;
     p.clock_snapshot = &snap;
     int64_t ts;
-    int rc = tc_trace_ts_packet(t, seq, &p, &ts);
+    int rc = tc_trace_ts_packet(t, seq, 0, &p, &ts);
     for (size_t i = 0; i < n; i++)
         free(cs[i]);
     return rc;
 }
 
-/* -1: clock not given (sequence default) */
+/* -N: clock not given, the sequence's default is N */
 static int at(struct tc_trace_ts *t, uint32_t seq, int64_t clock, uint64_t v, int64_t *ts)
 {
     Perfetto__Protos__TracePacket p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
@@ -193,7 +193,7 @@ static int at(struct tc_trace_ts *t, uint32_t seq, int64_t clock, uint64_t v, in
     p.timestamp = v;
     if (clock >= 0)
         p.has_timestamp_clock_id = 1, p.timestamp_clock_id = (uint32_t)clock;
-    return tc_trace_ts_packet(t, seq, &p, ts);
+    return tc_trace_ts_packet(t, seq, clock < 0 ? (uint32_t)-clock : 0, &p, ts);
 }
 
 static void test_ts_clocks(void **state)
@@ -220,13 +220,7 @@ static void test_ts_clocks(void **state)
     assert_int_equal(ts, 15000);
     assert_int_equal(at(&t, 7, 64, 3, &ts), 0); /* clock 64 of another sequence is not this one */
     /* the sequence's default clock */
-    Perfetto__Protos__TracePacketDefaults df = PERFETTO__PROTOS__TRACE_PACKET_DEFAULTS__INIT;
-    df.has_timestamp_clock_id = 1;
-    df.timestamp_clock_id = 64;
-    Perfetto__Protos__TracePacket p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
-    p.trace_packet_defaults = &df;
-    assert_int_equal(tc_trace_ts_packet(&t, 9, &p, &ts), 0);
-    assert_int_equal(at(&t, 9, -1, 1, &ts), 1);
+    assert_int_equal(at(&t, 9, -64, 1, &ts), 1);
     assert_int_equal(ts, 16000);
     /* a new snapshot restarts the running value */
     Perfetto__Protos__ClockSnapshot__Clock *again[] = {clk(6, 90000, 0, 0), clk(64, 100, 1, 1000)};
