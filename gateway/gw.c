@@ -15,6 +15,7 @@
 #include "gw_listener.h"
 #include "gw_metrics.h"
 #include "gw_output_path.h"
+#include "gw_process_metrics.h"
 #include "gw_tls_status.h"
 #include "gw_upstream.h"
 #include "tracegate/frame.h"
@@ -257,12 +258,13 @@ char *tg_gw_metrics_text(struct tg_gw *gw)
 {
     tg_gw_metrics_set_upstream_healthy(gw->metrics, tg_gw_upstream_healthy(gw));
     char *base = tg_gw_metrics_render(gw->metrics);
-    if (base) { /* the TLS data path's families (gw_tls_status.c) */
+    if (base) { /* the TLS data path's families (gw_tls_status.c), the process's own resources */
         char *tls = NULL;
         size_t tl = 0;
         FILE *tf = open_memstream(&tls, &tl);
         if (tf) {
             tg_gw_tls_metrics(tf);
+            tg_gw_process_metrics(tf);
             if (fclose(tf) == 0) {
                 size_t bl = strlen(base);
                 char *both = realloc(base, bl + tl + 1);
