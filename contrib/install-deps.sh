@@ -16,6 +16,7 @@ PKGS=(
   adb   # tests: a real ADB server for /adb (test_ws_adb.sh)
   nftables openssh-server openssh-client util-linux   # tests: test_link_netns.sh (NAT), test_link_ssh.sh (sshd), setpriv
   locales   # tests: OnePath under a comma-decimal locale (a de_DE locale compiled with localedef)
+  strace    # tests: test_ws_security.sh (which TLS files tracegated and libwebsockets open)
 )
 # browser tests (issue 4): chromium + node for playwright-core
 if [ "${TRACEGATE_BROWSER_DEPS:-0}" = "1" ]; then
@@ -34,7 +35,7 @@ if [ "${TRACEGATE_STRESS_DEPS:-0}" = "1" ]; then
 fi
 # tests/bench/insn_per_mb.sh and tls_syscalls.sh (not run by make check or make bench)
 if [ "${TRACEGATE_BENCH_DEPS:-0}" = "1" ]; then
-  PKGS+=(valgrind strace)
+  PKGS+=(valgrind)
 fi
 
 missing=()

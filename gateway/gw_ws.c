@@ -90,49 +90,78 @@ static void *service_thread(void *arg)
 
 /* ------------------------------------------------------------ reload */
 
-/* Loads the certificate, key and CA bundle from the descriptors checked as tracegated's TLS files
- * are (net/tls_files.h) into a scratch SSL_CTX, so a bad file changes nothing, then installs them
- * on the vhost's live one. lws opened the files by name when it made the vhost: this replaces
- * what it read before the first handshake (start), and at every reload. Runs on the thread that
- * owns the lws context: the creating one before the service thread starts, then the lws thread. */
-static int install_checked_files(struct tg_gw_ws *ws, char *err, size_t errlen)
+/* The certificate, key (and chain) and CA bundle as read from the descriptors checked as
+ * tracegated's TLS files are (net/tls_files.h), held apart from the live SSL_CTX until installed. */
+struct checked_tls {
+    SSL_CTX *loaded; /* holds the certificate, its chain and the key */
+    X509_STORE *store;
+    STACK_OF(X509_NAME) *names;
+};
+
+static void checked_tls_free(struct checked_tls *c)
 {
-    int rc = -1;
-    SSL_CTX *live = ws->ssl_ctx;
-    SSL_CTX *tmp = SSL_CTX_new(TLS_server_method());
-    X509_STORE *store = NULL;
-    STACK_OF(X509_NAME) *names = NULL;
-    if (!live || !tmp) {
-        snprintf(err, errlen, "TLS is not active");
-        goto out;
+    if (c->store)
+        X509_STORE_free(c->store);
+    if (c->names)
+        sk_X509_NAME_pop_free(c->names, X509_NAME_free);
+    if (c->loaded)
+        SSL_CTX_free(c->loaded);
+    memset(c, 0, sizeof *c);
+}
+
+/* Reads the files once; a bad one (refused mode or owner, encrypted key, key not matching the
+ * certificate, unreadable CA bundle) fails with the reason and changes nothing. */
+static int load_checked_files(const struct tg_gw_ws *ws, struct checked_tls *c, char *err, size_t errlen)
+{
+    memset(c, 0, sizeof *c);
+    c->loaded = SSL_CTX_new(TLS_server_method());
+    if (!c->loaded) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
     }
-    if (tg_tls_use_cert_key(tmp, ws->cfg.cert_file, ws->cfg.key_file, 1, err, errlen) != 0)
-        goto out;
-    if (ws->cfg.ca_file && tg_tls_ca_load(ws->cfg.ca_file, 1, &store, &names, err, errlen) != 0)
-        goto out;
-    X509 *cert = SSL_CTX_get0_certificate(tmp);
-    EVP_PKEY *key = SSL_CTX_get0_privatekey(tmp);
+    if (tg_tls_use_cert_key(c->loaded, ws->cfg.cert_file, ws->cfg.key_file, 1, err, errlen) != 0 ||
+        (ws->cfg.ca_file && tg_tls_ca_load(ws->cfg.ca_file, 1, &c->store, &c->names, err, errlen) != 0)) {
+        checked_tls_free(c);
+        return -1;
+    }
+    return 0;
+}
+
+/* Puts what load_checked_files read on the vhost's live SSL_CTX (taking the CA store and names).
+ * Runs on the thread that owns the lws context: the creating one before the service thread
+ * starts, then the lws thread. */
+static int apply_checked_files(SSL_CTX *live, struct checked_tls *c, char *err, size_t errlen)
+{
+    if (!live) {
+        snprintf(err, errlen, "TLS is not active");
+        return -1;
+    }
+    X509 *cert = SSL_CTX_get0_certificate(c->loaded);
+    EVP_PKEY *key = SSL_CTX_get0_privatekey(c->loaded);
     STACK_OF(X509) *chain = NULL;
-    SSL_CTX_get0_chain_certs(tmp, &chain);
+    SSL_CTX_get0_chain_certs(c->loaded, &chain);
     if (SSL_CTX_use_certificate(live, cert) != 1 || SSL_CTX_use_PrivateKey(live, key) != 1 ||
         SSL_CTX_set1_chain(live, chain) != 1) {
         snprintf(err, errlen, "cannot install the new certificate");
-        goto out;
+        return -1;
     }
-    if (store) {
-        SSL_CTX_set_cert_store(live, store); /* takes it */
-        store = NULL;
-        SSL_CTX_set_client_CA_list(live, names); /* takes it */
-        names = NULL;
+    if (c->store) {
+        SSL_CTX_set_cert_store(live, c->store); /* takes it */
+        c->store = NULL;
+        SSL_CTX_set_client_CA_list(live, c->names); /* takes it */
+        c->names = NULL;
     }
-    rc = 0;
-out:
-    if (store)
-        X509_STORE_free(store);
-    if (names)
-        sk_X509_NAME_pop_free(names, X509_NAME_free);
-    if (tmp)
-        SSL_CTX_free(tmp);
+    return 0;
+}
+
+/* SIGHUP: the files read again and installed on the live SSL_CTX, or nothing changed. */
+static int install_checked_files(struct tg_gw_ws *ws, char *err, size_t errlen)
+{
+    struct checked_tls c;
+    if (load_checked_files(ws, &c, err, errlen) != 0)
+        return -1;
+    int rc = apply_checked_files(ws->ssl_ctx, &c, err, errlen);
+    checked_tls_free(&c);
     return rc;
 }
 
@@ -344,25 +373,22 @@ struct tg_gw_ws *tg_gw_ws_start(struct tg_gw *gw, struct event_base *base, const
     vi.timeout_secs_ah_idle = lws_secs;
     if (strcmp(ws->cfg.bind_host, "0.0.0.0") && strcmp(ws->cfg.bind_host, "::") && strchr(ws->cfg.bind_host, ':'))
         vi.options |= LWS_SERVER_OPTION_IPV6_V6ONLY_MODIFY | LWS_SERVER_OPTION_IPV6_V6ONLY_VALUE;
+    /* TLS: libwebsockets gets no file names. tracegated reads the certificate, key and CA bundle
+     * once, from the descriptors it checked (a refused or encrypted key stops the start here,
+     * before anything listens, with the reason: lws would have asked a terminal for a pass
+     * phrase), lws makes the vhost's SSL_CTX empty (with the verify mode and options below) and
+     * hands it over at LOAD_EXTRA_SERVER_VERIFY_CERTS, and what was read is installed on it before
+     * the service thread takes the first handshake. */
+    struct checked_tls checked = {0};
     if (ws->cfg.tls) {
-        vi.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
-        vi.ssl_cert_filepath = ws->cfg.cert_file;
-        vi.ssl_private_key_filepath = ws->cfg.key_file;
-        vi.ssl_ca_filepath = ws->cfg.ca_file;
+        vi.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT | LWS_SERVER_OPTION_CREATE_VHOST_SSL_CTX;
         vi.ssl_options_set = SSL_OP_NO_TLSv1 | SSL_OP_NO_TLSv1_1;
         if (ws->cfg.require_client_cert)
             vi.options |= LWS_SERVER_OPTION_REQUIRE_VALID_OPENSSL_CLIENT_CERT;
         else if (ws->cfg.ca_file) /* ask for a certificate, verify one that comes, go on without */
             vi.options |=
                 LWS_SERVER_OPTION_REQUIRE_VALID_OPENSSL_CLIENT_CERT | LWS_SERVER_OPTION_PEER_CERT_NOT_REQUIRED;
-        /* the files as tracegated reads them, before libwebsockets opens them by name: a refused
-         * or encrypted key stops here with the reason (lws would ask a terminal for a pass phrase) */
-        SSL_CTX *probe = SSL_CTX_new(TLS_server_method());
-        int bad = !probe || tg_tls_use_cert_key(probe, ws->cfg.cert_file, ws->cfg.key_file, 1, err, errlen) != 0;
-        SSL_CTX_free(probe);
-        if (bad) {
-            if (!probe)
-                snprintf(err, errlen, "out of memory");
+        if (load_checked_files(ws, &checked, err, errlen) != 0) {
             lws_context_destroy(ws->ctx);
             ws_free(ws);
             return NULL;
@@ -372,16 +398,21 @@ struct tg_gw_ws *tg_gw_ws_start(struct tg_gw *gw, struct event_base *base, const
     ws->vh = lws_create_vhost(ws->ctx, &vi);
     g_creating = NULL;
     if (!ws->vh) {
-        snprintf(err, errlen, "cannot listen on %s:%d for HTTP/WebSocket (address in use, or bad certificate?)",
-                 ws->cfg.bind_host, ws->cfg.port);
+        snprintf(err, errlen, "cannot listen on %s:%d for HTTP/WebSocket (address in use?)", ws->cfg.bind_host,
+                 ws->cfg.port);
+        checked_tls_free(&checked);
         lws_context_destroy(ws->ctx);
         ws_free(ws);
         return NULL;
     }
-    if (ws->cfg.tls && install_checked_files(ws, err, errlen) != 0) {
-        lws_context_destroy(ws->ctx);
-        ws_free(ws);
-        return NULL;
+    if (ws->cfg.tls) {
+        int rc = apply_checked_files(ws->ssl_ctx, &checked, err, errlen);
+        checked_tls_free(&checked);
+        if (rc != 0) {
+            lws_context_destroy(ws->ctx);
+            ws_free(ws);
+            return NULL;
+        }
     }
     if (pthread_create(&ws->thread, NULL, service_thread, ws) != 0) {
         snprintf(err, errlen, "cannot start the WebSocket thread");

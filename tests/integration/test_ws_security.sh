@@ -200,6 +200,45 @@ rc=$?
 grep -q "no unencrypted PEM private key" "$T/enc.log" || fail "no reason given for the encrypted key: $(tail -n 3 "$T/enc.log")"
 echo "WSS: an encrypted key is refused with the reason"
 
+# libwebsockets gets no file names: only tracegated opens the TLS files, through the reader that
+# checks them (net/tls_files.h: O_NOCTTY|O_NONBLOCK, so a FIFO or a terminal cannot hang it), and
+# installs what it read on the vhost's SSL_CTX; a SIGHUP reads them again. OpenSSL's file loaders,
+# which lws used with file names, open with O_RDONLY alone: a file swapped after tracegated's
+# check was read unchecked (a FIFO that hangs the start, a key that asks a terminal for a pass
+# phrase).
+strace -f -qq -o /dev/null true 2>/dev/null || fail "strace cannot trace here (contrib/install-deps.sh installs it)"
+printf '#!/bin/sh\nexec strace -f -qq -e trace=open,openat,openat2 -o "%s" "%s" "$@"\n' "$T/open.trace" "$TRACEGATED" >"$T/traced-gw"
+chmod +x "$T/traced-gw"
+REAL_TRACEGATED=$TRACEGATED
+TRACEGATED=$T/traced-gw
+start_http wssopen 127.0.0.1 --http-tls --tls-cert "$T/pki/server.crt" --tls-key "$T/pki/server.key" \
+    --tls-ca "$T/pki/ca.crt"
+TRACEGATED=$REAL_TRACEGATED
+opens() { grep -c -e "/pki/$1\"" "$T/open.trace"; }
+unchecked_opens() { # opens of the TLS files without O_NONBLOCK: not tracegated's checked reader
+    grep -e '/pki/\(server\.crt\|server\.key\|ca\.crt\)"' "$T/open.trace" | grep -v O_NONBLOCK
+}
+wss_query() {
+    timeout 30 "$TRACECTL" --cacert "$T/pki/ca.crt" --cert "$T/pki/client.crt" --key "$T/pki/client.key" \
+        query "wss://127.0.0.1:$PORT/traced" >"$T/wssq.out" 2>&1
+}
+wss_query || fail "WSS with the files installed by tracegated: $(tail -n 3 "$T/wssq.out")"
+for f in server.crt server.key ca.crt; do
+    [ "$(opens $f)" -ge 1 ] || fail "$f was never opened: $(grep -e "/pki/" "$T/open.trace")"
+done
+! unchecked_opens >"$T/unchecked.txt" || fail "a TLS file opened by name outside tracegated's checked reader: $(head -n 3 "$T/unchecked.txt")"
+n_crt=$(opens server.crt) n_key=$(opens server.key) n_ca=$(opens ca.crt)
+GW_CHILD=$(pgrep -P "$GW_PID" | head -n 1)
+kill -HUP "$GW_CHILD"
+wait_log "$T/wssopen.log" "reloaded the HTTPS/WSS certificate" || fail "no certificate reload after SIGHUP: $(tail -n 3 "$T/wssopen.log")"
+wss_query || fail "WSS after a reload: $(tail -n 3 "$T/wssq.out")"
+[ "$(opens server.crt)" -gt "$n_crt" ] && [ "$(opens server.key)" -gt "$n_key" ] && [ "$(opens ca.crt)" -gt "$n_ca" ] ||
+    fail "SIGHUP did not read the TLS files again: $(grep -e "/pki/" "$T/open.trace")"
+! unchecked_opens >"$T/unchecked.txt" || fail "a TLS file opened by name outside tracegated's checked reader at reload: $(head -n 3 "$T/unchecked.txt")"
+kill "$GW_CHILD"
+wait "$GW_PID" 2>/dev/null
+echo "WSS: libwebsockets opens no TLS file; tracegated reads them, checked, at start and at each reload"
+
 # ---- libwebsockets' own complaints about bad requests are sampled, like every pre-auth refusal ----
 # (lws logs each oversized header as an error: 60 of them must not become 60 log lines)
 start_http lwsflood 127.0.0.1
