@@ -8,10 +8,8 @@
 
 static struct tc_sync_est *find(const struct tc_sync_ests *e, uint32_t machine)
 {
-    for (size_t i = 0; i < e->n; i++)
-        if (e->v[i].machine == machine)
-            return &e->v[i];
-    return NULL;
+    size_t i;
+    return tc_u32_index_get(&e->ix, machine, &i) ? &e->v[i] : NULL;
 }
 
 int tc_sync_ests_add(struct tc_sync_ests *e, uint32_t machine, const struct tc_sync_reading *r, size_t n)
@@ -26,6 +24,8 @@ int tc_sync_ests_add(struct tc_sync_ests *e, uint32_t machine, const struct tc_s
             e->v = v;
             e->cap = cap;
         }
+        if (tc_u32_index_put(&e->ix, machine, e->n) != 0)
+            return -1;
         m = &e->v[e->n++];
         memset(m, 0, sizeof *m);
         m->machine = machine;
@@ -66,5 +66,6 @@ int tc_sync_ests_offset(const struct tc_sync_ests *e, uint32_t machine, int64_t 
 void tc_sync_ests_free(struct tc_sync_ests *e)
 {
     free(e->v);
+    tc_u32_index_free(&e->ix);
     memset(e, 0, sizeof *e);
 }

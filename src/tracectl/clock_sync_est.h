@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "u32_index.h"
+
 struct tc_sync_est {
     uint32_t machine;
     size_t rounds;
@@ -22,6 +24,7 @@ struct tc_sync_est {
 struct tc_sync_ests {
     struct tc_sync_est *v;
     size_t n, cap;
+    struct tc_u32_index ix; /* machine id -> v[] */
 };
 
 /* One SyncedClocks entry's BOOTTIME readings; ok = 0 when either snapshot lacks BOOTTIME. */

@@ -28,9 +28,9 @@
 
 static struct tc_machine_clocks *machine(struct tc_trace_clocks *c, uint32_t id)
 {
-    for (size_t i = 0; i < c->n; i++)
-        if (c->m[i].machine_id == id)
-            return &c->m[i];
+    size_t at;
+    if (tc_u32_index_get(&c->ix, id, &at))
+        return &c->m[at];
     if (c->n == c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 4;
         struct tc_machine_clocks *m = realloc(c->m, cap * sizeof *m);
@@ -39,6 +39,8 @@ static struct tc_machine_clocks *machine(struct tc_trace_clocks *c, uint32_t id)
         c->m = m;
         c->cap = cap;
     }
+    if (tc_u32_index_put(&c->ix, id, c->n) != 0)
+        return NULL;
     struct tc_machine_clocks *m = &c->m[c->n++];
     memset(m, 0, sizeof *m);
     m->machine_id = id;
@@ -309,10 +311,8 @@ oom:
 
 const struct tc_machine_clocks *tc_trace_clocks_machine(const struct tc_trace_clocks *c, uint32_t id)
 {
-    for (size_t i = 0; i < c->n; i++)
-        if (c->m[i].machine_id == id)
-            return &c->m[i];
-    return NULL;
+    size_t at;
+    return tc_u32_index_get(&c->ix, id, &at) ? &c->m[at] : NULL;
 }
 
 int tc_clock_map(const struct tc_machine_clocks *mc, uint64_t real_ns, uint64_t *out)
@@ -347,6 +347,7 @@ void tc_trace_clocks_free(struct tc_trace_clocks *c)
         free(c->m[i].pairs);
     free(c->m);
     free(c->seq_ids);
+    tc_u32_index_free(&c->ix);
     tc_sync_ests_free(&c->sync);
     memset(c, 0, sizeof *c);
 }

@@ -31,6 +31,7 @@ struct tc_machine_clocks {
 struct tc_trace_clocks {
     struct tc_machine_clocks *m; /* m[0] is always the host (machine 0) */
     size_t n, cap;
+    struct tc_u32_index ix; /* machine id -> m[] */
     uint32_t max_seq_id;
     uint32_t *seq_ids; /* the sequence ids seen (repeats possible until tc_trace_clocks_fresh_seq_ids) */
     size_t n_seq_ids, cap_seq_ids;

@@ -15,6 +15,8 @@
 
 #include "trace_packet.pb-c.h"
 
+#include "u32_index.h"
+
 #define TC_TS_MAX_CLOCKS 16 /* clocks kept per snapshot; more in one snapshot are ignored */
 
 struct tc_ts_clock {
@@ -25,24 +27,26 @@ struct tc_ts_clock {
     uint64_t last;      /* incremental: the running absolute value */
 };
 
+/* A ClockSnapshot's clocks, allocated to the number it has (a trace can hold a snapshot for each
+ * of a million sequences). */
 struct tc_ts_snapshot {
-    int valid;
     int has_boot;
     uint64_t boot; /* the snapshot's BOOTTIME reading */
     size_t n;
-    struct tc_ts_clock c[TC_TS_MAX_CLOCKS];
+    struct tc_ts_clock c[];
 };
 
 struct tc_ts_seq {
     uint32_t seq;
-    struct tc_ts_snapshot scoped; /* the sequence's own snapshot of its scoped clocks */
+    struct tc_ts_snapshot *scoped; /* the sequence's own snapshot of its scoped clocks, or NULL */
 };
 
 struct tc_trace_ts {
-    struct tc_ts_snapshot host; /* the latest snapshot of global clocks */
-    uint32_t primary;           /* the trace clock a host snapshot named (0: BOOTTIME) */
+    struct tc_ts_snapshot *host; /* the latest snapshot of global clocks, or NULL */
+    uint32_t primary;            /* the trace clock a host snapshot named (0: BOOTTIME) */
     struct tc_ts_seq *seqs;
     size_t n_seqs, cap_seqs;
+    struct tc_u32_index ix; /* sequence id -> seqs[] */
 };
 
 /* Feeds one decoded packet (in file order) of sequence seq (0: none); default_clock is the

@@ -12,50 +12,49 @@
 #include "clock_sync_est.h"
 #include "flow_table.h"
 #include "trace_file.h"
+#include "name_counts.h"
 #include "trace_ts.h"
+#include "u32_index.h"
 #include "trace_packet.pb-c.h"
 #include "tracegate/textproto.h"
 
 /* ------------------------------------------------------------------ state */
 
-/* Interned strings are scoped to a packet sequence; track names are global. */
+/* Interned strings are scoped to a packet sequence; track names are global. A sequence's
+ * strings are valid for one generation of its incremental state: clearing it moves the
+ * sequence to the next generation (no walk over the table, however many clears a trace has),
+ * and an entry of an older generation is reused when its id is interned again. */
 enum { K_EVENT_NAME = 1, K_CATEGORY = 2, K_TRACK_NAME = 3 };
-#define N_BUCKETS 4096
+#define MIN_BUCKETS 1024
 
 struct intern {
     struct intern *next;
     uint32_t seq;
     uint32_t kind;
     uint64_t iid;
+    uint64_t gen;
     char *name;
 };
 
 struct seq_state {
     uint32_t seq;
+    uint64_t intern_gen; /* the generation of its incremental state */
     uint64_t packets;
     int has_track;
     uint64_t track_uuid; /* TrackEventDefaults.track_uuid */
     uint32_t clock_id;   /* TracePacketDefaults.timestamp_clock_id */
 };
 
-/* first-seen-ordered counters (types, slice names, machines) */
-struct counter {
-    char *key;
-    uint64_t n;
-};
-struct counters {
-    struct counter *v;
-    size_t n, cap;
-};
-
 struct dump {
     FILE *out;
     int raw, summary_only;
     int packets_quiet; /* no line per packet (--summary, --flows) */
-    struct intern *buckets[N_BUCKETS];
+    struct intern **buckets; /* n_buckets (a power of two), grown past two entries a bucket */
+    size_t n_buckets, n_interned;
     struct seq_state *seqs;
     size_t n_seqs, cap_seqs;
-    struct counters types, slices, instants, machines;
+    struct tc_u32_index seq_ix; /* sequence id -> seqs[] */
+    struct tc_name_counts types, slices, instants, machines; /* first-seen order */
     uint64_t counter_events;
     uint64_t packets, bytes, bad_packets, sync_markers, bad_sync_markers;
     /* RemoteClockSync per machine: BOOTTIME offset (machine minus host) as trace processor derives it */
@@ -95,27 +94,91 @@ static void clock_estimate(struct dump *d, uint32_t machine, const Perfetto__Pro
     free(r);
 }
 
-static size_t bucket_of(uint32_t seq, uint32_t kind, uint64_t iid)
+static size_t bucket_of(uint32_t seq, uint32_t kind, uint64_t iid, size_t n_buckets)
 {
     uint64_t h = iid * 0x9E3779B97F4A7C15ull ^ ((uint64_t)seq << 32 | kind) * 0xC2B2AE3D27D4EB4Full;
-    return (size_t)(h >> 52) % N_BUCKETS;
+    return (size_t)(h >> 32) & (n_buckets - 1);
+}
+
+static struct seq_state *seq_find(const struct dump *d, uint32_t seq)
+{
+    size_t i;
+    return tc_u32_index_get(&d->seq_ix, seq, &i) ? &d->seqs[i] : NULL;
+}
+
+static struct seq_state *seq_get(struct dump *d, uint32_t seq)
+{
+    struct seq_state *s = seq_find(d, seq);
+    if (s)
+        return s;
+    if (d->n_seqs == d->cap_seqs) {
+        size_t cap = d->cap_seqs ? d->cap_seqs * 2 : 16;
+        struct seq_state *ns = realloc(d->seqs, cap * sizeof *ns);
+        if (!ns)
+            return NULL;
+        d->seqs = ns;
+        d->cap_seqs = cap;
+    }
+    if (tc_u32_index_put(&d->seq_ix, seq, d->n_seqs) != 0)
+        return NULL;
+    s = &d->seqs[d->n_seqs++];
+    memset(s, 0, sizeof *s);
+    s->seq = seq;
+    return s;
+}
+
+/* the generation an entry of (seq, kind) must have to be valid: track names are global */
+static uint64_t gen_of(const struct dump *d, uint32_t seq, uint32_t kind)
+{
+    if (kind == K_TRACK_NAME)
+        return 0;
+    const struct seq_state *ss = seq_find(d, seq);
+    return ss ? ss->intern_gen : 0;
+}
+
+static struct intern *intern_find(const struct dump *d, uint32_t seq, uint32_t kind, uint64_t iid)
+{
+    if (!d->n_buckets)
+        return NULL;
+    for (struct intern *e = d->buckets[bucket_of(seq, kind, iid, d->n_buckets)]; e; e = e->next)
+        if (e->seq == seq && e->kind == kind && e->iid == iid)
+            return e;
+    return NULL;
 }
 
 static const char *intern_get(const struct dump *d, uint32_t seq, uint32_t kind, uint64_t iid)
 {
-    for (const struct intern *e = d->buckets[bucket_of(seq, kind, iid)]; e; e = e->next)
-        if (e->seq == seq && e->kind == kind && e->iid == iid)
-            return e->name;
-    return NULL;
+    const struct intern *e = intern_find(d, seq, kind, iid);
+    return e && e->gen == gen_of(d, seq, kind) ? e->name : NULL;
+}
+
+/* doubles the buckets once there are two entries a bucket; 0, or -1 (then the chains grow) */
+static int intern_grow(struct dump *d)
+{
+    if (d->n_buckets && d->n_interned < 2 * d->n_buckets)
+        return 0;
+    size_t n = d->n_buckets ? d->n_buckets * 2 : MIN_BUCKETS;
+    struct intern **nb = calloc(n, sizeof *nb);
+    if (!nb)
+        return -1;
+    for (size_t b = 0; b < d->n_buckets; b++)
+        for (struct intern *e = d->buckets[b], *next; e; e = next) {
+            next = e->next;
+            size_t nbk = bucket_of(e->seq, e->kind, e->iid, n);
+            e->next = nb[nbk];
+            nb[nbk] = e;
+        }
+    free(d->buckets);
+    d->buckets = nb;
+    d->n_buckets = n;
+    return 0;
 }
 
 static void intern_put(struct dump *d, uint32_t seq, uint32_t kind, uint64_t iid, const char *name, size_t len)
 {
-    size_t b = bucket_of(seq, kind, iid);
-    struct intern *e;
-    for (e = d->buckets[b]; e; e = e->next)
-        if (e->seq == seq && e->kind == kind && e->iid == iid)
-            break;
+    if (intern_grow(d) != 0 && !d->n_buckets)
+        return;
+    struct intern *e = intern_find(d, seq, kind, iid);
     char *copy = malloc(len + 1);
     if (!copy)
         return;
@@ -124,6 +187,7 @@ static void intern_put(struct dump *d, uint32_t seq, uint32_t kind, uint64_t iid
     if (e) {
         free(e->name);
         e->name = copy;
+        e->gen = gen_of(d, seq, kind);
         return;
     }
     e = calloc(1, sizeof *e);
@@ -134,85 +198,17 @@ static void intern_put(struct dump *d, uint32_t seq, uint32_t kind, uint64_t iid
     e->seq = seq;
     e->kind = kind;
     e->iid = iid;
+    e->gen = gen_of(d, seq, kind);
     e->name = copy;
+    size_t b = bucket_of(seq, kind, iid, d->n_buckets);
     e->next = d->buckets[b];
     d->buckets[b] = e;
-}
-
-/* the sequence's incremental state was cleared: forget its interned strings */
-static void intern_clear_seq(struct dump *d, uint32_t seq)
-{
-    for (size_t b = 0; b < N_BUCKETS; b++) {
-        struct intern **pp = &d->buckets[b];
-        while (*pp) {
-            struct intern *e = *pp;
-            if (e->seq == seq && e->kind != K_TRACK_NAME) {
-                *pp = e->next;
-                free(e->name);
-                free(e);
-            } else {
-                pp = &e->next;
-            }
-        }
-    }
-}
-
-static struct seq_state *seq_get(struct dump *d, uint32_t seq)
-{
-    for (size_t i = 0; i < d->n_seqs; i++)
-        if (d->seqs[i].seq == seq)
-            return &d->seqs[i];
-    if (d->n_seqs == d->cap_seqs) {
-        size_t cap = d->cap_seqs ? d->cap_seqs * 2 : 16;
-        struct seq_state *ns = realloc(d->seqs, cap * sizeof *ns);
-        if (!ns)
-            return NULL;
-        d->seqs = ns;
-        d->cap_seqs = cap;
-    }
-    struct seq_state *s = &d->seqs[d->n_seqs++];
-    memset(s, 0, sizeof *s);
-    s->seq = seq;
-    return s;
-}
-
-#define MAX_COUNTER_KEYS 4096
-static void count(struct counters *c, const char *key)
-{
-    for (size_t i = 0; i < c->n; i++)
-        if (strcmp(c->v[i].key, key) == 0) {
-            c->v[i].n++;
-            return;
-        }
-    if (c->n >= MAX_COUNTER_KEYS)
-        return;
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 16;
-        struct counter *nv = realloc(c->v, cap * sizeof *nv);
-        if (!nv)
-            return;
-        c->v = nv;
-        c->cap = cap;
-    }
-    char *k = strdup(key);
-    if (!k)
-        return;
-    c->v[c->n].key = k;
-    c->v[c->n].n = 1;
-    c->n++;
-}
-
-static void counters_free(struct counters *c)
-{
-    for (size_t i = 0; i < c->n; i++)
-        free(c->v[i].key);
-    free(c->v);
-    memset(c, 0, sizeof *c);
+    d->n_interned++;
 }
 
 static void dump_free(struct dump *d)
 {
-    for (size_t b = 0; b < N_BUCKETS; b++) {
+    for (size_t b = 0; b < d->n_buckets; b++) {
         struct intern *e = d->buckets[b];
         while (e) {
             struct intern *n = e->next;
@@ -220,13 +216,16 @@ static void dump_free(struct dump *d)
             free(e);
             e = n;
         }
-        d->buckets[b] = NULL;
     }
+    free(d->buckets);
+    d->buckets = NULL;
+    d->n_buckets = d->n_interned = 0;
     free(d->seqs);
-    counters_free(&d->types);
-    counters_free(&d->slices);
-    counters_free(&d->instants);
-    counters_free(&d->machines);
+    tc_u32_index_free(&d->seq_ix);
+    tc_name_counts_free(&d->types);
+    tc_name_counts_free(&d->slices);
+    tc_name_counts_free(&d->instants);
+    tc_name_counts_free(&d->machines);
     tc_trace_ts_free(&d->tts);
     tc_sync_ests_free(&d->sync);
     tc_flow_table_free(&d->ft);
@@ -549,9 +548,9 @@ static void sum_track_event(struct dump *d, struct line *l, uint32_t seq, const 
         add(l, " ");
         add_cstr(l, name);
         if (te->has_type && te->type == PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_BEGIN)
-            count(&d->slices, name);
+            tc_name_counts_add(&d->slices, name);
         else if (te->has_type && te->type == PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_INSTANT)
-            count(&d->instants, name);
+            tc_name_counts_add(&d->instants, name);
     }
     if (te->n_categories || te->n_category_iids) {
         add(l, " [");
@@ -603,9 +602,8 @@ static void track_state(struct dump *d, uint32_t seq, struct seq_state *ss, cons
 {
     if ((p->has_sequence_flags && (p->sequence_flags & PERFETTO__PROTOS__TRACE_PACKET__SEQUENCE_FLAGS__SEQ_INCREMENTAL_STATE_CLEARED)) ||
         (p->has_incremental_state_cleared && p->incremental_state_cleared)) {
-        intern_clear_seq(d, seq);
-        if (ss)
-            ss->has_track = 0, ss->clock_id = 0;
+        if (ss) /* its interned strings, defaults and default track are gone */
+            ss->intern_gen++, ss->has_track = 0, ss->clock_id = 0;
     }
     if (p->trace_packet_defaults && ss) {
         const Perfetto__Protos__TracePacketDefaults *df = p->trace_packet_defaults;
@@ -670,7 +668,7 @@ static void dump_packet(struct dump *d, uint64_t index, size_t off, const uint8_
     Perfetto__Protos__TracePacket *p = perfetto__protos__trace_packet__unpack(NULL, len, data);
     if (!p) {
         d->bad_packets++;
-        count(&d->types, "(undecodable)");
+        tc_name_counts_add(&d->types, "(undecodable)");
         if (!d->first_err[0])
             snprintf(d->first_err, sizeof d->first_err,
                      "packet #%" PRIu64 " at byte offset %zu (%zu bytes) is not a valid TracePacket", index, off, len);
@@ -702,11 +700,11 @@ static void dump_packet(struct dump *d, uint64_t index, size_t off, const uint8_
             break;
         }
     }
-    count(&d->types, tname);
+    tc_name_counts_add(&d->types, tname);
     if (p->has_machine_id && p->machine_id) {
         char mk[24];
         snprintf(mk, sizeof mk, "%u", p->machine_id);
-        count(&d->machines, mk);
+        tc_name_counts_add(&d->machines, mk);
     }
 
     struct line l = {.len = 0};
@@ -860,7 +858,7 @@ static void print_flows(struct dump *d)
     }
 }
 
-static void print_counters(FILE *out, const char *title, const struct counters *c, int quote)
+static void print_counters(FILE *out, const char *title, const struct tc_name_counts *c, int quote)
 {
     if (!c->n)
         return;
@@ -874,6 +872,8 @@ static void print_counters(FILE *out, const char *title, const struct counters *
             fprintf(out, "%s %s %" PRIu64, i ? "," : "", c->v[i].key, c->v[i].n);
         }
     }
+    if (c->other) /* names past the first TC_NAME_COUNTS_MAX */
+        fprintf(out, ", (more names) %" PRIu64, c->other);
     fprintf(out, "\n");
 }
 

@@ -1,5 +1,6 @@
 /* test_tracectl_dump.c: `tracectl dump` (src/tracectl/tracectl_dump.c) over the real traces that the
- * perfetto CLI wrote (../shared/interop/traces), plus truncated and undecodable input. */
+ * perfetto CLI wrote (../shared/interop/traces), plus truncated and undecodable input, interned
+ * names across incremental-state clears, and a trace of a hundred thousand sequences. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +12,7 @@
 #include <cmocka.h>
 
 #include "trace_file.h"
+#include "trace_packet.pb-c.h"
 #include "tracectl.h"
 #include "tg_test_util.h"
 
@@ -227,6 +229,162 @@ static void test_undecodable_packet(void **state)
     free(text);
 }
 
+/* ---- traces built here, packet by packet ---- */
+
+struct built {
+    uint8_t *data;
+    size_t len, cap;
+};
+
+/* appends p as a Trace's field 1 (length-delimited) */
+static void put_packet(struct built *b, const Perfetto__Protos__TracePacket *p)
+{
+    size_t n = perfetto__protos__trace_packet__get_packed_size(p);
+    if (b->len + n + 16 > b->cap) {
+        b->cap = (b->len + n + 16) * 2;
+        b->data = realloc(b->data, b->cap);
+        assert_non_null(b->data);
+    }
+    b->data[b->len++] = 0x0A;
+    for (size_t v = n;; v >>= 7) {
+        b->data[b->len++] = (uint8_t)((v & 0x7F) | (v >= 0x80 ? 0x80 : 0));
+        if (v < 0x80)
+            break;
+    }
+    b->len += perfetto__protos__trace_packet__pack(p, b->data + b->len);
+}
+
+/* a SLICE_BEGIN named by iid on sequence seq; interned: an EventName (iid, name) it carries */
+static void slice_by_iid(struct built *b, uint32_t seq, uint64_t ts, uint64_t iid, const char *interned, int cleared)
+{
+    Perfetto__Protos__TracePacket p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+    p.optional_trusted_packet_sequence_id_case =
+        PERFETTO__PROTOS__TRACE_PACKET__OPTIONAL_TRUSTED_PACKET_SEQUENCE_ID_TRUSTED_PACKET_SEQUENCE_ID;
+    p.trusted_packet_sequence_id = seq;
+    p.has_timestamp = 1;
+    p.timestamp = ts;
+    if (cleared) {
+        p.has_sequence_flags = 1;
+        p.sequence_flags = PERFETTO__PROTOS__TRACE_PACKET__SEQUENCE_FLAGS__SEQ_INCREMENTAL_STATE_CLEARED;
+    }
+    Perfetto__Protos__InternedData in = PERFETTO__PROTOS__INTERNED_DATA__INIT;
+    Perfetto__Protos__EventName en = PERFETTO__PROTOS__EVENT_NAME__INIT;
+    Perfetto__Protos__EventName *ens[1] = {&en};
+    if (interned) {
+        en.has_iid = 1;
+        en.iid = iid;
+        en.name = (char *)interned;
+        in.n_event_names = 1;
+        in.event_names = ens;
+        p.interned_data = &in;
+    }
+    Perfetto__Protos__TrackEvent te = PERFETTO__PROTOS__TRACK_EVENT__INIT;
+    te.has_type = 1;
+    te.type = PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_BEGIN;
+    te.name_field_case = PERFETTO__PROTOS__TRACK_EVENT__NAME_FIELD_NAME_IID;
+    te.name_iid = iid;
+    p.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_EVENT;
+    p.track_event = &te;
+    put_packet(b, &p);
+}
+
+static char *dump_built(const struct built *b, int flags)
+{
+    char *text = NULL;
+    size_t len = 0;
+    char err[512] = "";
+    FILE *out = open_memstream(&text, &len);
+    assert_non_null(out);
+    assert_int_equal(tc_dump_trace(out, b->data, b->len, flags, err, sizeof err), 0);
+    fclose(out);
+    return text;
+}
+
+/* the line of the packet with timestamp ts (dump prints "ts=N "), or fails */
+static const char *line_at(const char *text, uint64_t ts)
+{
+    char key[48];
+    snprintf(key, sizeof key, " ts=%llu ", (unsigned long long)ts);
+    const char *l = strstr(text, key);
+    if (!l) {
+        print_error("no packet with %s in:\n%s\n", key, text);
+        fail();
+    }
+    return l;
+}
+
+static void assert_line_names(const char *text, uint64_t ts, const char *name)
+{
+    const char *l = line_at(text, ts);
+    const char *eol = strchr(l, '\n');
+    const char *at = strstr(l, name);
+    if (!at || (eol && at > eol)) {
+        print_error("the packet at ts=%llu does not show %s:\n%.*s\n", (unsigned long long)ts, name,
+                    (int)(eol ? eol - l : (long)strlen(l)), l);
+        fail();
+    }
+}
+
+/* A cleared sequence forgets its interned names (an event naming a forgotten iid shows the iid);
+ * what it interns afresh is used; another sequence's names with the same iid are untouched, across
+ * many clears. */
+static void test_cleared_sequence_forgets_interned_names(void **state)
+{
+    (void)state;
+    struct built b = {0};
+    slice_by_iid(&b, 1, 10, 1, "first", 0);
+    slice_by_iid(&b, 2, 11, 1, "other", 0);
+    slice_by_iid(&b, 1, 12, 1, NULL, 1);      /* cleared: iid 1 unknown now */
+    slice_by_iid(&b, 1, 13, 1, "second", 0); /* interned again */
+    slice_by_iid(&b, 2, 14, 1, NULL, 0);      /* sequence 2 still has its own */
+    for (uint64_t k = 0; k < 1000; k++)        /* clear after clear, each interning anew */
+        slice_by_iid(&b, 1, 100 + k, 1, k == 999 ? "last" : "again", 1);
+    slice_by_iid(&b, 1, 2000, 1, NULL, 0);
+    slice_by_iid(&b, 1, 2001, 1, NULL, 1);
+    slice_by_iid(&b, 2, 2002, 1, NULL, 0);
+    char *text = dump_built(&b, 0);
+    assert_line_names(text, 10, "\"first\"");
+    assert_line_names(text, 11, "\"other\"");
+    assert_line_names(text, 12, "<name iid 1>");
+    assert_line_names(text, 13, "\"second\"");
+    assert_line_names(text, 14, "\"other\"");
+    assert_line_names(text, 2000, "\"last\"");
+    assert_line_names(text, 2001, "<name iid 1>");
+    assert_line_names(text, 2002, "\"other\"");
+    free(text);
+    free(b.data);
+}
+
+/* A hundred thousand sequences (as a hostile or merged trace may hold), each with its own
+ * interned name: every packet counted on its own sequence and every name resolved. (The reader
+ * indexes sequences and grows its interning table, so this is linear; bench_dump in `make bench`
+ * prints the cost per sequence from 10,000 to 1,000,000.) */
+static void test_many_sequences(void **state)
+{
+    (void)state;
+    enum { N = 100000 };
+    struct built b = {0};
+    char name[32];
+    for (uint32_t s = 1; s <= N; s++) {
+        snprintf(name, sizeof name, "n%u", (unsigned)s);
+        slice_by_iid(&b, s, 1000 + s, 7, name, s % 2);
+    }
+    slice_by_iid(&b, N / 2, 5000000, 7, NULL, 0);
+    slice_by_iid(&b, N, 5000001, 7, NULL, 0);
+    char *text = dump_built(&b, 0);
+    assert_line_names(text, 1001, "\"n1\"");
+    assert_line_names(text, 5000000, "\"n50000\"");
+    assert_line_names(text, 5000001, "\"n100000\"");
+    assert_contains(text, "packets: 100002 (");
+    assert_contains(text, " 50000 (2 packets), 50001 (1 packets), ");
+    assert_contains(text, " 100000 (2 packets)");
+    /* the summary keeps the first 4096 slice names and counts the rest together */
+    assert_contains(text, "slices: \"n1\" 1, \"n2\" 1, ");
+    assert_contains(text, ", \"n4096\" 1, (more names) 95906\n");
+    free(text);
+    free(b.data);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -234,6 +392,8 @@ int main(void)
         cmocka_unit_test(test_relay_trace),    cmocka_unit_test(test_detached_trace),
         cmocka_unit_test(test_raw),            cmocka_unit_test(test_truncated_real),
         cmocka_unit_test(test_undecodable_packet), cmocka_unit_test(test_summary_only),
+        cmocka_unit_test(test_cleared_sequence_forgets_interned_names),
+        cmocka_unit_test(test_many_sequences),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
