@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "trace_file.h"
-#include "trace_packet.pb-c.h"
+#include "trace_build.h"
 #include "tracectl.h"
 #include "tg_test_util.h"
 
@@ -229,66 +229,14 @@ static void test_undecodable_packet(void **state)
     free(text);
 }
 
-/* ---- traces built here, packet by packet ---- */
+/* ---- traces built here, packet by packet (trace_build.h) ---- */
 
-struct built {
-    uint8_t *data;
-    size_t len, cap;
-};
-
-/* appends p as a Trace's field 1 (length-delimited) */
-static void put_packet(struct built *b, const Perfetto__Protos__TracePacket *p)
+static void slice_by_iid(struct tb_trace *b, uint32_t seq, uint64_t ts, uint64_t iid, const char *interned, int cleared)
 {
-    size_t n = perfetto__protos__trace_packet__get_packed_size(p);
-    if (b->len + n + 16 > b->cap) {
-        b->cap = (b->len + n + 16) * 2;
-        b->data = realloc(b->data, b->cap);
-        assert_non_null(b->data);
-    }
-    b->data[b->len++] = 0x0A;
-    for (size_t v = n;; v >>= 7) {
-        b->data[b->len++] = (uint8_t)((v & 0x7F) | (v >= 0x80 ? 0x80 : 0));
-        if (v < 0x80)
-            break;
-    }
-    b->len += perfetto__protos__trace_packet__pack(p, b->data + b->len);
+    assert_int_equal(tb_slice_by_iid(b, seq, ts, iid, interned, cleared), 0);
 }
 
-/* a SLICE_BEGIN named by iid on sequence seq; interned: an EventName (iid, name) it carries */
-static void slice_by_iid(struct built *b, uint32_t seq, uint64_t ts, uint64_t iid, const char *interned, int cleared)
-{
-    Perfetto__Protos__TracePacket p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
-    p.optional_trusted_packet_sequence_id_case =
-        PERFETTO__PROTOS__TRACE_PACKET__OPTIONAL_TRUSTED_PACKET_SEQUENCE_ID_TRUSTED_PACKET_SEQUENCE_ID;
-    p.trusted_packet_sequence_id = seq;
-    p.has_timestamp = 1;
-    p.timestamp = ts;
-    if (cleared) {
-        p.has_sequence_flags = 1;
-        p.sequence_flags = PERFETTO__PROTOS__TRACE_PACKET__SEQUENCE_FLAGS__SEQ_INCREMENTAL_STATE_CLEARED;
-    }
-    Perfetto__Protos__InternedData in = PERFETTO__PROTOS__INTERNED_DATA__INIT;
-    Perfetto__Protos__EventName en = PERFETTO__PROTOS__EVENT_NAME__INIT;
-    Perfetto__Protos__EventName *ens[1] = {&en};
-    if (interned) {
-        en.has_iid = 1;
-        en.iid = iid;
-        en.name = (char *)interned;
-        in.n_event_names = 1;
-        in.event_names = ens;
-        p.interned_data = &in;
-    }
-    Perfetto__Protos__TrackEvent te = PERFETTO__PROTOS__TRACK_EVENT__INIT;
-    te.has_type = 1;
-    te.type = PERFETTO__PROTOS__TRACK_EVENT__TYPE__TYPE_SLICE_BEGIN;
-    te.name_field_case = PERFETTO__PROTOS__TRACK_EVENT__NAME_FIELD_NAME_IID;
-    te.name_iid = iid;
-    p.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_EVENT;
-    p.track_event = &te;
-    put_packet(b, &p);
-}
-
-static char *dump_built(const struct built *b, int flags)
+static char *dump_built(const struct tb_trace *b, int flags)
 {
     char *text = NULL;
     size_t len = 0;
@@ -331,7 +279,7 @@ static void assert_line_names(const char *text, uint64_t ts, const char *name)
 static void test_cleared_sequence_forgets_interned_names(void **state)
 {
     (void)state;
-    struct built b = {0};
+    struct tb_trace b = {0};
     slice_by_iid(&b, 1, 10, 1, "first", 0);
     slice_by_iid(&b, 2, 11, 1, "other", 0);
     slice_by_iid(&b, 1, 12, 1, NULL, 1);      /* cleared: iid 1 unknown now */
@@ -363,7 +311,7 @@ static void test_many_sequences(void **state)
 {
     (void)state;
     enum { N = 100000 };
-    struct built b = {0};
+    struct tb_trace b = {0};
     char name[32];
     for (uint32_t s = 1; s <= N; s++) {
         snprintf(name, sizeof name, "n%u", (unsigned)s);
