@@ -912,12 +912,17 @@ int tc_dump_trace(FILE *out, const uint8_t *data, size_t len, int flags, char *e
     print_counters(out, "types", &d->types, 0);
     if (d->n_seqs) {
         fprintf(out, "sequences:");
+        uint64_t more_packets = 0;
         for (size_t i = 0; i < d->n_seqs; i++) {
-            if (d->seqs[i].seq)
+            if (i >= TC_NAME_COUNTS_MAX) /* as for names: the first ones, then the rest together */
+                more_packets += d->seqs[i].packets;
+            else if (d->seqs[i].seq)
                 fprintf(out, "%s %u (%" PRIu64 " packets)", i ? "," : "", d->seqs[i].seq, d->seqs[i].packets);
             else
                 fprintf(out, "%s none (%" PRIu64 " packets)", i ? "," : "", d->seqs[i].packets);
         }
+        if (d->n_seqs > TC_NAME_COUNTS_MAX)
+            fprintf(out, ", (%zu more sequences: %" PRIu64 " packets)", d->n_seqs - TC_NAME_COUNTS_MAX, more_packets);
         fprintf(out, "\n");
     }
     print_counters(out, "machines", &d->machines, 0);
