@@ -58,7 +58,10 @@ static int add_pair(struct tc_machine_clocks *m, uint64_t real, uint64_t target)
         m->pairs = p;
         m->cap = cap;
     }
-    m->pairs[m->n++] = (struct tc_clock_pair){real, target};
+    if (m->n && real < m->pairs[m->n - 1].real)
+        m->unsorted = 1;
+    m->pairs[m->n] = (struct tc_clock_pair){.real = real, .target = target, .order = m->n};
+    m->n++;
     return 0;
 }
 
@@ -302,6 +305,7 @@ int tc_trace_clocks_scan(const uint8_t *data, size_t len, struct tc_trace_clocks
         tc_trace_clocks_free(c);
         return -1;
     }
+    tc_trace_clocks_sort(c);
     return 0;
 oom:
     snprintf(err, errlen, "out of memory");
@@ -315,19 +319,66 @@ const struct tc_machine_clocks *tc_trace_clocks_machine(const struct tc_trace_cl
     return tc_u32_index_get(&c->ix, id, &at) ? &c->m[at] : NULL;
 }
 
+static int by_real_then_order(const void *pa, const void *pb)
+{
+    const struct tc_clock_pair *a = pa, *b = pb;
+    if (a->real != b->real)
+        return a->real < b->real ? -1 : 1;
+    return a->order < b->order ? -1 : a->order > b->order;
+}
+
+void tc_trace_clocks_sort(struct tc_trace_clocks *c)
+{
+    for (size_t i = 0; i < c->n; i++)
+        if (c->m[i].unsorted) {
+            qsort(c->m[i].pairs, c->m[i].n, sizeof *c->m[i].pairs, by_real_then_order);
+            c->m[i].unsorted = 0;
+        }
+}
+
+/* the first of the sorted pairs whose REALTIME is above x (after: 1) or not below it (0) */
+static size_t bisect(const struct tc_machine_clocks *mc, uint64_t x, int after)
+{
+    size_t lo = 0, hi = mc->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (after ? mc->pairs[mid].real <= x : mc->pairs[mid].real < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static uint64_t dist(uint64_t a, uint64_t b) { return a > b ? a - b : b - a; }
+
+/* the nearest pair: the first of the equally near ones in trace order */
+static const struct tc_clock_pair *nearest(const struct tc_machine_clocks *mc, uint64_t real_ns)
+{
+    if (mc->unsorted) {
+        const struct tc_clock_pair *best = &mc->pairs[0];
+        for (size_t i = 1; i < mc->n; i++)
+            if (dist(real_ns, mc->pairs[i].real) < dist(real_ns, best->real))
+                best = &mc->pairs[i];
+        return best;
+    }
+    size_t lo = bisect(mc, real_ns, 1); /* the first pair after real_ns */
+    const struct tc_clock_pair *right = lo < mc->n ? &mc->pairs[lo] : NULL, *left = NULL;
+    if (lo > 0) /* of the pairs at the largest REALTIME not after real_ns, the first */
+        left = &mc->pairs[bisect(mc, mc->pairs[lo - 1].real, 0)];
+    if (!left || !right)
+        return left ? left : right;
+    uint64_t dl = real_ns - left->real, dr = right->real - real_ns;
+    if (dl != dr)
+        return dl < dr ? left : right;
+    return left->order < right->order ? left : right;
+}
+
 int tc_clock_map(const struct tc_machine_clocks *mc, uint64_t real_ns, uint64_t *out)
 {
     if (!mc || mc->n == 0)
         return -1;
-    const struct tc_clock_pair *best = &mc->pairs[0];
-    uint64_t best_d = UINT64_MAX;
-    for (size_t i = 0; i < mc->n; i++) {
-        uint64_t d = real_ns > mc->pairs[i].real ? real_ns - mc->pairs[i].real : mc->pairs[i].real - real_ns;
-        if (d < best_d) {
-            best_d = d;
-            best = &mc->pairs[i];
-        }
-    }
+    const struct tc_clock_pair *best = nearest(mc, real_ns);
     if (real_ns >= best->real) {
         if (real_ns - best->real > UINT64_MAX - best->target)
             return -1; /* beyond the clock's range */

@@ -19,6 +19,7 @@
 struct tc_clock_pair {
     uint64_t real;   /* REALTIME ns */
     uint64_t target; /* the machine's trace clock (host: primary clock; remote: BOOTTIME) ns */
+    size_t order;    /* the pair's place in the trace (ties go to the earlier one) */
 };
 
 struct tc_machine_clocks {
@@ -26,6 +27,7 @@ struct tc_machine_clocks {
     uint32_t clock_id;   /* the clock of target */
     struct tc_clock_pair *pairs;
     size_t n, cap;
+    int unsorted; /* pairs not in REALTIME order (tc_trace_clocks_sort sorts them) */
 };
 
 struct tc_trace_clocks {
@@ -47,8 +49,13 @@ int tc_trace_clocks_scan(const uint8_t *data, size_t len, struct tc_trace_clocks
 int tc_trace_clocks_add_packet(struct tc_trace_clocks *c, const uint8_t *pkt, size_t len);
 /* The machine's entry, NULL when the machine id never appears in the trace. */
 const struct tc_machine_clocks *tc_trace_clocks_machine(const struct tc_trace_clocks *c, uint32_t machine_id);
+/* Sorts every machine's pairs by REALTIME (then trace order), so that tc_clock_map finds the
+ * nearest by bisection (tc_trace_clocks_scan calls it; after tc_trace_clocks_add_packet, call it
+ * before mapping many timestamps). */
+void tc_trace_clocks_sort(struct tc_trace_clocks *c);
 /* Maps a REALTIME timestamp onto the machine's trace clock with the pair whose REALTIME is
- * nearest (so drift between snapshots costs at most half a snapshot period's drift). Returns 0,
+ * nearest, the earliest in the trace among equally near ones (so drift between snapshots costs at
+ * most half a snapshot period's drift). Bisection over sorted pairs, a scan otherwise. Returns 0,
  * or -1 when the machine has no pair or the result would be negative or above 2^64-1. */
 int tc_clock_map(const struct tc_machine_clocks *mc, uint64_t real_ns, uint64_t *out);
 /* Picks n distinct sequence ids (1..UINT32_MAX; 0 means "none" to Perfetto) that no packet of

@@ -711,6 +711,42 @@ static void test_json_depth(void **state)
     tc_json_free(d);
 }
 
+/* The nearest clock pair by bisection over sorted pairs is the one the scan in trace order picks:
+ * the nearest, the earliest in the trace among equally near ones (repeated REALTIME readings,
+ * a timestamp midway between two), for pairs that came in any order. */
+static void test_nearest_pair_by_bisection(void **state)
+{
+    (void)state;
+    enum { N = 400 };
+    struct tc_clock_pair ref[N];
+    uint64_t seed = 42;
+    for (size_t i = 0; i < N; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        ref[i].real = 1000000 + (seed >> 33) % 200 * 1000; /* 200 values: many repeats */
+        ref[i].target = 5000000000ull + i * 7;                /* tells the pairs apart */
+        ref[i].order = i;
+    }
+    struct tc_clock_pair sorted[N];
+    memcpy(sorted, ref, sizeof ref);
+    struct tc_machine_clocks scan = {.pairs = ref, .n = N, .unsorted = 1};
+    struct tc_machine_clocks bis = {.pairs = sorted, .n = N, .unsorted = 1};
+    struct tc_trace_clocks c = {.m = &bis, .n = 1};
+    tc_trace_clocks_sort(&c);
+    assert_int_equal(bis.unsorted, 0);
+    for (size_t i = 1; i < N; i++)
+        assert_true(sorted[i - 1].real <= sorted[i].real);
+    for (uint64_t x = 990000; x <= 1210000; x += 250) { /* every pair, every midpoint, both ends */
+        uint64_t a, b;
+        int ra = tc_clock_map(&scan, x, &a), rb = tc_clock_map(&bis, x, &b);
+        assert_int_equal(ra, rb);
+        if (ra == 0 && a != b) {
+            print_error("REALTIME %llu: scan %llu, bisection %llu\n", (unsigned long long)x, (unsigned long long)a,
+                        (unsigned long long)b);
+            fail();
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -719,6 +755,7 @@ int main(void)
         cmocka_unit_test(test_flows_in_trace_processor_order),
         cmocka_unit_test(test_host_map_and_errors), cmocka_unit_test(test_json_depth),
         cmocka_unit_test(test_times_out_of_range), cmocka_unit_test(test_sequence_ids_at_the_top),
+        cmocka_unit_test(test_nearest_pair_by_bisection),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
