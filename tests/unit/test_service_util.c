@@ -317,9 +317,9 @@ size_t ts_raw_count(const struct ts_raw *r, uint64_t rid)
     return n;
 }
 
-static void pump_once(struct ts_env *e)
+static void pump_flags(struct ts_env *e, int flags)
 {
-    event_base_loop(e->base, EVLOOP_NONBLOCK);
+    event_base_loop(e->base, flags);
     for (int i = 0; i < MAX_RAWS; i++)
         if (g_raws[i])
             raw_poll(g_raws[i]);
@@ -330,6 +330,8 @@ static void pump_once(struct ts_env *e)
         g_in_process = 0;
     }
 }
+
+static void pump_once(struct ts_env *e) { pump_flags(e, EVLOOP_NONBLOCK); }
 
 void ts_pump(struct ts_env *e, int ms)
 {
@@ -376,6 +378,19 @@ int ts_wait_svc_count(struct ts_env *e, enum ts_svc_what what, size_t want, int 
 {
     struct svc_count_wait w = {e, what, want};
     return ts_pump_until(e, svc_count_is, &w, timeout_ms);
+}
+
+int ts_step_until(struct ts_env *e, int (*done)(void *), void *arg, int timeout_ms)
+{
+    uint64_t end = now_ms() + (uint64_t)tg_test_ms(timeout_ms);
+    for (;;) {
+        pump_flags(e, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        if (done(arg))
+            return 1;
+        if (now_ms() >= end)
+            return 0;
+        usleep(100);
+    }
 }
 
 int ts_pump_until(struct ts_env *e, int (*done)(void *), void *arg, int timeout_ms)

@@ -94,6 +94,10 @@ void ts_pump(struct ts_env *e, int ms);
 /* Pumps until done(arg); timeout_ms (scaled by tg_test_ms) is only the safety net.
  * Returns 1 if done. (Every timeout_ms of this file is such a scaled safety net.) */
 int ts_pump_until(struct ts_env *e, int (*done)(void *), void *arg, int timeout_ms);
+/* As ts_pump_until, but done(arg) is asked after every single round of the loop (one poll, the
+ * timers due then, their callbacks): for a state that the next round may already leave (a pump
+ * keeps looping while events are active, and on a loaded machine timers fall due meanwhile). */
+int ts_step_until(struct ts_env *e, int (*done)(void *), void *arg, int timeout_ms);
 
 /* What the service holds right now (read from its internals). */
 enum ts_svc_what { TS_SVC_PRODUCERS, TS_SVC_CONSUMERS, TS_SVC_SESSIONS };
