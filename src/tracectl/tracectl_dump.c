@@ -100,17 +100,11 @@ static size_t bucket_of(uint32_t seq, uint32_t kind, uint64_t iid, size_t n_buck
     return (size_t)(h >> 32) & (n_buckets - 1);
 }
 
-static struct seq_state *seq_find(const struct dump *d, uint32_t seq)
-{
-    size_t i;
-    return tc_u32_index_get(&d->seq_ix, seq, &i) ? &d->seqs[i] : NULL;
-}
-
 static struct seq_state *seq_get(struct dump *d, uint32_t seq)
 {
-    struct seq_state *s = seq_find(d, seq);
-    if (s)
-        return s;
+    size_t at;
+    if (tc_u32_index_get(&d->seq_ix, seq, &at))
+        return &d->seqs[at];
     if (d->n_seqs == d->cap_seqs) {
         size_t cap = d->cap_seqs ? d->cap_seqs * 2 : 16;
         struct seq_state *ns = realloc(d->seqs, cap * sizeof *ns);
@@ -121,20 +115,15 @@ static struct seq_state *seq_get(struct dump *d, uint32_t seq)
     }
     if (tc_u32_index_put(&d->seq_ix, seq, d->n_seqs) != 0)
         return NULL;
-    s = &d->seqs[d->n_seqs++];
+    struct seq_state *s = &d->seqs[d->n_seqs++];
     memset(s, 0, sizeof *s);
     s->seq = seq;
     return s;
 }
 
-/* the generation an entry of (seq, kind) must have to be valid: track names are global */
-static uint64_t gen_of(const struct dump *d, uint32_t seq, uint32_t kind)
-{
-    if (kind == K_TRACK_NAME)
-        return 0;
-    const struct seq_state *ss = seq_find(d, seq);
-    return ss ? ss->intern_gen : 0;
-}
+/* the generation of a sequence's interned strings (ss NULL: the sequence could not be recorded,
+ * out of memory; track names, global, are always generation 0) */
+static uint64_t gen_of(const struct seq_state *ss) { return ss ? ss->intern_gen : 0; }
 
 static struct intern *intern_find(const struct dump *d, uint32_t seq, uint32_t kind, uint64_t iid)
 {
@@ -146,10 +135,11 @@ static struct intern *intern_find(const struct dump *d, uint32_t seq, uint32_t k
     return NULL;
 }
 
-static const char *intern_get(const struct dump *d, uint32_t seq, uint32_t kind, uint64_t iid)
+/* the name interned as iid on sequence seq in its generation gen, or NULL */
+static const char *intern_get(const struct dump *d, uint32_t seq, uint64_t gen, uint32_t kind, uint64_t iid)
 {
     const struct intern *e = intern_find(d, seq, kind, iid);
-    return e && e->gen == gen_of(d, seq, kind) ? e->name : NULL;
+    return e && e->gen == gen ? e->name : NULL;
 }
 
 /* doubles the buckets once there are two entries a bucket; 0, or -1 (then the chains grow) */
@@ -174,7 +164,8 @@ static int intern_grow(struct dump *d)
     return 0;
 }
 
-static void intern_put(struct dump *d, uint32_t seq, uint32_t kind, uint64_t iid, const char *name, size_t len)
+static void intern_put(struct dump *d, uint32_t seq, uint64_t gen, uint32_t kind, uint64_t iid, const char *name,
+                       size_t len)
 {
     if (intern_grow(d) != 0 && !d->n_buckets)
         return;
@@ -187,7 +178,7 @@ static void intern_put(struct dump *d, uint32_t seq, uint32_t kind, uint64_t iid
     if (e) {
         free(e->name);
         e->name = copy;
-        e->gen = gen_of(d, seq, kind);
+        e->gen = gen;
         return;
     }
     e = calloc(1, sizeof *e);
@@ -198,7 +189,7 @@ static void intern_put(struct dump *d, uint32_t seq, uint32_t kind, uint64_t iid
     e->seq = seq;
     e->kind = kind;
     e->iid = iid;
-    e->gen = gen_of(d, seq, kind);
+    e->gen = gen;
     e->name = copy;
     size_t b = bucket_of(seq, kind, iid, d->n_buckets);
     e->next = d->buckets[b];
@@ -481,7 +472,7 @@ static void sum_track_descriptor(struct dump *d, struct line *l, const Perfetto_
         add(l, " name=");
         add_cstr(l, name);
         if (td->has_uuid)
-            intern_put(d, 0, K_TRACK_NAME, td->uuid, name, strlen(name));
+            intern_put(d, 0, 0, K_TRACK_NAME, td->uuid, name, strlen(name));
     }
     if (td->has_parent_uuid)
         add(l, " parent=%" PRIu64, td->parent_uuid);
@@ -505,14 +496,14 @@ static void sum_track_descriptor(struct dump *d, struct line *l, const Perfetto_
 }
 
 /* The event's name, interned or not (iidbuf holds a placeholder for an unknown iid); NULL: none. */
-static const char *event_name(const struct dump *d, uint32_t seq, const Perfetto__Protos__TrackEvent *te,
-                              char *iidbuf, size_t cap)
+static const char *event_name(const struct dump *d, uint32_t seq, const struct seq_state *ss,
+                              const Perfetto__Protos__TrackEvent *te, char *iidbuf, size_t cap)
 {
     if (te->name_field_case == PERFETTO__PROTOS__TRACK_EVENT__NAME_FIELD_NAME)
         return te->name;
     if (te->name_field_case != PERFETTO__PROTOS__TRACK_EVENT__NAME_FIELD_NAME_IID)
         return NULL;
-    const char *name = intern_get(d, seq, K_EVENT_NAME, te->name_iid);
+    const char *name = intern_get(d, seq, gen_of(ss), K_EVENT_NAME, te->name_iid);
     if (!name) {
         snprintf(iidbuf, cap, "<name iid %" PRIu64 ">", te->name_iid);
         name = iidbuf;
@@ -543,7 +534,7 @@ static void sum_track_event(struct dump *d, struct line *l, uint32_t seq, const 
     add(l, "%s", type ? type : (te->has_type ? "TYPE?" : "(untyped)"));
 
     char iidname[40];
-    const char *name = event_name(d, seq, te, iidname, sizeof iidname);
+    const char *name = event_name(d, seq, ss, te, iidname, sizeof iidname);
     if (name) {
         add(l, " ");
         add_cstr(l, name);
@@ -557,7 +548,7 @@ static void sum_track_event(struct dump *d, struct line *l, uint32_t seq, const 
         for (size_t i = 0; i < te->n_categories; i++)
             add(l, "%s%s", i ? "," : "", te->categories[i]);
         for (size_t i = 0; i < te->n_category_iids; i++) {
-            const char *c = intern_get(d, seq, K_CATEGORY, te->category_iids[i]);
+            const char *c = intern_get(d, seq, gen_of(ss), K_CATEGORY, te->category_iids[i]);
             if (c)
                 add(l, "%s%s", i || te->n_categories ? "," : "", c);
             else
@@ -567,7 +558,7 @@ static void sum_track_event(struct dump *d, struct line *l, uint32_t seq, const 
     }
     uint64_t track;
     if (event_track(seq, ss, te, &track)) {
-        const char *tn = intern_get(d, 0, K_TRACK_NAME, track);
+        const char *tn = intern_get(d, 0, 0, K_TRACK_NAME, track);
         add(l, " track=%" PRIu64, track);
         if (tn) {
             add(l, "(");
@@ -618,12 +609,12 @@ static void track_state(struct dump *d, uint32_t seq, struct seq_state *ss, cons
     if (in) {
         for (size_t i = 0; i < in->n_event_names; i++)
             if (in->event_names[i]->name)
-                intern_put(d, seq, K_EVENT_NAME, in->event_names[i]->iid, in->event_names[i]->name,
+                intern_put(d, seq, gen_of(ss), K_EVENT_NAME, in->event_names[i]->iid, in->event_names[i]->name,
                            strlen(in->event_names[i]->name));
         for (size_t i = 0; i < in->n_event_categories; i++)
             if (in->event_categories[i]->name)
-                intern_put(d, seq, K_CATEGORY, in->event_categories[i]->iid, in->event_categories[i]->name,
-                           strlen(in->event_categories[i]->name));
+                intern_put(d, seq, gen_of(ss), K_CATEGORY, in->event_categories[i]->iid,
+                           in->event_categories[i]->name, strlen(in->event_categories[i]->name));
     }
 }
 
@@ -648,9 +639,9 @@ static void collect_flow_event(struct dump *d, uint32_t seq, const struct seq_st
     default: return;
     }
     char iidname[40];
-    const char *name = event_name(d, seq, te, iidname, sizeof iidname);
+    const char *name = event_name(d, seq, ss, te, iidname, sizeof iidname);
     uint64_t track;
-    const char *track_name = event_track(seq, ss, te, &track) ? intern_get(d, 0, K_TRACK_NAME, track) : NULL;
+    const char *track_name = event_track(seq, ss, te, &track) ? intern_get(d, 0, 0, K_TRACK_NAME, track) : NULL;
     const uint64_t *flows = te->n_flow_ids ? te->flow_ids : te->flow_ids_old;
     size_t n_flows = te->n_flow_ids ? te->n_flow_ids : te->n_flow_ids_old;
     const uint64_t *terms = te->n_terminating_flow_ids ? te->terminating_flow_ids : te->terminating_flow_ids_old;
