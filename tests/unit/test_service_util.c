@@ -380,30 +380,28 @@ int ts_wait_svc_count(struct ts_env *e, enum ts_svc_what what, size_t want, int 
     return ts_pump_until(e, svc_count_is, &w, timeout_ms);
 }
 
-int ts_step_until(struct ts_env *e, int (*done)(void *), void *arg, int timeout_ms)
+/* pumps with flags until done(arg), the scaled safety net timeout_ms aside */
+static int until(struct ts_env *e, int flags, int (*done)(void *), void *arg, int timeout_ms)
 {
     uint64_t end = now_ms() + (uint64_t)tg_test_ms(timeout_ms);
     for (;;) {
-        pump_flags(e, EVLOOP_ONCE | EVLOOP_NONBLOCK);
-        if (done(arg))
-            return 1;
-        if (now_ms() >= end)
-            return 0;
-        usleep(100);
-    }
-}
-
-int ts_pump_until(struct ts_env *e, int (*done)(void *), void *arg, int timeout_ms)
-{
-    uint64_t end = now_ms() + (uint64_t)tg_test_ms(timeout_ms);
-    for (;;) {
-        pump_once(e);
+        pump_flags(e, flags);
         if (done(arg))
             return 1;
         if (now_ms() >= end)
             return 0;
         usleep(300);
     }
+}
+
+int ts_step_until(struct ts_env *e, int (*done)(void *), void *arg, int timeout_ms)
+{
+    return until(e, EVLOOP_ONCE | EVLOOP_NONBLOCK, done, arg, timeout_ms);
+}
+
+int ts_pump_until(struct ts_env *e, int (*done)(void *), void *arg, int timeout_ms)
+{
+    return until(e, EVLOOP_NONBLOCK, done, arg, timeout_ms);
 }
 
 int ts_raw_wait(struct ts_env *e, struct ts_raw *r, uint64_t rid, struct ts_frame *out, int timeout_ms)
