@@ -165,52 +165,44 @@ static int install_checked_files(struct tg_gw_ws *ws, char *err, size_t errlen)
     return rc;
 }
 
-/* Runs on the lws thread (EVENT_WAIT_CANCELLED). */
+/* Runs on the lws thread (EVENT_WAIT_CANCELLED): the request taken, the files read and installed,
+ * the outcome logged here and handed to the requester's callback. */
 void tg_gw_ws_do_reload(struct tg_gw_ws *ws)
 {
     pthread_mutex_lock(&ws->mu);
     int pending = ws->reload_pending;
+    tg_gw_ws_reload_cb done = ws->reload_done;
+    void *arg = ws->reload_arg;
     ws->reload_pending = 0;
+    ws->reload_done = NULL;
+    ws->reload_arg = NULL;
     pthread_mutex_unlock(&ws->mu);
     if (!pending)
         return;
 
-    char err[sizeof ws->reload_err] = "";
+    char err[512] = "";
     int rc = install_checked_files(ws, err, sizeof err);
-    pthread_mutex_lock(&ws->mu);
-    ws->reload_rc = rc;
-    snprintf(ws->reload_err, sizeof ws->reload_err, "%s", err);
-    ws->reload_done = 1;
-    pthread_cond_broadcast(&ws->cv);
-    pthread_mutex_unlock(&ws->mu);
-}
-
-int tg_gw_ws_reload(struct tg_gw_ws *ws, char *err, size_t errlen)
-{
-    if (!ws->cfg.tls)
-        return 0; /* nothing to reload */
-    pthread_mutex_lock(&ws->mu);
-    ws->reload_pending = 1;
-    ws->reload_done = 0;
-    pthread_mutex_unlock(&ws->mu);
-    lws_cancel_service(ws->ctx);
-
-    struct timespec dl;
-    clock_gettime(CLOCK_REALTIME, &dl);
-    dl.tv_sec += 5;
-    pthread_mutex_lock(&ws->mu);
-    while (!ws->reload_done) {
-        if (pthread_cond_timedwait(&ws->cv, &ws->mu, &dl) == ETIMEDOUT)
-            break;
-    }
-    int rc = ws->reload_done ? ws->reload_rc : -1;
-    if (rc != 0)
-        snprintf(err, errlen, "%s", ws->reload_done ? ws->reload_err : "the WebSocket thread did not answer");
-    ws->reload_pending = 0;
-    pthread_mutex_unlock(&ws->mu);
     if (rc == 0)
         tg_info(TG_WS_LOG, "reloaded the HTTPS/WSS certificate");
-    return rc;
+    else
+        tg_error(TG_WS_LOG, "reloading the HTTPS/WSS certificate failed, keeping the loaded one: %s", err);
+    if (done)
+        done(rc, err, arg);
+}
+
+void tg_gw_ws_reload(struct tg_gw_ws *ws, tg_gw_ws_reload_cb done, void *arg)
+{
+    if (!ws->cfg.tls) {
+        if (done)
+            done(0, "", arg); /* nothing to reload */
+        return;
+    }
+    pthread_mutex_lock(&ws->mu);
+    ws->reload_pending = 1;
+    ws->reload_done = done; /* a request still waiting merges with this one */
+    ws->reload_arg = arg;
+    pthread_mutex_unlock(&ws->mu);
+    lws_cancel_service(ws->ctx);
 }
 
 void tg_gw_ws_capture_ssl_ctx(void *ssl_ctx)
@@ -240,7 +232,6 @@ static void ws_free(struct tg_gw_ws *ws)
         free(ws->http_hosts[i]);
     free(ws->http_hosts);
     pthread_mutex_destroy(&ws->mu);
-    pthread_cond_destroy(&ws->cv);
     free(ws);
 }
 
@@ -256,7 +247,6 @@ struct tg_gw_ws *tg_gw_ws_start(struct tg_gw *gw, struct event_base *base, const
     ws->base = base;
     ws->cfg = *cfg;
     pthread_mutex_init(&ws->mu, NULL);
-    pthread_cond_init(&ws->cv, NULL);
     ws->cfg.bind_host = copy_str(ws->bind_host, sizeof ws->bind_host, cfg->bind_host ? cfg->bind_host : "127.0.0.1");
     ws->cfg.cert_file = copy_str(ws->cert_file, sizeof ws->cert_file, cfg->cert_file);
     ws->cfg.key_file = copy_str(ws->key_file, sizeof ws->key_file, cfg->key_file);

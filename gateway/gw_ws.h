@@ -80,10 +80,16 @@ struct tg_gw_ws_config {
  * NULL with a message in err (e.g. the port is taken). */
 struct tg_gw_ws *tg_gw_ws_start(struct tg_gw *gw, struct event_base *base, const struct tg_gw_ws_config *cfg,
                                 char *err, size_t errlen);
-/* Reloads certificates, key and CA from the same files (new connections use
- * them; on any error nothing changes). Blocks until the lws thread has done
- * it (at most 5 s). Returns 0/-1. */
-int tg_gw_ws_reload(struct tg_gw_ws *ws, char *err, size_t errlen);
+/* Outcome of a reload: rc 0, or -1 with the reason in err (valid during the call). */
+typedef void (*tg_gw_ws_reload_cb)(int rc, const char *err, void *arg);
+/* Asks the lws thread to reload certificates, key and CA from the same files
+ * (new connections use them; on any error nothing changes) and returns at
+ * once: the caller's thread (the libevent loop on SIGHUP) never waits for the
+ * lws thread. The lws thread logs the outcome, then calls done (may be NULL)
+ * there. A request made while another still waits merges with it, and only
+ * the latest done is called. Without TLS, done(0) is called at once on the
+ * caller's thread. A request still waiting at tg_gw_ws_stop is dropped. */
+void tg_gw_ws_reload(struct tg_gw_ws *ws, tg_gw_ws_reload_cb done, void *arg);
 /* HTTP connections that are not (yet) WebSockets, now. Any thread. */
 size_t tg_gw_ws_http_pending(struct tg_gw_ws *ws);
 /* The /adb pipes (gw_adb.h), NULL when /adb is off: e.g. to route /adb/<node>

@@ -50,11 +50,11 @@ struct tg_gw_ws {
     uint64_t accept_failed_log_us;      /* when "cannot accept" was last logged (lws thread) */
     atomic_size_t pending_count;        /* mirror for tg_gw_ws_http_pending (any thread) */
 
-    /* reload request, done on the lws thread */
+    /* certificate reload request, done on the lws thread (tg_gw_ws_reload) */
     pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int reload_pending, reload_done, reload_rc;
-    char reload_err[512];
+    int reload_pending;
+    tg_gw_ws_reload_cb reload_done;
+    void *reload_arg;
 };
 
 /* Per-session data of the "tracegate" protocol: an HTTP response in flight. */

@@ -371,8 +371,8 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
         tg_gw_config_free(&nc);
         return;
     }
-    if (d->ws && tg_gw_ws_reload(d->ws, err, sizeof err) != 0)
-        tg_error(LOG, "reloading the HTTP/WebSocket certificates failed: %s", err);
+    if (d->ws)
+        tg_gw_ws_reload(d->ws, NULL, NULL); /* the lws thread logs how it went */
     apply_logging(&nc);
     int upstream_changed = !d->auto_bridge && (str_differs(nc.upstream_consumer, d->cfg.upstream_consumer) ||
                                                str_differs(nc.upstream_producer, d->cfg.upstream_producer));

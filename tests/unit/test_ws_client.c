@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <event2/event.h>
+#include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -306,6 +308,42 @@ static void test_connection_refused(void **state)
     g_port = port;
 }
 
+/* tg_gw_ws_reload returns at once; its outcome comes on the lws thread. */
+struct reload_wait {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done, rc;
+    char err[256];
+};
+
+static void on_reloaded(int rc, const char *err, void *arg)
+{
+    struct reload_wait *w = arg;
+    pthread_mutex_lock(&w->mu);
+    w->rc = rc;
+    snprintf(w->err, sizeof w->err, "%s", err);
+    w->done = 1;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static int reload_and_wait(char *err, size_t errlen)
+{
+    struct reload_wait w = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    tg_gw_ws_reload(g_ws, on_reloaded, &w);
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += 60; /* safety net only: the lws thread answers when it runs */
+    pthread_mutex_lock(&w.mu);
+    while (!w.done && pthread_cond_timedwait(&w.cv, &w.mu, &dl) != ETIMEDOUT) {
+    }
+    int done = w.done;
+    pthread_mutex_unlock(&w.mu);
+    assert_true(done);
+    snprintf(err, errlen, "%s", w.err);
+    return w.rc;
+}
+
 static void test_wss(void **state)
 {
     (void)state;
@@ -324,12 +362,12 @@ static void test_wss(void **state)
     assert_int_equal(tdbl_accepted(), 1);
     /* reload with good files works, with a missing key fails and keeps the old one */
     char err[256];
-    assert_int_equal(tg_gw_ws_reload(g_ws, err, sizeof err), 0);
+    assert_int_equal(reload_and_wait(err, sizeof err), 0);
     char key[300], moved[320];
     pki(key, sizeof key, "server.key");
     snprintf(moved, sizeof moved, "%s.moved", key);
     assert_int_equal(rename(key, moved), 0);
-    assert_int_equal(tg_gw_ws_reload(g_ws, err, sizeof err), -1);
+    assert_int_equal(reload_and_wait(err, sizeof err), -1);
     assert_non_null(strstr(err, "key"));
     assert_int_equal(rename(moved, key), 0);
     cr.cacert = ca;
