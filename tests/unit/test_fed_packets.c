@@ -471,7 +471,7 @@ static int64_t tp_offset(const Perfetto__Protos__RemoteClockSync *rcs, uint32_t 
     double sum = 0;
     size_t est = 0;
     for (size_t i = 0; i + 1 < rcs->n_synced_clocks; i++) {
-        uint64_t b1, b2, t1c, t1h, t2c, t2h;
+        uint64_t b1 = 0, b2 = 0, t1c = 0, t1h = 0, t2c = 0, t2h = 0; /* set by the asserted calls */
         assert_true(clock_of(rcs->synced_clocks[i]->client_clocks, 6, &b1));
         assert_true(clock_of(rcs->synced_clocks[i + 1]->client_clocks, 6, &b2));
         if (b2 < b1 || b2 - b1 >= 30ull * SEC)
