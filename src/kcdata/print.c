@@ -118,42 +118,12 @@ static void field_decl(FILE *out, const struct tg_kcdata_field *f)
         fprintf(out, "[%" PRIu32 "]", f->count);
 }
 
-/* The value of field f in rec: a string for char fields, a number, or [a, b, ...]. */
+/* The value of field f in rec: a quoted string for char fields, a number (large ones also in hex),
+ * or [a, b, ...]. */
 static void field_value(FILE *out, const struct tg_kcdata_field *f, const uint8_t *rec, size_t rec_len)
 {
-    if (!tg_kc_field_inside(f, rec_len)) {
-        fputs("<missing>", out);
-        return;
-    }
-    if (f->elem_type == TG_KCDATA_ST_CHAR) {
-        const uint8_t *s = rec + f->offset;
-        const uint8_t *nul = memchr(s, 0, f->count);
-        quoted(out, s, nul ? (size_t)(nul - s) : f->count);
-        return;
-    }
-    int is_signed = f->elem_type == TG_KCDATA_ST_INT8 || f->elem_type == TG_KCDATA_ST_INT16 ||
-                    f->elem_type == TG_KCDATA_ST_INT32 || f->elem_type == TG_KCDATA_ST_INT64;
-    int list = (f->flags & TG_KCDATA_FIELD_ARRAY) != 0;
-    if (list)
-        fputc('[', out);
-    for (uint32_t i = 0; i < f->count; i++) {
-        if (i)
-            fputs(", ", out);
-        if (is_signed) {
-            int64_t v = 0;
-            tg_kcdata_field_int(f, rec, rec_len, i, &v);
-            fprintf(out, "%" PRId64, v);
-        } else {
-            uint64_t v = 0;
-            tg_kcdata_field_uint(f, rec, rec_len, i, &v);
-            if (list)
-                fprintf(out, "%" PRIu64, v);
-            else
-                uint_out(out, v);
-        }
-    }
-    if (list)
-        fputc(']', out);
+    static const struct tg_kc_value_style text = { "<missing>", quoted, ", ", uint_out };
+    tg_kc_field_value(out, f, rec, rec_len, &text);
 }
 
 /* One record of type td on the current line: a bare value for one-field types, else

@@ -32,38 +32,13 @@ static void jhex(FILE *out, const uint8_t *d, size_t n)
     fputc('"', out);
 }
 
+static void juint(FILE *out, uint64_t v) { fprintf(out, "%" PRIu64, v); }
+
+/* The value of field f in rec: a JSON string, number or array; null when beyond the record. */
 static void field_value(FILE *out, const struct tg_kcdata_field *f, const uint8_t *rec, size_t rec_len)
 {
-    if (!tg_kc_field_inside(f, rec_len)) {
-        fputs("null", out);
-        return;
-    }
-    if (f->elem_type == TG_KCDATA_ST_CHAR) {
-        const uint8_t *s = rec + f->offset;
-        const uint8_t *nul = memchr(s, 0, f->count);
-        jstr(out, s, nul ? (size_t)(nul - s) : f->count);
-        return;
-    }
-    int is_signed = f->elem_type == TG_KCDATA_ST_INT8 || f->elem_type == TG_KCDATA_ST_INT16 ||
-                    f->elem_type == TG_KCDATA_ST_INT32 || f->elem_type == TG_KCDATA_ST_INT64;
-    int list = (f->flags & TG_KCDATA_FIELD_ARRAY) != 0;
-    if (list)
-        fputc('[', out);
-    for (uint32_t i = 0; i < f->count; i++) {
-        if (i)
-            fputc(',', out);
-        if (is_signed) {
-            int64_t v = 0;
-            tg_kcdata_field_int(f, rec, rec_len, i, &v);
-            fprintf(out, "%" PRId64, v);
-        } else {
-            uint64_t v = 0;
-            tg_kcdata_field_uint(f, rec, rec_len, i, &v);
-            fprintf(out, "%" PRIu64, v);
-        }
-    }
-    if (list)
-        fputc(']', out);
+    static const struct tg_kc_value_style json = { "null", jstr, ",", juint };
+    tg_kc_field_value(out, f, rec, rec_len, &json);
 }
 
 /* One record: a bare value for one-field types (null when beyond the record), else an object of
