@@ -55,7 +55,6 @@ fi
 . "$S/tests/bench/script_lib.sh"
 bench_init gwbench
 
-has() { command -v "$1" >/dev/null 2>&1; }
 
 
 ready() { # url [pid]: waits (5 s at most) until one QueryCapabilities call goes through
@@ -165,27 +164,8 @@ if has socat; then
 else
     echo "gateway_bench: socat is not installed: its rows are skipped"
 fi
-if want stunnel; then
-    ST=""
-    has stunnel4 && ST=stunnel4
-    [ -z "$ST" ] && has stunnel && ST=stunnel
-    if [ -n "$ST" ]; then
-        free_port
-        cat >"$T/stunnel.conf" <<EOF
-foreground = yes
-pid =
-debug = 3
-[bench]
-accept = 127.0.0.1:$PORT
-connect = $SOCK
-cert = $T/pki/server.crt
-key = $T/pki/server.key
-EOF
-        start stunnel $PX $ST "$T/stunnel.conf"
-        ready "tls://127.0.0.1:$PORT" "$LASTPID" && add_row stunnel "stunnel4 TLS" "tls://127.0.0.1:$PORT" "$LASTPID"
-    else
-        echo "gateway_bench: stunnel4 is not installed: its row is skipped"
-    fi
+if want stunnel && start_stunnel gateway_bench "$SOCK"; then
+    ready "tls://127.0.0.1:$PORT" "$LASTPID" && add_row stunnel "stunnel4 TLS" "tls://127.0.0.1:$PORT" "$LASTPID"
 fi
 if want websockify; then
     if has websockify; then

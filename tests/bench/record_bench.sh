@@ -91,7 +91,6 @@ CLIENT_TIMEOUT=$((60 + MBUF / 4)) # seconds; a read-out runs at well over 4 MB/s
 . "$S/tests/bench/script_lib.sh"
 bench_init recbench
 
-has() { command -v "$1" >/dev/null 2>&1; }
 
 tc() { # tracectl, bounded: URL-independent options first
     timeout 30 "$TC" --cacert "$T/pki/ca.crt" "$@"
@@ -260,27 +259,8 @@ if want socat-b; then
         echo "record_bench: socat is not installed: its row is skipped"
     fi
 fi
-if want stunnel; then
-    ST=""
-    has stunnel4 && ST=stunnel4
-    [ -z "$ST" ] && has stunnel && ST=stunnel
-    if [ -n "$ST" ]; then
-        free_port
-        cat >"$T/stunnel.conf" <<EOF
-foreground = yes
-pid =
-debug = 3
-[bench]
-accept = 127.0.0.1:$PORT
-connect = $C
-cert = $T/pki/server.crt
-key = $T/pki/server.key
-EOF
-        start stunnel $PX $ST "$T/stunnel.conf"
-        ready "tls://127.0.0.1:$PORT" "$LASTPID" && add_row stunnel "stunnel4 TLS" "tls://127.0.0.1:$PORT" "$LASTPID"
-    else
-        echo "record_bench: stunnel4 is not installed: its row is skipped"
-    fi
+if want stunnel && start_stunnel record_bench "$C"; then
+    ready "tls://127.0.0.1:$PORT" "$LASTPID" && add_row stunnel "stunnel4 TLS" "tls://127.0.0.1:$PORT" "$LASTPID"
 fi
 if want websockify; then
     WSPY=""
