@@ -12,12 +12,11 @@ int tg_gw_onepath_start(const struct tg_gw_config *c, char *err, size_t errlen)
     if (!c->otlp_file && !c->otlp_http)
         return 0;
     onepath_trace_opts_t o = ONEPATH_TRACE_OPTS_DEFAULT;
-    o.otlp_file = c->otlp_file;
-    o.otlp_http = c->otlp_http;
+    onepath_otlp_opts_t x = {c->otlp_file, c->otlp_http};
     const char *svc = getenv("ONEPATH_TRACE_SERVICE_NAME");
     if (!svc || !*svc)
         o.service_name = "tracegated";
-    int rc = onepath_trace_init(&o);
+    int rc = onepath_trace_init_otlp(&o, &x);
     if (rc != ONEPATH_OK) {
         snprintf(err, errlen, "OnePath export: %s",
                  rc == ONEPATH_ERR_INVAL ? "--otlp-http wants http://HOST[:PORT][/PATH]"

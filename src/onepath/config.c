@@ -86,7 +86,7 @@ static int dup_opt(char **out, const char *opt, const char *env_name)
     return *out ? 0 : -1;
 }
 
-int tg_op_config_load(struct tg_op_config *c, const onepath_trace_opts_t *opts)
+int tg_op_config_load(struct tg_op_config *c, const onepath_trace_opts_t *opts, const onepath_otlp_opts_t *otlp)
 {
     memset(c, 0, sizeof *c);
     c->trace_enabled = env_bool("ONEPATH_TRACE_ENABLE", 0);
@@ -102,8 +102,8 @@ int tg_op_config_load(struct tg_op_config *c, const onepath_trace_opts_t *opts)
     if (dup_opt(&c->service_name, opts ? opts->service_name : NULL, "ONEPATH_TRACE_SERVICE_NAME") ||
         dup_opt(&c->trace_path, opts ? opts->ndjson_path : NULL, "ONEPATH_TRACE_NDJSON_PATH") ||
         dup_opt(&c->metrics_path, NULL, "ONEPATH_METRICS_NDJSON_PATH") ||
-        dup_opt(&c->otlp_file, opts ? opts->otlp_file : NULL, "ONEPATH_TRACE_OTLP_FILE") ||
-        dup_opt(&c->otlp_http, opts ? opts->otlp_http : NULL, "ONEPATH_TRACE_OTLP_HTTP") ||
+        dup_opt(&c->otlp_file, otlp ? otlp->otlp_file : NULL, "ONEPATH_TRACE_OTLP_FILE") ||
+        dup_opt(&c->otlp_http, otlp ? otlp->otlp_http : NULL, "ONEPATH_TRACE_OTLP_HTTP") ||
         dup_opt(&c->resource_attrs, NULL, "ONEPATH_TRACE_RESOURCE_ATTRIBUTES"))
         goto oom;
     c->otlp_queue = env_uint("ONEPATH_TRACE_OTLP_QUEUE", TG_OP_DEFAULT_OTLP_QUEUE, 1, 65536, "a request count");

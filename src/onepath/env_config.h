@@ -42,7 +42,7 @@ struct tg_op_config {
 
 /* Fills c (opts may be NULL). Returns ONEPATH_OK or ONEPATH_ERR_NOMEM (c then freed). Malformed
  * values fall back to the default with a warning in the log. */
-int tg_op_config_load(struct tg_op_config *c, const onepath_trace_opts_t *opts);
+int tg_op_config_load(struct tg_op_config *c, const onepath_trace_opts_t *opts, const onepath_otlp_opts_t *otlp);
 void tg_op_config_free(struct tg_op_config *c);
 
 #endif

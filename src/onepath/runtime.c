@@ -89,13 +89,13 @@ int tg_op_sample_trace(const uint8_t id[16])
     return (x >> 1) < atomic_load_explicit(&g_sample_thr, memory_order_relaxed);
 }
 
-static int init_locked(const onepath_trace_opts_t *opts)
+static int init_locked(const onepath_trace_opts_t *opts, const onepath_otlp_opts_t *otlp)
 {
     if (atomic_load(&tg_op_g_up))
         return ONEPATH_OK;
     pthread_once(&g_hooks_once, register_process_hooks);
     struct tg_op_config c;
-    int rc = tg_op_config_load(&c, opts);
+    int rc = tg_op_config_load(&c, opts, otlp);
     if (rc != ONEPATH_OK)
         return rc;
     char host[256];
@@ -156,15 +156,17 @@ fail:
     return rc;
 }
 
-int onepath_trace_init(const onepath_trace_opts_t *opts)
+int onepath_trace_init_otlp(const onepath_trace_opts_t *opts, const onepath_otlp_opts_t *otlp)
 {
     pthread_mutex_lock(&g_life);
-    int rc = init_locked(opts);
+    int rc = init_locked(opts, otlp);
     if (rc != ONEPATH_OK)
         atomic_store(&g_lazy_failed, 1); /* nothing starts behind the caller's back until shutdown */
     pthread_mutex_unlock(&g_life);
     return rc;
 }
+
+int onepath_trace_init(const onepath_trace_opts_t *opts) { return onepath_trace_init_otlp(opts, NULL); }
 
 int onepath_metrics_init(void) { return onepath_trace_init(NULL); }
 
@@ -175,7 +177,7 @@ void tg_op_lazy_init(void)
         return;
     pthread_mutex_lock(&g_life);
     if (!atomic_load(&tg_op_g_up) && !atomic_load(&g_lazy_failed) && !atomic_load(&g_exiting) &&
-        init_locked(NULL) != ONEPATH_OK)
+        init_locked(NULL, NULL) != ONEPATH_OK)
         atomic_store(&g_lazy_failed, 1);
     pthread_mutex_unlock(&g_life);
 }

@@ -71,27 +71,40 @@ typedef struct {
 
 #define ONEPATH_TRACEPARENT_LEN 55 /* "00-<32 hex>-<16 hex>-<2 hex>" */
 
+/* The spec's options, exactly its four fields in its order (a program written to the spec, which
+ * sets these four and nothing else, must find nothing more here; tracegate's own additions are in
+ * onepath_otlp_opts_t). */
 typedef struct {
     const char *service_name; /* resource service.name; NULL = $ONEPATH_TRACE_SERVICE_NAME */
     const char *ndjson_path;  /* span NDJSON file; NULL = $ONEPATH_TRACE_NDJSON_PATH */
     double sample_ratio;      /* head sampling ratio in [0,1]; 0.0 = $ONEPATH_TRACE_SAMPLE_RATIO */
     size_t ring_capacity;     /* export ring slots; 0 = 1024 */
-    const char *otlp_file;    /* OTLP/JSON lines file; NULL = $ONEPATH_TRACE_OTLP_FILE */
-    const char *otlp_http;    /* OTLP/HTTP JSON URL (http://HOST:PORT/v1/traces); NULL = $ONEPATH_TRACE_OTLP_HTTP */
 } onepath_trace_opts_t;
 
-#define ONEPATH_TRACE_OPTS_DEFAULT {NULL, NULL, 0.0, 0, NULL, NULL}
+#define ONEPATH_TRACE_OPTS_DEFAULT {NULL, NULL, 0.0, 0}
+
+/* tracegate's span exports beyond the spec's NDJSON file (for onepath_trace_init_otlp). */
+typedef struct {
+    const char *otlp_file; /* OTLP/JSON lines file; NULL = $ONEPATH_TRACE_OTLP_FILE */
+    const char *otlp_http; /* OTLP/HTTP JSON URL (http://HOST:PORT/v1/traces); NULL = $ONEPATH_TRACE_OTLP_HTTP */
+} onepath_otlp_opts_t;
+
+#define ONEPATH_OTLP_OPTS_DEFAULT {NULL, NULL}
 
 /* Starts OnePath (tracing and metrics): reads the environment, opens the NDJSON files (created
  * 0600 if missing, appended to; a FIFO must already have a reader) and starts one exporter thread
  * per kind (spans: NDJSON, OTLP file and OTLP/HTTP share one ring and thread, the HTTP sender has
  * a second thread). Idempotent: a second call while running returns ONEPATH_OK and changes
- * nothing. opts may be NULL; opts->ndjson_path (otlp_file, otlp_http) "" turns that export off
- * whatever the environment says. An otlp_http URL that is not http://HOST[:PORT][/PATH] fails
- * with ONEPATH_ERR_INVAL.
+ * nothing. opts may be NULL; opts->ndjson_path "" turns that export off whatever the environment
+ * says.
  * Returns ONEPATH_OK, or ONEPATH_ERR_IO / ONEPATH_ERR_NOMEM with nothing started (and no lazy
  * init until onepath_trace_shutdown()). */
 int onepath_trace_init(const onepath_trace_opts_t *opts);
+/* onepath_trace_init with tracegate's OTLP exports: otlp may be NULL (then the same as
+ * onepath_trace_init); its otlp_file / otlp_http "" turns that export off whatever the
+ * environment says. An otlp_http URL that is not http://HOST[:PORT][/PATH] fails with
+ * ONEPATH_ERR_INVAL. */
+int onepath_trace_init_otlp(const onepath_trace_opts_t *opts, const onepath_otlp_opts_t *otlp);
 /* The seed's name for the same thing: onepath_trace_init(NULL). */
 int onepath_metrics_init(void);
 /* Stops tracing and metrics: flushes both exporters (waiting at most ~2 s for an export file that

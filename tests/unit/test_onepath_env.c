@@ -295,7 +295,7 @@ static void test_failed_init_blocks_lazy(void **state)
 {
     (void)state;
     setenv("ONEPATH_TRACE_ENABLE", "1", 1);
-    onepath_trace_opts_t o = {NULL, file("missing/x.ndjson"), 1.0, 0, NULL, NULL};
+    onepath_trace_opts_t o = {NULL, file("missing/x.ndjson"), 1.0, 0};
     assert_int_equal(onepath_trace_init(&o), ONEPATH_ERR_IO);
     /* the environment alone would work, but after a failed init nothing starts by itself */
     assert_int_equal(root_sampled(), -1);
@@ -373,7 +373,7 @@ static void test_opts_override_env(void **state)
     setenv("ONEPATH_TRACE_SAMPLE_RATIO", "0", 1);
     setenv("ONEPATH_TRACE_NDJSON_PATH", file("env.ndjson"), 1);
     setenv("ONEPATH_TRACE_SERVICE_NAME", "envsvc", 1);
-    onepath_trace_opts_t o = {"optsvc", file("opt.ndjson"), 1.0, 8, NULL, NULL};
+    onepath_trace_opts_t o = {"optsvc", file("opt.ndjson"), 1.0, 8};
     assert_int_equal(onepath_trace_init(&o), ONEPATH_OK);
     assert_int_equal(root_sampled(), 1);
     onepath_trace_shutdown();
@@ -382,7 +382,7 @@ static void test_opts_override_env(void **state)
     assert_string_equal(svc, "optsvc");
     assert_false(exists(file("env.ndjson")));
     /* an empty path in opts turns file export off whatever the environment says */
-    onepath_trace_opts_t off = {NULL, "", 1.0, 0, NULL, NULL};
+    onepath_trace_opts_t off = {NULL, "", 1.0, 0};
     assert_int_equal(onepath_trace_init(&off), ONEPATH_OK);
     onepath_span_t s = onepath_span_start("x", ONEPATH_SPAN_KIND_INTERNAL, NULL);
     assert_false(onepath_span_is_recording(s));
@@ -393,6 +393,41 @@ static void test_opts_override_env(void **state)
     unsetenv("ONEPATH_TRACE_ENABLE");
     assert_int_equal(onepath_trace_init(&o), ONEPATH_OK);
     assert_false(onepath_trace_enabled());
+}
+
+/* The spec's options struct, as a program written to the spec declares it: its layout must be
+ * onepath_trace_opts_t's, or such a program (or one built against it) passes garbage. */
+struct spec_opts {
+    const char *service_name;
+    const char *ndjson_path;
+    double sample_ratio;
+    size_t ring_capacity;
+};
+_Static_assert(sizeof(onepath_trace_opts_t) == sizeof(struct spec_opts), "the spec's four fields, nothing more");
+_Static_assert(offsetof(onepath_trace_opts_t, ring_capacity) == offsetof(struct spec_opts, ring_capacity),
+               "the spec's field order");
+
+/* A program that sets the spec's four fields of a struct it did not zero (as the spec lets it)
+ * gets exactly what it set: before, two more pointer fields were read from whatever the memory
+ * held, and the init crashed on them. */
+static void test_spec_opts_set_field_by_field(void **state)
+{
+    (void)state;
+    setenv("ONEPATH_TRACE_ENABLE", "1", 1);
+    onepath_trace_opts_t *o = malloc(sizeof *o + 64);
+    assert_non_null(o);
+    memset(o, 0xa5, sizeof *o + 64); /* what an uninitialised struct may hold */
+    o->service_name = "specsvc";
+    o->ndjson_path = file("spec.ndjson");
+    o->sample_ratio = 1.0;
+    o->ring_capacity = 16;
+    assert_int_equal(onepath_trace_init(o), ONEPATH_OK);
+    free(o);
+    assert_int_equal(root_sampled(), 1);
+    onepath_trace_shutdown();
+    char svc[64];
+    assert_int_equal(spans_in(file("spec.ndjson"), svc, sizeof svc), 1);
+    assert_string_equal(svc, "specsvc");
 }
 
 static void test_disabled_starts_nothing(void **state)
@@ -443,6 +478,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_lazy_init_failure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reinit_new_settings, setup, teardown),
         cmocka_unit_test_setup_teardown(test_opts_override_env, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_spec_opts_set_field_by_field, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disabled_starts_nothing, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -104,8 +104,9 @@ static void init_and_end_span(const char *url, const char *name)
     onepath_trace_opts_t o = ONEPATH_TRACE_OPTS_DEFAULT;
     o.ndjson_path = "";
     o.sample_ratio = 1.0;
-    o.otlp_http = url;
-    assert_int_equal(onepath_trace_init(&o), ONEPATH_OK);
+    onepath_otlp_opts_t x = ONEPATH_OTLP_OPTS_DEFAULT;
+    x.otlp_http = url;
+    assert_int_equal(onepath_trace_init_otlp(&o, &x), ONEPATH_OK);
     onepath_span_end(onepath_span_start(name, ONEPATH_SPAN_KIND_CLIENT, NULL));
 }
 
