@@ -5,7 +5,8 @@
 # is in the client's trace on both nodes; each nodeb SERVER span's parent is a nodea CLIENT span
 # (the context crossed the link in the ATTACH record, not inside the IPC frame, which the service
 # answered as usual); nodea's /metrics carries OnePath's metrics (onepath_e2e_latency from the
-# attachment's send time) next to the gateway's.
+# attachment's send time) next to the gateway's; nodeb's --otlp-file holds the same spans as its
+# NDJSON file, as OTLP/JSON lines.
 # Environment (from `make check`): TG_BUILDDIR, TG_SRCDIR. Exit 77 = skipped.
 REC_TAG=link-op
 . "$(dirname "$0")/record_lib.sh"
@@ -27,7 +28,7 @@ start() {
 }
 for try in 1 2 3 4 5; do
     LP=$(free_port)
-    start nodeb --no-http --listen-link "tcp://127.0.0.1:$LP" && break
+    start nodeb --no-http --listen-link "tcp://127.0.0.1:$LP" --otlp-file "$T/nodeb.otlp.jsonl" && break
 done
 kill -0 "$NODE_PID" 2>/dev/null || fail "nodeb did not start"
 B_PID=$NODE_PID
@@ -39,6 +40,8 @@ kill -0 "$NODE_PID" 2>/dev/null || fail "nodea did not start"
 A_PID=$NODE_PID
 PIDS="$PIDS $A_PID $B_PID"
 grep -q "OnePath: tracing on, metrics on" "$T/nodea.log" || fail "nodea did not start OnePath"
+grep -q "OnePath spans exported as OTLP/JSON lines to $T/nodeb.otlp.jsonl" "$T/nodeb.log" ||
+    fail "nodeb did not take --otlp-file: $(grep -i onepath "$T/nodeb.log")"
 
 linked() { tg_timeout 10 "$TRACECTL" nodes "ws://127.0.0.1:$HP/traced" 2>/dev/null | grep -q '^nodeb  *up '; }
 wait_for 30 linked || fail "the link did not come up"
@@ -82,5 +85,18 @@ producers = {s["span_id"] for s in tb if s["kind"] == "PRODUCER"}
 consumers = [s for s in ta if s["kind"] == "CONSUMER"]
 assert consumers and all(s["parent_span_id"] in producers for s in consumers)
 print("ok:", len(linked), "requests and", len(consumers), "replies crossed the link with their context")
+PY
+# --otlp-file: the same spans (ids, names) as the NDJSON file, in OTLP/JSON's encoding
+python3 - "$T/nodeb.spans.ndjson" "$T/nodeb.otlp.jsonl" <<'PY' || fail "nodeb's --otlp-file does not hold its spans"
+import json, sys
+nd = {(s["trace_id"], s["span_id"], s["name"]) for s in (json.loads(l) for l in open(sys.argv[1]) if l.strip())}
+ot = set()
+for line in open(sys.argv[2]):
+    if line.strip():
+        for rs in json.loads(line)["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                ot |= {(s["traceId"], s["spanId"], s["name"]) for s in ss["spans"]}
+assert nd and ot == nd, f"{len(nd)} NDJSON spans, {len(ot)} OTLP spans, {len(nd ^ ot)} differ"
+print("ok:", len(ot), "spans in both exports")
 PY
 echo "PASS: OnePath spans and metrics across a link"
