@@ -9,7 +9,7 @@
 #include "link_wire.h"
 #include "tracegate/frame.h"
 
-int tg_link_op_on(void) { return onepath_trace_enabled(); }
+int tg_link_op_on(void) { return onepath_trace_enabled() || onepath_metrics_enabled(); }
 
 /* What an IPC frame is, from its first bytes (the frame's 4-byte header included): the IPC host's
  * own lenient reading (tg_frame_scan_prefix); a frame those bytes do not decide is "ipc.frame". */
@@ -85,19 +85,24 @@ static uint64_t realtime_ns(void)
 
 size_t tg_link_op_send(struct link_channel *ch, const uint8_t *frame, size_t have, size_t len, uint8_t *rec)
 {
-    if (!onepath_trace_enabled())
+    int tracing = onepath_trace_enabled();
+    if (!tracing && !onepath_metrics_enabled())
         return 0;
-    struct frame_facts ff;
-    facts_of(frame, have, len, &ff);
-    /* the side that opened the channel asks, the other answers */
-    onepath_span_t sp = onepath_span_start(ff.kind, ch->inbound ? ONEPATH_SPAN_KIND_PRODUCER : ONEPATH_SPAN_KIND_CLIENT,
-                                           ch->op.has_ctx ? &ch->op.ctx : NULL);
-    if (!sp)
-        return 0;
-    set_common(sp, ch, &ff, len);
+    onepath_span_t sp = NULL;
+    if (tracing) {
+        struct frame_facts ff;
+        facts_of(frame, have, len, &ff);
+        /* the side that opened the channel asks, the other answers */
+        sp = onepath_span_start(ff.kind, ch->inbound ? ONEPATH_SPAN_KIND_PRODUCER : ONEPATH_SPAN_KIND_CLIENT,
+                                ch->op.has_ctx ? &ch->op.ctx : NULL);
+        if (!sp)
+            return 0;
+        set_common(sp, ch, &ff, len);
+    }
+    /* metrics alone: only the send time travels, for the receiver's onepath.e2e.latency */
     onepath_tlv_t t;
     memset(&t, 0, sizeof t);
-    t.has_traceparent = onepath_trace_current_ctx(&t.traceparent);
+    t.has_traceparent = sp && onepath_trace_current_ctx(&t.traceparent);
     t.has_send_ts = 1;
     t.send_ts_ns = realtime_ns();
     size_t tl = 0, hl = 0;
@@ -108,7 +113,8 @@ size_t tg_link_op_send(struct link_channel *ch, const uint8_t *frame, size_t hav
     } else {
         tl = 0;
     }
-    onepath_span_end(sp);
+    if (sp)
+        onepath_span_end(sp);
     return tl ? hl + tl : 0;
 }
 
@@ -124,14 +130,16 @@ void tg_link_op_attach(struct link_channel *ch, const uint8_t *att, size_t len)
 
 void tg_link_op_recv(struct link_channel *ch, const uint8_t *frame, size_t have, size_t len)
 {
-    if (!onepath_trace_enabled()) {
+    if (!onepath_trace_enabled() && !onepath_metrics_enabled()) {
         ch->op.att_len = 0;
         return;
     }
     onepath_recv_t r;
     memset(&r, 0, sizeof r);
-    onepath_recv(&r, ch->op.att_len ? ch->op.att : NULL, ch->op.att_len, len);
+    onepath_recv(&r, ch->op.att_len ? ch->op.att : NULL, ch->op.att_len, len); /* counts the metrics */
     ch->op.att_len = 0;
+    if (!onepath_trace_enabled())
+        return;
     struct frame_facts ff;
     facts_of(frame, have, len, &ff);
     onepath_span_t sp = onepath_span_start(ff.kind, ch->inbound ? ONEPATH_SPAN_KIND_SERVER : ONEPATH_SPAN_KIND_CONSUMER,

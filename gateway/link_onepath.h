@@ -6,7 +6,9 @@
  * IPC record (never inside the IPC frame); its send time feeds onepath.e2e.latency. A channel's
  * spans hang under the span that opened it, whose parent is the client's own `traceparent` (a
  * WebSocket header or ?traceparent=) when it gave one; the channel's CONNECT carries it as the
- * W3C `traceparent` header. Disabled, each hook is one branch.
+ * W3C `traceparent` header. With ONEPATH_METRICS_ENABLE=1 alone, the ATTACH record carries only
+ * the send time (the receiver's onepath.* metrics) and no span is made. Disabled, each hook is a
+ * branch on two flags.
  *
  * Threading: the gateway's event loop thread (spans are synchronous: started and ended inside one
  * call, so the library's per-thread span stack is left as found). */
@@ -28,7 +30,7 @@ struct link_op {
     size_t att_len;               /* an ATTACH record waiting for its IPC record */
 };
 
-/* Whether the hooks do anything (tracing on). */
+/* Whether the frame hooks do anything (tracing or metrics on). */
 int tg_link_op_on(void);
 
 /* The channel opens: a span "link.channel.open" (CLIENT on the opening node, SERVER on the

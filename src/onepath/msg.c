@@ -1,5 +1,6 @@
 /* msg.c: the send, forward and receive helpers: building the outgoing attachment (traceparent of
- * the current span + send time + user bytes) when tracing and AUTO_INJECT are on, reading the
+ * the current span + send time + user bytes) when tracing or metrics, and AUTO_INJECT, are on
+ * (metrics alone: the send time, for the receiver's onepath.e2e.latency), reading the
  * incoming one (parent context, end-to-end latency, user bytes), and keeping the built-in
  * onepath.* metrics. Each helper initialises OnePath lazily on first use. */
 #include <string.h>
@@ -13,7 +14,8 @@ static int prepare(onepath_send_t *s, const void *user, size_t user_len, void *b
 {
     s->attachment = user;
     s->attachment_len = user ? user_len : 0;
-    if (!atomic_load_explicit(&tg_op_g_trace_on, memory_order_relaxed) ||
+    if ((!atomic_load_explicit(&tg_op_g_trace_on, memory_order_relaxed) &&
+         !atomic_load_explicit(&tg_op_g_metrics_on, memory_order_relaxed)) ||
         !atomic_load_explicit(&tg_op_g_auto_inject, memory_order_relaxed))
         return ONEPATH_OK;
     if (!buf || user_len > SIZE_MAX - ONEPATH_ATTACH_OVERHEAD || cap < user_len + ONEPATH_ATTACH_OVERHEAD ||

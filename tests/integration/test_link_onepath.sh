@@ -14,11 +14,12 @@ REC_TAG=link-op
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 _ready_or_gone() { grep -q "tracegated .* ready" "$1" 2>/dev/null || ! kill -0 "$2" 2>/dev/null; }
 
-# start NAME PORT ARGS...: tracegated NAME tracing into $T/NAME.spans.ndjson; 0 when it came up
+# start NAME PORT ARGS...: tracegated NAME tracing into $T/NAME.spans.ndjson (unless TRACING=0);
+# 0 when it came up
 start() {
     name=$1
     shift
-    ONEPATH_TRACE_ENABLE=1 ONEPATH_TRACE_SAMPLE_RATIO=1.0 ONEPATH_TRACE_NDJSON_PATH="$T/$name.spans.ndjson" \
+    ONEPATH_TRACE_ENABLE=${TRACING:-1} ONEPATH_TRACE_SAMPLE_RATIO=1.0 ONEPATH_TRACE_NDJSON_PATH="$T/$name.spans.ndjson" \
         ONEPATH_TRACE_FLUSH_MS=50 ONEPATH_METRICS_ENABLE=1 \
         "$TRACEGATED" --node-name "$name" --producer-socket "$T/$name-p.sock" --consumer-socket "$T/$name-c.sock" \
         "$@" >"$T/$name.log" 2>&1 &
@@ -99,4 +100,38 @@ for line in open(sys.argv[2]):
 assert nd and ot == nd, f"{len(nd)} NDJSON spans, {len(ot)} OTLP spans, {len(nd ^ ot)} differ"
 print("ok:", len(ot), "spans in both exports")
 PY
+# metrics without tracing: the link carries the send time alone, nodea's /metrics still observes
+# the e2e latency of nodeb's replies, and no span is made on either node
+TRACING=0
+export TRACING
+for try in 1 2 3 4 5; do
+    LP=$(free_port)
+    start nodeb2 --no-http --listen-link "tcp://127.0.0.1:$LP" && break
+done
+kill -0 "$NODE_PID" 2>/dev/null || fail "nodeb2 did not start"
+B_PID=$NODE_PID
+for try in 1 2 3 4 5; do
+    HP=$(free_port)
+    start nodea2 --http "127.0.0.1:$HP" --peer "tcp://127.0.0.1:$LP" && break
+done
+kill -0 "$NODE_PID" 2>/dev/null || fail "nodea2 did not start"
+A_PID=$NODE_PID
+PIDS="$PIDS $A_PID $B_PID"
+grep -q "OnePath: tracing off, metrics on" "$T/nodea2.log" || fail "nodea2 did not start OnePath's metrics"
+linked2() { tg_timeout 10 "$TRACECTL" nodes "ws://127.0.0.1:$HP/traced" 2>/dev/null | grep -q '^nodeb2  *up '; }
+wait_for 30 linked2 || fail "the metrics-only link did not come up"
+tg_timeout 20 "$TRACECTL" query "ws://127.0.0.1:$HP/traced/nodeb2" >"$T/query2.txt" 2>&1 ||
+    fail "query through the metrics-only link failed: $(cat "$T/query2.txt")"
+"$B/tests/integration/gw_testclient" http-get "127.0.0.1:$HP" /metrics >"$T/metrics2.txt" 2>&1 || fail "/metrics failed"
+grep -q '^onepath_e2e_latency_count [1-9]' "$T/metrics2.txt" ||
+    fail "metrics without tracing: no e2e latency on /metrics: $(grep onepath_e2e "$T/metrics2.txt" | head -3)"
+grep -q '^onepath_msgs_recv [1-9]' "$T/metrics2.txt" || fail "metrics without tracing: no messages counted"
+kill "$A_PID" "$B_PID"
+wait_exit "$A_PID" 30
+wait_exit "$B_PID" 30
+for n in nodea2 nodeb2; do
+    [ ! -s "$T/$n.spans.ndjson" ] || fail "$n made spans with tracing off"
+done
+echo "ok: metrics without tracing observe the link's e2e latency, and make no spans"
+
 echo "PASS: OnePath spans and metrics across a link"

@@ -317,6 +317,49 @@ static void test_receiver_tracing_off(void **state)
     onepath_send_end(&s, 4, 1);
 }
 
+/* Metrics on, tracing off: the send time still travels (in a TLV with the user's bytes and no
+ * traceparent), so the receiver's onepath.e2e.latency is observed; AUTO_INJECT=0 sends the user's
+ * bytes as they are. Before, nothing was injected unless tracing was on, and the e2e histogram of
+ * a metrics-only deployment stayed empty. */
+static void test_metrics_only_e2e(void **state)
+{
+    (void)state;
+    onepath_trace_shutdown();
+    ot_clear_env();
+    setenv("ONEPATH_METRICS_ENABLE", "1", 1);
+    assert_int_equal(onepath_trace_init(NULL), ONEPATH_OK);
+    assert_false(onepath_trace_enabled());
+    assert_true(onepath_metrics_enabled());
+    struct metric_vals m0 = vals();
+    static const char user[] = "abc";
+    uint8_t buf[128];
+    onepath_send_t s;
+    assert_int_equal(onepath_send_begin(&s, user, 3, buf, sizeof buf), ONEPATH_OK);
+    assert_ptr_equal(s.attachment, buf);
+    assert_int_equal(s.attachment_len, 3 + 10 + 2 + 3); /* magic+version, SEND_TS, USER */
+    assert_null(s.span);
+    struct wire w;
+    send_msg(&w, &s, "payload");
+    onepath_recv_t r;
+    assert_int_equal(onepath_recv(&r, w.att, w.att_len, strlen(w.payload)), ONEPATH_OK);
+    assert_false(r.has_parent);
+    assert_int_equal(r.user_len, 3);
+    assert_memory_equal(r.user, user, 3);
+    assert_true(r.e2e_ns >= 0);
+    struct metric_vals m1 = vals();
+    assert_int_equal(m1.e2e_count - m0.e2e_count, 1);
+    assert_int_equal(m1.sent - m0.sent, 1);
+    assert_int_equal(m1.recv - m0.recv, 1);
+    /* AUTO_INJECT=0: the user's bytes go as they are */
+    onepath_trace_shutdown();
+    setenv("ONEPATH_TRACE_AUTO_INJECT", "0", 1);
+    assert_int_equal(onepath_trace_init(NULL), ONEPATH_OK);
+    assert_int_equal(onepath_send_begin(&s, user, 3, buf, sizeof buf), ONEPATH_OK);
+    assert_ptr_equal(s.attachment, user);
+    assert_int_equal(s.attachment_len, 3);
+    onepath_send_end(&s, 3, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -326,6 +369,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_clock_ahead_dropped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_span_empty_user, setup, teardown),
         cmocka_unit_test_setup_teardown(test_receiver_tracing_off, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_metrics_only_e2e, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
