@@ -61,7 +61,7 @@ void tg_link_conn_flush(struct link_conn *c)
     if (c->dead)
         return;
     if (!nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2) && evbuffer_get_length(out) == 0)
-        tg_link_conn_lost(c, "the HTTP/2 session ended");
+        tg_link_conn_lost(c, c->goaway[0] ? c->goaway : "the HTTP/2 session ended");
 }
 
 /* ------------------------------------------------------------ links: state */
@@ -739,6 +739,25 @@ static int on_stream_close(nghttp2_session *s, int32_t sid, uint32_t error_code,
     return 0;
 }
 
+/* nghttp2 sent a GOAWAY with an error: the peer broke the protocol (nghttp2 then ends the session
+ * once it is out) or reset streams faster than nghttp2's rapid-reset limit allows (CVE-2023-44487:
+ * 1000 at once, 33 a second). After that GOAWAY nghttp2 keeps reading as long as any stream is
+ * open, and a link's control stream always is: the peer could go on sending HEADERS and RST_STREAM
+ * for ever, each one decoded and ignored. The session ends here as after a protocol error: the
+ * rest of what the peer sends is ignored, and the connection closes once the GOAWAY is out, with
+ * the GOAWAY as the reason logged. */
+static int on_frame_send(nghttp2_session *s, const nghttp2_frame *f, void *user)
+{
+    struct link_conn *c = user;
+    if (f->hd.type != NGHTTP2_GOAWAY || f->goaway.error_code == NGHTTP2_NO_ERROR || c->goaway[0])
+        return 0;
+    int n = f->goaway.opaque_data_len > 100 ? 100 : (int)f->goaway.opaque_data_len;
+    snprintf(c->goaway, sizeof c->goaway, "sent GOAWAY %s%s%.*s", nghttp2_http2_strerror(f->goaway.error_code),
+             n ? ": " : "", n, n ? (const char *)f->goaway.opaque_data : "");
+    nghttp2_session_terminate_session(s, f->goaway.error_code); /* (no-op when it already ends) */
+    return 0;
+}
+
 /* A channel's no-copy DATA frame goes straight into the transport's output (one copy). */
 static int send_data_cb(nghttp2_session *s, nghttp2_frame *frame, const uint8_t *framehd, size_t length,
                         nghttp2_data_source *src, void *user)
@@ -781,6 +800,7 @@ static nghttp2_session *new_session(struct link_conn *c)
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
     nghttp2_session_callbacks_set_send_data_callback(cb, send_data_cb);
     nghttp2_session_callbacks_set_data_source_read_length_callback(cb, data_length_cb);
     nghttp2_option *opt;

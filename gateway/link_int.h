@@ -83,6 +83,8 @@ struct link_conn {
     int ctl_open;              /* the control request was answered 200 (dialer) / accepted (acceptor) */
     int dead;
     int in_callback;           /* inside nghttp2_session_mem_recv/mem_send: flushing waits for the outer call */
+    char goaway[160];          /* the GOAWAY with an error nghttp2 sent (the peer broke the protocol or
+                                * flooded it), as the reason the connection ends; "" if none */
     struct event *hello_ev;    /* acceptor: absolute deadline for the control stream */
     struct event *free_ev;
     struct stream_ctx *streams;
