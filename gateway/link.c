@@ -384,9 +384,12 @@ static void respond(struct link_conn *c, int32_t sid, int status, const char *er
     nghttp2_submit_response(c->h2, sid, nv, n, prd);
 }
 
+/* A peer can have streams refused at will (before authentication too: each channel stream gets
+ * 421 until the hello, thousands a second): sampled with the gateway's other refusals. */
 static void refuse(struct link_conn *c, int32_t sid, int status, const char *why)
 {
-    tg_info(LOG, "link %s: refused a stream (%d): %s", c->link ? c->link->peer_name : c->tinfo.peer, status, why);
+    tg_gw_log_refusal(tg_fleet_gw(c->fleet), TG_LOG_INFO, LOG, "link %s: refused a stream (%d): %s",
+                      c->link ? c->link->peer_name : c->tinfo.peer, status, why);
     respond(c, sid, status, why, NULL, 0, NULL);
 }
 
