@@ -49,10 +49,17 @@ static void node_config(struct tg_fleet_config *c, const char *name)
 
 struct tg_fleet *tl_hub_new(struct event_base *base, struct tg_gw *gw, const char *name, int *port)
 {
+    return tl_hub_new_timed(base, gw, name, port, 0);
+}
+
+struct tg_fleet *tl_hub_new_timed(struct event_base *base, struct tg_gw *gw, const char *name, int *port,
+                                  uint32_t handshake_timeout_ms)
+{
     char err[512], listen[64] = "tcp://127.0.0.1:0";
     char *listens[1] = {listen};
     struct tg_fleet_config hc;
     node_config(&hc, name);
+    hc.handshake_timeout_ms = handshake_timeout_ms;
     hc.listen_links = listens;
     hc.n_listen_links = 1;
     /* the port the kernel chose, from the node's log line */

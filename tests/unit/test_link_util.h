@@ -6,6 +6,7 @@
 #define TEST_LINK_UTIL_H
 
 #include <event2/event.h>
+#include <stdint.h>
 
 #include "fleet.h"
 #include "gw_config.h"
@@ -21,6 +22,10 @@ struct tg_gw *tl_gw_new(struct event_base *base, struct tg_gw_config *cfg, const
 /* Node `name` on gw, listening for links on tcp://127.0.0.1:0; *port gets the port it bound. Its
  * resume window and ping interval are far beyond the tests' safety nets (tl_quiet_ms). */
 struct tg_fleet *tl_hub_new(struct event_base *base, struct tg_gw *gw, const char *name, int *port);
+/* The same with the deadline for a link connection's TLS handshake and control-stream hello
+ * (--handshake-timeout; 0: the default, 10 s). */
+struct tg_fleet *tl_hub_new_timed(struct event_base *base, struct tg_gw *gw, const char *name, int *port,
+                                  uint32_t handshake_timeout_ms);
 /* Node `name` on gw, dialing tcp://127.0.0.1:port, with the same quiet timers. */
 struct tg_fleet *tl_dialer_new(struct event_base *base, struct tg_gw *gw, const char *name, int port);
 /* The resume window and ping interval of those nodes: not what the link tests are about. */
