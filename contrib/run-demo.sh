@@ -18,12 +18,15 @@ trap cleanup EXIT INT TERM
 
 ./gateway/tracegated --web-root web "$@" &
 pids+=($!)
-sleep 1
-kill -0 "${pids[0]}" 2>/dev/null || { echo "tracegated did not start" >&2; exit 1; }
+# ready once the consumer socket answers (a slow machine may take more than a moment)
+for _ in $(seq 300); do
+  kill -0 "${pids[0]}" 2>/dev/null || { echo "tracegated did not start" >&2; exit 1; }
+  ./src/tracectl/tracectl query >/dev/null 2>&1 && break
+  sleep 0.1
+done
 
 ./src/demo/tracegate-demo &
 pids+=($!)
-sleep 1
 
 ./src/tracectl/tracectl query || true
 echo
