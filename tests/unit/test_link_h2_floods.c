@@ -67,13 +67,7 @@
 /* Safety net of an attack that must be closed: it goes on until then. */
 #define NO_END (1ull << 40)
 
-static char g_dir[] = "/tmp/tg-test-linkfloods-XXXXXX";
-static struct event_base *g_base;
-static tg_ipc_host *g_host;
-static struct tg_gw_config g_hub_cfg, g_edge_cfg;
-static struct tg_gw *g_hub_gw, *g_edge_gw;
-static struct tg_fleet *g_hub, *g_edge;
-static int g_port;
+static struct tl_pair g_p; /* hub, edge and the link between them */
 static uint64_t g_edge_up_since; /* edge's link on the hub: when its connection came up */
 
 /* ------------------------------------------------------------ the fake service behind hub */
@@ -90,52 +84,22 @@ static const struct tg_ipc_service_def k_consumer = {.name = "ConsumerPort", .me
 
 /* ------------------------------------------------------------ fixture */
 
-static int both_up(void *arg)
-{
-    (void)arg;
-    return tl_link_up(g_edge, "hub") && tl_link_up(g_hub, "edge");
-}
-
 static int setup(void **state)
 {
     (void)state;
     tg_log_set_level(TG_LOG_WARN);
-    assert_non_null(mkdtemp(g_dir));
-    g_base = event_base_new();
-    assert_true(event_base_get_features(g_base) & EV_FEATURE_EARLY_CLOSE); /* EV_CLOSED */
-    char err[512], up[300], none[300];
-    snprintf(up, sizeof up, "%s/upstream.sock", g_dir);
-    snprintf(none, sizeof none, "%s/none.sock", g_dir);
-    g_host = tg_ipc_host_new(g_base, NULL);
-    assert_non_null(g_host);
-    assert_int_equal(tg_ipc_host_add_service(g_host, &k_consumer, NULL), 1);
-    assert_int_equal(tg_ipc_host_listen(g_host, up, 0600, err, sizeof err), 0);
-    g_hub_gw = tl_gw_new(g_base, &g_hub_cfg, up, NULL);
-    g_edge_gw = tl_gw_new(g_base, &g_edge_cfg, none, NULL);
     /* the hello deadline ends the attacks nghttp2 lets through before authentication: short, but
      * far more than edge's hello takes on a loaded machine */
-    g_hub = tl_hub_new_timed(g_base, g_hub_gw, "hub", &g_port, (uint32_t)tg_test_ms(750));
-    g_edge = tl_dialer_new(g_base, g_edge_gw, "edge", g_port);
-    assert_true(tg_test_run_until(g_base, both_up, NULL, WAIT_MS));
-    g_edge_up_since = tl_link_up(g_hub, "edge")->up_since_us;
+    tl_pair_up(&g_p, "linkfloods", &k_consumer, NULL, (uint32_t)tg_test_ms(750), WAIT_MS);
+    assert_true(event_base_get_features(g_p.base) & EV_FEATURE_EARLY_CLOSE); /* EV_CLOSED */
+    g_edge_up_since = tl_link_up(g_p.hub, "edge")->up_since_us;
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    tg_fleet_free(g_edge);
-    tg_fleet_free(g_hub);
-    tg_test_run_until(g_base, NULL, NULL, 50); /* closes settle */
-    tg_gw_free(g_edge_gw);
-    tg_gw_free(g_hub_gw);
-    tg_ipc_host_free(g_host);
-    tg_gw_config_free(&g_edge_cfg);
-    tg_gw_config_free(&g_hub_cfg);
-    event_base_free(g_base);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return tl_pair_down(&g_p);
 }
 
 /* ------------------------------------------------------------ the legitimate link */
@@ -179,7 +143,7 @@ static int client_answered(void *arg)
  * ConsumerPort at the hub's service (a round trip through both gateways and the link). */
 static void edge_serves(const char *when)
 {
-    struct tg_link *hl = tl_link_up(g_hub, "edge"), *el = tl_link_up(g_edge, "hub");
+    struct tg_link *hl = tl_link_up(g_p.hub, "edge"), *el = tl_link_up(g_p.edge, "hub");
     if (!hl || !el)
         fail_msg("%s: edge's link is down", when);
     if (hl->up_since_us != g_edge_up_since || hl->resumes || el->resumes)
@@ -188,7 +152,7 @@ static void edge_serves(const char *when)
     memset(&who, 0, sizeof who);
     snprintf(who.principal, sizeof who.principal, "uid:4242");
     char err[256];
-    struct client c = {.fd = tg_fleet_connect(g_edge, "hub", 0, &who, err, sizeof err)};
+    struct client c = {.fd = tg_fleet_connect(g_p.edge, "hub", 0, &who, err, sizeof err)};
     if (c.fd < 0)
         fail_msg("%s: tg_fleet_connect: %s", when, err);
     c.in = evbuffer_new();
@@ -198,7 +162,7 @@ static void edge_serves(const char *when)
     uint8_t h[4] = {(uint8_t)n, (uint8_t)(n >> 8), (uint8_t)(n >> 16), (uint8_t)(n >> 24)};
     assert_int_equal(write(c.fd, h, 4), 4);
     assert_int_equal(write(c.fd, b, n), (ssize_t)n);
-    int done = tg_test_run_until(g_base, client_answered, &c, WAIT_MS);
+    int done = tg_test_run_until(g_p.base, client_answered, &c, WAIT_MS);
     evbuffer_free(c.in);
     close(c.fd);
     if (!done || !c.bound)
@@ -273,7 +237,7 @@ static size_t hp_lit(uint8_t *p, const char *name, const char *value)
 static size_t headers(uint8_t *p, uint32_t sid, uint8_t flags, const char *node)
 {
     char authority[32], id[16];
-    snprintf(authority, sizeof authority, "127.0.0.1:%d", g_port);
+    snprintf(authority, sizeof authority, "127.0.0.1:%d", g_p.port);
     snprintf(id, sizeof id, "%x", (unsigned)sid);
     size_t n = 9;
     n += hp_lit(p + n, ":method", "CONNECT");
@@ -468,7 +432,7 @@ static void raw_send_all(struct raw *r, const uint8_t *p, size_t n)
     }
 }
 
-static int linked(void *arg) { return tl_link_up(g_hub, arg) != NULL; }
+static int linked(void *arg) { return tl_link_up(g_p.hub, arg) != NULL; }
 
 /* The hub's socket whose peer is the attacker's port (it accepts from the loop). */
 static int hub_accepted(void *arg)
@@ -481,7 +445,7 @@ static int hub_accepted(void *arg)
         socklen_t la = sizeof a, lb = sizeof b;
         if (fd != r->fd && getpeername(fd, (struct sockaddr *)&a, &la) == 0 && a.sin_family == AF_INET &&
             a.sin_port == me.sin_port && getsockname(fd, (struct sockaddr *)&b, &lb) == 0 &&
-            ntohs(b.sin_port) == g_port) {
+            ntohs(b.sin_port) == g_p.port) {
             r->hub_fd = fd;
             return 1;
         }
@@ -498,7 +462,7 @@ static void raw_open(struct raw *r, const char *node, int *port)
     assert_true(r->fd >= 0);
     int small = 4096;
     assert_int_equal(setsockopt(r->fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small), 0);
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g_port)};
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g_p.port)};
     sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     assert_int_equal(connect(r->fd, (struct sockaddr *)&sin, sizeof sin), 0);
     socklen_t sl = sizeof sin;
@@ -518,16 +482,16 @@ static void raw_open(struct raw *r, const char *node, int *port)
     }
     raw_send_all(r, p, n);
     assert_int_equal(fcntl(r->fd, F_SETFL, fcntl(r->fd, F_GETFL) | O_NONBLOCK), 0);
-    r->wake_w = event_new(g_base, r->fd, EV_WRITE, nothing, NULL);
-    r->wake_r = event_new(g_base, r->fd, EV_CLOSED, nothing, NULL);
-    r->wake_in = event_new(g_base, r->fd, EV_READ, nothing, NULL);
+    r->wake_w = event_new(g_p.base, r->fd, EV_WRITE, nothing, NULL);
+    r->wake_r = event_new(g_p.base, r->fd, EV_CLOSED, nothing, NULL);
+    r->wake_in = event_new(g_p.base, r->fd, EV_READ, nothing, NULL);
     assert_non_null(r->wake_w);
     assert_non_null(r->wake_r);
     assert_non_null(r->wake_in);
-    if (node && !tg_test_run_until(g_base, linked, (void *)node, WAIT_MS))
+    if (node && !tg_test_run_until(g_p.base, linked, (void *)node, WAIT_MS))
         fail_msg("%s did not link", node);
     r->hub_fd = -1;
-    if (!tg_test_run_until(g_base, hub_accepted, r, WAIT_MS))
+    if (!tg_test_run_until(g_p.base, hub_accepted, r, WAIT_MS))
         fail_msg("the hub did not accept the attacker");
 }
 
@@ -715,7 +679,7 @@ static int have_heap(void) { return tg_process_heap_inuse() >= 0; } /* (not unde
 static int stall_settled(void *arg)
 {
     struct raw *r = arg;
-    struct tg_link *l = tl_link_up(g_hub, r->node);
+    struct tg_link *l = tl_link_up(g_p.hub, r->node);
     sample_heap(r);
     return hung_up(r) || (l && l->n_channels >= LINK_MAX_CHANNELS);
 }
@@ -746,8 +710,8 @@ static void run_attack(const struct attack *a, const char *node)
     int done, stalled = 0, logged = 1, refusals = 0;
     char expect[512] = "";
     if (why) {
-        done = tg_test_run_until(g_base, raw_hung_up, &r, WAIT_MS) &&
-               tg_test_run_until(g_base, raw_eof, &r, WAIT_MS);
+        done = tg_test_run_until(g_p.base, raw_hung_up, &r, WAIT_MS) &&
+               tg_test_run_until(g_p.base, raw_eof, &r, WAIT_MS);
         if (node)
             snprintf(expect, sizeof expect, "link %s down (%s)", node, why);
         else
@@ -759,10 +723,10 @@ static void run_attack(const struct attack *a, const char *node)
         free(log);
         tg_log_set_level(TG_LOG_WARN);
     } else {
-        done = tg_test_run_until(g_base, raw_sent, &r, WAIT_MS);
+        done = tg_test_run_until(g_p.base, raw_sent, &r, WAIT_MS);
         if (done && !r.closed && a->stall) {
-            done = tg_test_run_until(g_base, stall_settled, &r, WAIT_MS);
-            struct tg_link *l = tl_link_up(g_hub, node);
+            done = tg_test_run_until(g_p.base, stall_settled, &r, WAIT_MS);
+            struct tg_link *l = tl_link_up(g_p.hub, node);
             stalled = l ? (int)l->n_channels : -1;
             if (done && !r.closed && stalled == LINK_MAX_CHANNELS) {
                 char when[200];
@@ -775,7 +739,7 @@ static void run_attack(const struct attack *a, const char *node)
         frame(ping, 8, T_PING, 0, 0);
         memcpy(ping + 9, k_marker, 8);
         if (done && !r.closed && send(r.fd, ping, sizeof ping, MSG_NOSIGNAL) == (ssize_t)sizeof ping)
-            done = tg_test_run_until(g_base, raw_marker, &r, WAIT_MS);
+            done = tg_test_run_until(g_p.base, raw_marker, &r, WAIT_MS);
     }
     uint64_t ms = tg_test_now_ms() - t0;
     printf("%s: %s after %llu bytes in %llu ms; heap +%lld KiB at most", what, r.closed ? "closed" : "bounded",
@@ -785,7 +749,7 @@ static void run_attack(const struct attack *a, const char *node)
     printf("\n");
     fflush(stdout);
     raw_close(&r);
-    struct tg_link *l = node ? tg_fleet_link_by_name(g_hub, node, NULL) : NULL;
+    struct tg_link *l = node ? tg_fleet_link_by_name(g_p.hub, node, NULL) : NULL;
     if (l)
         tg_link_close(l, "test over"); /* (a link that went down would wait for a resume) */
 

@@ -43,12 +43,7 @@
 #define REPLY_SIZE 60000
 #define ARGS_SIZE 40000
 
-static char g_dir[] = "/tmp/tg-test-linkpair-XXXXXX";
-static struct event_base *g_base;
-static tg_ipc_host *g_host;
-static struct tg_gw_config g_hub_cfg, g_edge_cfg;
-static struct tg_gw *g_hub_gw, *g_edge_gw;
-static struct tg_fleet *g_hub, *g_edge;
+static struct tl_pair g_p; /* hub, edge and the link between them */
 
 /* ------------------------------------------------------------ the fake service behind hub */
 
@@ -74,49 +69,18 @@ static const struct tg_ipc_service_def k_consumer = {.name = "ConsumerPort", .me
 /* the test reads as fast as the loop lets it; the slow-client policy is not what it is about */
 static const char *const k_gw_opts[] = {"out-soft-limit", "64m", "out-hard-limit", "128m", NULL};
 
-static int both_up(void *arg)
-{
-    (void)arg;
-    return tl_link_up(g_edge, "hub") && tl_link_up(g_hub, "edge");
-}
-
 static int setup(void **state)
 {
     (void)state;
     tg_log_set_level(TG_LOG_WARN);
-    assert_non_null(mkdtemp(g_dir));
-    g_base = event_base_new();
-    char err[512], up[300], none[300];
-    snprintf(up, sizeof up, "%s/upstream.sock", g_dir);
-    snprintf(none, sizeof none, "%s/none.sock", g_dir);
-    g_host = tg_ipc_host_new(g_base, NULL);
-    assert_non_null(g_host);
-    assert_int_equal(tg_ipc_host_add_service(g_host, &k_consumer, NULL), 1);
-    assert_int_equal(tg_ipc_host_listen(g_host, up, 0600, err, sizeof err), 0);
-    g_hub_gw = tl_gw_new(g_base, &g_hub_cfg, up, k_gw_opts);
-    g_edge_gw = tl_gw_new(g_base, &g_edge_cfg, none, k_gw_opts);
-    int port;
-    g_hub = tl_hub_new(g_base, g_hub_gw, "hub", &port);
-    g_edge = tl_dialer_new(g_base, g_edge_gw, "edge", port);
-    assert_true(tg_test_run_until(g_base, both_up, NULL, WAIT_MS));
+    tl_pair_up(&g_p, "linkpair", &k_consumer, k_gw_opts, 0, WAIT_MS);
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    tg_fleet_free(g_edge);
-    tg_fleet_free(g_hub);
-    tg_test_run_until(g_base, NULL, NULL, 50); /* closes settle */
-    tg_gw_free(g_edge_gw);
-    tg_gw_free(g_hub_gw);
-    tg_ipc_host_free(g_host);
-    tg_gw_config_free(&g_edge_cfg);
-    tg_gw_config_free(&g_hub_cfg);
-    event_base_free(g_base);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return tl_pair_down(&g_p);
 }
 
 /* ------------------------------------------------------------ a raw IPC client on a channel */
@@ -196,7 +160,7 @@ static void client_open(struct client *c)
     memset(&who, 0, sizeof who);
     snprintf(who.principal, sizeof who.principal, "uid:4242");
     char err[256];
-    c->fd = tg_fleet_connect(g_edge, "hub", 0, &who, err, sizeof err);
+    c->fd = tg_fleet_connect(g_p.edge, "hub", 0, &who, err, sizeof err);
     if (c->fd < 0)
         fail_msg("tg_fleet_connect: %s", err);
     c->out = evbuffer_new();
@@ -219,7 +183,7 @@ static uint64_t bind_consumer(struct client *c)
     size_t n = tg_ipc_encode_bind(b, sizeof b, 1, "ConsumerPort");
     client_send(c, b, n);
     struct want w = {c, c->n_frames + 1};
-    assert_true(tg_test_run_until(g_base, got_frames, &w, WAIT_MS));
+    assert_true(tg_test_run_until(g_p.base, got_frames, &w, WAIT_MS));
     Perfetto__Protos__IPCFrame *f = c->frames[c->n_frames - 1];
     assert_int_equal(f->msg_case, PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE_REPLY);
     assert_true(f->msg_bind_service_reply->success);
@@ -278,9 +242,9 @@ static void test_pipelined_calls(void **state)
     uint64_t ids = bind_consumer(&c);
     send_calls(&c, ids);
     struct want w = {&c, 1 + N_CALLS};
-    assert_true(tg_test_run_until(g_base, got_frames, &w, WAIT_MS));
+    assert_true(tg_test_run_until(g_p.base, got_frames, &w, WAIT_MS));
     check_replies(&c);
-    struct tg_link *l = tl_link_up(g_edge, "hub");
+    struct tg_link *l = tl_link_up(g_p.edge, "hub");
     assert_non_null(l);
     assert_true(l->bytes_in > (uint64_t)N_CALLS * REPLY_SIZE);
     client_close(&c);
@@ -296,19 +260,19 @@ static void test_resume_mid_stream(void **state)
     struct client c;
     client_open(&c);
     uint64_t ids = bind_consumer(&c);
-    struct tg_link *l = tl_link_up(g_edge, "hub");
+    struct tg_link *l = tl_link_up(g_p.edge, "hub");
     assert_non_null(l);
     unsigned resumes = l->resumes;
     send_calls(&c, ids);
     struct want some = {&c, 1 + N_CALLS / 4};
-    assert_true(tg_test_run_until(g_base, got_frames, &some, WAIT_MS));
+    assert_true(tg_test_run_until(g_p.base, got_frames, &some, WAIT_MS));
     /* still streaming: flow control keeps the hub at most a stream window plus socket buffers
      * (a few MB) ahead of what this client read, and the replies are 6 MB */
     assert_true(c.n_frames < 1 + N_CALLS);
     tg_link_conn_tr_cbs.on_error(l->conn, "test: the connection is cut");
     assert_null(l->conn);
     struct want all = {&c, 1 + N_CALLS};
-    assert_true(tg_test_run_until(g_base, got_frames, &all, WAIT_MS));
+    assert_true(tg_test_run_until(g_p.base, got_frames, &all, WAIT_MS));
     check_replies(&c);
     assert_int_equal(l->resumes, resumes + 1);
     assert_int_equal(l->state, LINK_UP);
@@ -318,7 +282,7 @@ static void test_resume_mid_stream(void **state)
 static int hub_channels_gone(void *arg)
 {
     (void)arg;
-    struct tg_link *l = tl_link_up(g_hub, "edge");
+    struct tg_link *l = tl_link_up(g_p.hub, "edge");
     return l && l->n_channels == 0;
 }
 
@@ -337,11 +301,11 @@ static void test_bad_local_frame_resets_channel(void **state)
     static const uint8_t big[4] = {0, 0, 0x20, 0}; /* 2 MiB */
     evbuffer_add(c.out, big, sizeof big);
     client_pump(&c);
-    assert_true(tg_test_run_until(g_base, got_eof, &c, WAIT_MS)); /* the channel closed its end */
-    assert_true(tg_test_run_until(g_base, hub_channels_gone, NULL, WAIT_MS));
+    assert_true(tg_test_run_until(g_p.base, got_eof, &c, WAIT_MS)); /* the channel closed its end */
+    assert_true(tg_test_run_until(g_p.base, hub_channels_gone, NULL, WAIT_MS));
     client_close(&c);
     /* the link is still up and carries a new channel */
-    assert_non_null(tl_link_up(g_edge, "hub"));
+    assert_non_null(tl_link_up(g_p.edge, "hub"));
     client_open(&c);
     bind_consumer(&c);
     client_close(&c);
@@ -350,7 +314,7 @@ static void test_bad_local_frame_resets_channel(void **state)
 /* Bytes edge holds for its channels' local peers, not yet given back to hub's window. */
 static size_t edge_unconsumed(void)
 {
-    struct tg_link *l = tl_link_up(g_edge, "hub");
+    struct tg_link *l = tl_link_up(g_p.edge, "hub");
     size_t sum = 0;
     for (struct link_channel *ch = l ? l->channels : NULL; ch; ch = ch->next)
         sum += ch->unconsumed;
@@ -382,20 +346,20 @@ static void test_stalled_channels_leave_room(void **state)
     }
     /* every request goes out; no reply is read any more */
     for (int i = 0; i < N_STALLED; i++)
-        assert_true(tg_test_run_until(g_base, requests_out, &st[i], WAIT_MS));
+        assert_true(tg_test_run_until(g_p.base, requests_out, &st[i], WAIT_MS));
     size_t want = (size_t)17 << 20; /* more than a 16 MiB connection window could ever hold */
-    assert_true(tg_test_run_until(g_base, stalled_enough, &want, WAIT_MS));
+    assert_true(tg_test_run_until(g_p.base, stalled_enough, &want, WAIT_MS));
     struct client c;
     client_open(&c);
     send_calls(&c, bind_consumer(&c));
     struct want w = {&c, 1 + N_CALLS};
-    assert_true(tg_test_run_until(g_base, got_frames, &w, WAIT_MS));
+    assert_true(tg_test_run_until(g_p.base, got_frames, &w, WAIT_MS));
     check_replies(&c);
     client_close(&c);
     for (int i = 0; i < N_STALLED; i++)
         client_close(&st[i]);
     free(st);
-    assert_true(tg_test_run_until(g_base, hub_channels_gone, NULL, WAIT_MS));
+    assert_true(tg_test_run_until(g_p.base, hub_channels_gone, NULL, WAIT_MS));
 }
 
 int main(void)

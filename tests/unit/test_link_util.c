@@ -1,4 +1,5 @@
-/* test_link_util.c: gateways and linked nodes for the gateway-link unit tests (see test_link_util.h). */
+/* test_link_util.c: gateways, linked nodes and a linked pair for the gateway-link unit tests (see
+ * test_link_util.h). */
 #include "test_link_util.h"
 
 #include <setjmp.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "tracegate/log.h"
+#include "tracegate/ipc_host.h"
 
 #include "tg_test_util.h"
 
@@ -99,4 +101,48 @@ struct tg_link *tl_link_up(struct tg_fleet *f, const char *name)
 {
     struct tg_link *l = tg_fleet_link_by_name(f, name, NULL);
     return l && l->state == LINK_UP ? l : NULL;
+}
+
+static int both_up(void *arg)
+{
+    struct tl_pair *p = arg;
+    return tl_link_up(p->edge, "hub") && tl_link_up(p->hub, "edge");
+}
+
+void tl_pair_up(struct tl_pair *p, const char *tag, const struct tg_ipc_service_def *svc,
+                const char *const *gw_opts, uint32_t hello_ms, int wait_ms)
+{
+    memset(p, 0, sizeof *p);
+    snprintf(p->dir, sizeof p->dir, "/tmp/tg-test-%s-XXXXXX", tag);
+    assert_non_null(mkdtemp(p->dir));
+    p->base = event_base_new();
+    assert_non_null(p->base);
+    char err[512], up[300], none[300];
+    snprintf(up, sizeof up, "%s/upstream.sock", p->dir);
+    snprintf(none, sizeof none, "%s/none.sock", p->dir);
+    p->host = tg_ipc_host_new(p->base, NULL);
+    assert_non_null(p->host);
+    assert_int_equal(tg_ipc_host_add_service(p->host, svc, NULL), 1);
+    assert_int_equal(tg_ipc_host_listen(p->host, up, 0600, err, sizeof err), 0);
+    p->hub_gw = tl_gw_new(p->base, &p->hub_cfg, up, gw_opts);
+    p->edge_gw = tl_gw_new(p->base, &p->edge_cfg, none, gw_opts);
+    p->hub = tl_hub_new_timed(p->base, p->hub_gw, "hub", &p->port, hello_ms);
+    p->edge = tl_dialer_new(p->base, p->edge_gw, "edge", p->port);
+    assert_true(tg_test_run_until(p->base, both_up, p, wait_ms));
+}
+
+int tl_pair_down(struct tl_pair *p)
+{
+    tg_fleet_free(p->edge);
+    tg_fleet_free(p->hub);
+    tg_test_run_until(p->base, NULL, NULL, 50); /* closes settle */
+    tg_gw_free(p->edge_gw);
+    tg_gw_free(p->hub_gw);
+    tg_ipc_host_free(p->host);
+    tg_gw_config_free(&p->edge_cfg);
+    tg_gw_config_free(&p->hub_cfg);
+    event_base_free(p->base);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", p->dir);
+    return system(cmd) == 0 ? 0 : -1;
 }

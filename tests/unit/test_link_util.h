@@ -12,6 +12,7 @@
 #include "gw_config.h"
 #include "gw_core.h"
 #include "link_int.h"
+#include "tracegate/ipc_host.h"
 
 /* A gateway on base that bridges consumers to the socket at upstream, with no HTTP front end and
  * no upstream probes. extra: more options as "name", "value" pairs (a NULL value for a flag),
@@ -32,5 +33,27 @@ struct tg_fleet *tl_dialer_new(struct event_base *base, struct tg_gw *gw, const 
 uint32_t tl_quiet_ms(void);
 /* f's link to node `name` if it is UP, else NULL. */
 struct tg_link *tl_link_up(struct tg_fleet *f, const char *name);
+
+/* Two linked nodes in a fresh temporary directory: "hub" (listening, its gateway bridging
+ * consumers to an IPC host that serves one service on DIR/upstream.sock) and "edge" (dialing it,
+ * its gateway's upstream absent). Everything is owned by the pair and freed by tl_pair_down. */
+struct tl_pair {
+    char dir[64];
+    struct event_base *base;
+    tg_ipc_host *host;
+    struct tg_gw_config hub_cfg, edge_cfg;
+    struct tg_gw *hub_gw, *edge_gw;
+    struct tg_fleet *hub, *edge;
+    int port; /* the hub's link port */
+};
+
+/* Makes the pair (tag names the directory; gw_opts as tl_gw_new's extra, for both gateways;
+ * hello_ms as tl_hub_new_timed's) and waits up to wait_ms for both ends of the link to be UP;
+ * fails the test otherwise. */
+void tl_pair_up(struct tl_pair *p, const char *tag, const struct tg_ipc_service_def *svc,
+                const char *const *gw_opts, uint32_t hello_ms, int wait_ms);
+/* Frees the nodes, lets their closes settle, then frees the rest and removes the directory.
+ * Returns 0, or -1 when the directory could not be removed. */
+int tl_pair_down(struct tl_pair *p);
 
 #endif
