@@ -27,25 +27,31 @@ start() {
     wait_for 30 _ready_or_gone "$T/$name.log" "$NODE_PID"
     kill -0 "$NODE_PID" 2>/dev/null
 }
-for try in 1 2 3 4 5; do
-    LP=$(free_port)
-    start nodeb --no-http --listen-link "tcp://127.0.0.1:$LP" --otlp-file "$T/nodeb.otlp.jsonl" && break
-done
-kill -0 "$NODE_PID" 2>/dev/null || fail "nodeb did not start"
-B_PID=$NODE_PID
-for try in 1 2 3 4 5; do
-    HP=$(free_port)
-    start nodea --http "127.0.0.1:$HP" --peer "tcp://127.0.0.1:$LP" && break
-done
-kill -0 "$NODE_PID" 2>/dev/null || fail "nodea did not start"
-A_PID=$NODE_PID
-PIDS="$PIDS $A_PID $B_PID"
+# link_up A B [ARGS...]: node B listening for links (with ARGS), node A with an HTTP port dialing
+# it; sets A_PID, B_PID, HP (A's HTTP port) and waits until A sees B up
+link_up() {
+    a=$1 b=$2
+    shift 2
+    for try in 1 2 3 4 5; do
+        LP=$(free_port)
+        start "$b" --no-http --listen-link "tcp://127.0.0.1:$LP" "$@" && break
+    done
+    kill -0 "$NODE_PID" 2>/dev/null || fail "$b did not start"
+    B_PID=$NODE_PID
+    for try in 1 2 3 4 5; do
+        HP=$(free_port)
+        start "$a" --http "127.0.0.1:$HP" --peer "tcp://127.0.0.1:$LP" && break
+    done
+    kill -0 "$NODE_PID" 2>/dev/null || fail "$a did not start"
+    A_PID=$NODE_PID
+    PIDS="$PIDS $A_PID $B_PID"
+    linked() { tg_timeout 10 "$TRACECTL" nodes "ws://127.0.0.1:$HP/traced" 2>/dev/null | grep -q "^$b  *up "; }
+    wait_for 30 linked || fail "the link $a -> $b did not come up"
+}
+link_up nodea nodeb --otlp-file "$T/nodeb.otlp.jsonl"
 grep -q "OnePath: tracing on, metrics on" "$T/nodea.log" || fail "nodea did not start OnePath"
 grep -q "OnePath spans exported as OTLP/JSON lines to $T/nodeb.otlp.jsonl" "$T/nodeb.log" ||
     fail "nodeb did not take --otlp-file: $(grep -i onepath "$T/nodeb.log")"
-
-linked() { tg_timeout 10 "$TRACECTL" nodes "ws://127.0.0.1:$HP/traced" 2>/dev/null | grep -q '^nodeb  *up '; }
-wait_for 30 linked || fail "the link did not come up"
 
 TRACE_ID=4bf92f3577b34da6a3ce929d0e0e4736
 TP="00-$TRACE_ID-00f067aa0ba902b7-01"
@@ -103,23 +109,8 @@ PY
 # metrics without tracing: the link carries the send time alone, nodea's /metrics still observes
 # the e2e latency of nodeb's replies, and no span is made on either node
 TRACING=0
-export TRACING
-for try in 1 2 3 4 5; do
-    LP=$(free_port)
-    start nodeb2 --no-http --listen-link "tcp://127.0.0.1:$LP" && break
-done
-kill -0 "$NODE_PID" 2>/dev/null || fail "nodeb2 did not start"
-B_PID=$NODE_PID
-for try in 1 2 3 4 5; do
-    HP=$(free_port)
-    start nodea2 --http "127.0.0.1:$HP" --peer "tcp://127.0.0.1:$LP" && break
-done
-kill -0 "$NODE_PID" 2>/dev/null || fail "nodea2 did not start"
-A_PID=$NODE_PID
-PIDS="$PIDS $A_PID $B_PID"
+link_up nodea2 nodeb2
 grep -q "OnePath: tracing off, metrics on" "$T/nodea2.log" || fail "nodea2 did not start OnePath's metrics"
-linked2() { tg_timeout 10 "$TRACECTL" nodes "ws://127.0.0.1:$HP/traced" 2>/dev/null | grep -q '^nodeb2  *up '; }
-wait_for 30 linked2 || fail "the metrics-only link did not come up"
 tg_timeout 20 "$TRACECTL" query "ws://127.0.0.1:$HP/traced/nodeb2" >"$T/query2.txt" 2>&1 ||
     fail "query through the metrics-only link failed: $(cat "$T/query2.txt")"
 "$B/tests/integration/gw_testclient" http-get "127.0.0.1:$HP" /metrics >"$T/metrics2.txt" 2>&1 || fail "/metrics failed"
