@@ -3,10 +3,10 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "link_int.h"
 #include "link_wire.h"
+#include "tracegate/clock.h"
 #include "tracegate/frame.h"
 
 int tg_link_op_on(void) { return onepath_trace_enabled() || onepath_metrics_enabled(); }
@@ -76,20 +76,12 @@ void tg_link_op_channel_open(struct link_channel *ch, const char *traceparent, c
     onepath_span_end(sp);
 }
 
-static uint64_t realtime_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 size_t tg_link_op_send(struct link_channel *ch, const uint8_t *frame, size_t have, size_t len, uint8_t *rec)
 {
-    int tracing = onepath_trace_enabled();
-    if (!tracing && !onepath_metrics_enabled())
+    if (!tg_link_op_on())
         return 0;
     onepath_span_t sp = NULL;
-    if (tracing) {
+    if (onepath_trace_enabled()) {
         struct frame_facts ff;
         facts_of(frame, have, len, &ff);
         /* the side that opened the channel asks, the other answers */
@@ -104,7 +96,7 @@ size_t tg_link_op_send(struct link_channel *ch, const uint8_t *frame, size_t hav
     memset(&t, 0, sizeof t);
     t.has_traceparent = sp && onepath_trace_current_ctx(&t.traceparent);
     t.has_send_ts = 1;
-    t.send_ts_ns = realtime_ns();
+    t.send_ts_ns = tg_real_ns();
     size_t tl = 0, hl = 0;
     uint8_t tlv[ONEPATH_ATTACH_OVERHEAD];
     if (onepath_tlv_encode(&t, tlv, sizeof tlv, &tl) == ONEPATH_OK) {
@@ -130,7 +122,7 @@ void tg_link_op_attach(struct link_channel *ch, const uint8_t *att, size_t len)
 
 void tg_link_op_recv(struct link_channel *ch, const uint8_t *frame, size_t have, size_t len)
 {
-    if (!onepath_trace_enabled() && !onepath_metrics_enabled()) {
+    if (!tg_link_op_on()) {
         ch->op.att_len = 0;
         return;
     }
