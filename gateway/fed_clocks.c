@@ -21,26 +21,30 @@ enum {
 
 int tg_fed_clock_offsets(const uint64_t (*peer)[4], const uint64_t (*mine)[4], size_t n, int64_t off[4])
 {
-    int64_t sum[4] = {0, 0, 0, 0};
-    int64_t estimates = 0;
+    int64_t sum[4] = {0, 0, 0, 0}, estimates[4] = {0, 0, 0, 0};
+    int any = 0;
+    /* every two consecutive records, not only a PING and its UPDATE: trace processor does not
+     * know where a round starts, so a round's UPDATE and the next round's PING count too when they
+     * are under 30 s apart (tg_link_clock_rounds never gives it such a pair) */
     for (size_t i = 0; i + 1 < n; i++) {
-        uint64_t t1c = peer[i][0], t2c = peer[i + 1][0];
-        if (t2c < t1c || t2c - t1c >= (uint64_t)ROUND_MAX_S * 1000000000ull)
-            continue;
+        if (peer[i + 1][0] - peer[i][0] >= (uint64_t)ROUND_MAX_S * 1000000000ull)
+            continue; /* unsigned, as trace processor computes it: backwards is far apart too */
         for (int k = 0; k < 4; k++) {
+            if (!peer[i][k] || !mine[i][k] || !peer[i + 1][k] || !mine[i + 1][k])
+                continue; /* a clock one of the four readings lacks */
             /* in differences, so that 64-bit readings lose nothing */
             int64_t c1h = (int64_t)(peer[i][k] - mine[i][k]);
             int64_t dc = (int64_t)(peer[i + 1][k] - peer[i][k]), dh = (int64_t)(mine[i + 1][k] - mine[i][k]);
             sum[k] += c1h + dc / 2;                                    /* (t1c+t2c)/2 - t1h */
             sum[k] += (int64_t)(peer[i + 1][k] - mine[i][k]) - dh / 2; /* t2c - (t1h+t2h)/2 */
+            estimates[k] += 2;
+            any = 1;
         }
-        estimates += 2;
-        i++; /* the UPDATE closed this round */
     }
-    if (!estimates)
+    if (!any)
         return 0;
     for (int k = 0; k < 4; k++)
-        off[k] = sum[k] / estimates;
+        off[k] = estimates[k] ? sum[k] / estimates[k] : 0;
     return 1;
 }
 

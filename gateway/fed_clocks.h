@@ -12,11 +12,16 @@
 #include <stdint.h>
 
 /* The node's clocks minus ours, per clock [BOOTTIME, REALTIME, MONOTONIC, MONOTONIC_RAW], from n
- * clock records (PING, UPDATE pairs: the node's readings as sent, ours on receipt) as trace
- * processor reads the RemoteClockSync made of them (tg_fed_clock_sync_packet): consecutive
- * records whose node BOOTTIME readings are under 30 s apart form a round t1c,t1h,t2c,t2h giving
- * (t1c+t2c)/2 - t1h and t2c - (t1h+t2h)/2, and the mean over all rounds is the offset.
- * 1 with off[] filled, 0 when no round qualifies. */
+ * clock records (the node's readings as sent, ours on receipt) exactly as trace processor reads
+ * the RemoteClockSync made of them (tg_fed_clock_sync_packet; its CalculateClockOffsets): EVERY
+ * two consecutive records whose node BOOTTIME readings are under 30 s apart (an unsigned
+ * difference: a later record that reads earlier is far apart) give t1c,t1h,t2c,t2h and two
+ * estimates, (t1c+t2c)/2 - t1h and t2c - (t1h+t2h)/2, per clock that all four readings have; the
+ * offset of a clock is the integer mean of its estimates. Consecutive records are not only a PING
+ * and its UPDATE: a round's UPDATE and the next round's PING count as well when they are close,
+ * and then add half the time between the rounds (tg_link_clock_rounds keeps the rounds it gives
+ * 30 s apart for that reason). 1 with off[] filled (0 for a clock without estimates), 0 when no
+ * pair qualifies. */
 int tg_fed_clock_offsets(const uint64_t (*peer)[4], const uint64_t (*mine)[4], size_t n, int64_t off[4]);
 
 /* A copy of TracePacket `pkt` whose RemoteClockSync (107) host clocks are moved by -off (off as

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "fed_clocks.h"
 #include "tracegate_link.pb-c.h"
 
 static void read_my_clocks(const struct tg_fleet_config *cfg, uint64_t v[4])
@@ -99,50 +100,75 @@ static uint64_t round_trip(const struct clock_round *p, const struct clock_round
     return theirs > ours ? theirs : ours;
 }
 
+/* Trace processor reads every two consecutive records under 30 s apart (node BOOTTIME, unsigned)
+ * as one round trip, so two rounds given together must be at least that far apart: else the first
+ * round's UPDATE and the second's PING would add half the time between the rounds. */
+#define ROUND_GAP_NS 30000000000ull
+
+static int far_apart(const struct clock_round *earlier_update, const struct clock_round *later_ping)
+{
+    return later_ping->peer[0] - earlier_update->peer[0] >= ROUND_GAP_NS;
+}
+
 size_t tg_link_clock_rounds(const struct tg_link *l, uint64_t (*peer)[4], uint64_t (*mine)[4], size_t max)
 {
-    const struct clock_round *p, *u;
+    struct {
+        const struct clock_round *p, *u;
+        uint64_t rt;
+        int kept;
+    } r[LINK_CLOCK_ROUNDS / 2 + 1];
+    size_t nr = 0;
     uint64_t best = UINT64_MAX;
-    for (size_t i = 0; i + 1 < l->n_rounds; i++)
-        if (whole_round(l, i, &p, &u)) {
-            uint64_t rt = round_trip(p, u);
-            best = rt < best ? rt : best;
+    for (size_t i = 0; i + 1 < l->n_rounds && nr < sizeof r / sizeof r[0]; i++)
+        if (whole_round(l, i, &r[nr].p, &r[nr].u)) {
+            r[nr].rt = round_trip(r[nr].p, r[nr].u);
+            r[nr].kept = 0;
+            best = r[nr].rt < best ? r[nr].rt : best;
+            nr++;
             i++; /* the UPDATE closed this round */
         }
-    if (best == UINT64_MAX)
+    if (!nr)
         return 0;
     uint64_t limit = best > (UINT64_MAX - 1000000u) / 2 ? UINT64_MAX : 2 * best + 1000000u;
-    size_t n = 0;
-    for (size_t i = 0; i + 1 < l->n_rounds && n + 2 <= max; i++) {
-        if (!whole_round(l, i, &p, &u))
-            continue;
-        i++;
-        if (round_trip(p, u) > limit)
-            continue;
-        memcpy(peer[n], p->peer, sizeof peer[n]);
-        memcpy(mine[n++], p->mine, sizeof mine[0]);
-        memcpy(peer[n], u->peer, sizeof peer[n]);
-        memcpy(mine[n++], u->mine, sizeof mine[0]);
+    /* the shortest trips first (the newest of equals), each only if it is 30 s from every round
+     * already kept, and only rounds within the limit */
+    for (size_t kept = 0; 2 * (kept + 1) <= max;) {
+        size_t pick = nr;
+        for (size_t j = 0; j < nr; j++) {
+            if (r[j].kept || r[j].rt > limit)
+                continue;
+            int fits = 1;
+            for (size_t k = 0; k < nr && fits; k++)
+                if (r[k].kept)
+                    fits = k < j ? far_apart(r[k].u, r[j].p) : far_apart(r[j].u, r[k].p);
+            if (fits && (pick == nr || r[j].rt <= r[pick].rt))
+                pick = j;
+        }
+        if (pick == nr)
+            break;
+        r[pick].kept = 1;
+        kept++;
     }
+    size_t n = 0;
+    for (size_t j = 0; j < nr; j++) /* in the order they were recorded */
+        if (r[j].kept) {
+            memcpy(peer[n], r[j].p->peer, sizeof peer[n]);
+            memcpy(mine[n++], r[j].p->mine, sizeof mine[0]);
+            memcpy(peer[n], r[j].u->peer, sizeof peer[n]);
+            memcpy(mine[n++], r[j].u->mine, sizeof mine[0]);
+        }
     return n;
 }
 
 int tg_link_clock_offset(const struct tg_link *l, int64_t *offset_ns)
 {
-    /* trace processor's estimate: consecutive (PING, UPDATE) records form a round; per round
-     * two offsets (t1c+t2c)/2 - t1h and t2c - (t1h+t2h)/2, averaged over the rounds */
+    /* what trace processor derives from the records a merged trace carries */
     uint64_t peer[LINK_CLOCK_ROUNDS][4], mine[LINK_CLOCK_ROUNDS][4];
     size_t n = tg_link_clock_rounds(l, peer, mine, LINK_CLOCK_ROUNDS);
-    if (!n)
+    int64_t off[4];
+    if (!n || !tg_fed_clock_offsets((const uint64_t(*)[4])peer, (const uint64_t(*)[4])mine, n, off))
         return 0;
-    double sum = 0;
-    for (size_t i = 0; i + 1 < n; i += 2) {
-        double t1c = (double)peer[i][0], t2c = (double)peer[i + 1][0], t1h = (double)mine[i][0],
-               t2h = (double)mine[i + 1][0];
-        sum += (t1c + t2c) / 2 - t1h;
-        sum += t2c - (t1h + t2h) / 2;
-    }
-    *offset_ns = (int64_t)(sum / (double)n);
+    *offset_ns = off[0];
     return 1;
 }
 

@@ -221,11 +221,14 @@ void tg_link_ctl_resume_cb(evutil_socket_t fd, short what, void *arg);
  * as trace processor derives it from the same records; 0 if none. */
 int tg_link_clock_offset(const struct tg_link *l, int64_t *offset_ns);
 /* The recorded whole rounds (a PING record, then its UPDATE) fit for estimating the peer's clock,
- * as consecutive records into peer/mine (at most max records); returns the number of records.
- * A round's trip time is the longer of the two sides' measures (PING to UPDATE on the peer's
- * clock, PING to UPDATE received on ours); a round that took more than twice the shortest one
- * plus 1 ms is left out: either side waiting for a CPU inside a round adds half the wait to that
- * round's estimate (docs/link-protocol.md, clock sync). */
+ * as consecutive records into peer/mine (at most max records, in the order recorded); returns the
+ * number of records. A round's trip time is the longer of the two sides' measures (PING to UPDATE
+ * on the peer's clock, PING to UPDATE received on ours); a round that took more than twice the
+ * shortest one plus 1 ms is left out: either side waiting for a CPU inside a round adds half the
+ * wait to that round's estimate. Of the rest, the shortest trips are taken first, and a round
+ * only if it is at least 30 s (peer BOOTTIME) from every round taken: trace processor reads any
+ * two consecutive records under 30 s apart as a round trip, and a round's UPDATE followed by the
+ * next round's PING would add half the time between them (docs/link-protocol.md §7). */
 size_t tg_link_clock_rounds(const struct tg_link *l, uint64_t (*peer)[4], uint64_t (*mine)[4], size_t max);
 /* A ClockSync the peer sent: answered (PING -> REPLY, REPLY -> UPDATE) and recorded. */
 void tg_link_on_clock_sync(struct tg_link *l, const struct Tracegate__Link__ClockSync *cs);

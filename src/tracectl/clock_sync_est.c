@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ROUND_MAX_NS 30000000000ull /* a PING and its UPDATE are under 30 s apart */
+#define ROUND_MAX_NS 30000000000ull /* two records under 30 s apart are one round trip */
 
 static struct tc_sync_est *find(const struct tc_sync_ests *e, uint32_t machine)
 {
@@ -30,25 +30,26 @@ int tc_sync_ests_add(struct tc_sync_ests *e, uint32_t machine, const struct tc_s
         memset(m, 0, sizeof *m);
         m->machine = machine;
     }
+    /* every two consecutive entries, as trace processor reads them (not only a PING and its
+     * UPDATE), with its unsigned 30 s test: an entry reading earlier than the one before is far */
     for (size_t i = 0; i + 1 < n; i++) {
         const struct tc_sync_reading *a = &r[i], *b = &r[i + 1];
-        if (!a->ok || !b->ok || b->client < a->client || b->client - a->client >= ROUND_MAX_NS)
+        if (!a->ok || !b->ok || b->client - a->client >= ROUND_MAX_NS)
             continue;
         m->sum_ns += ((double)a->client + (double)b->client) / 2 - (double)a->host;
         m->sum_ns += (double)b->client - ((double)a->host + (double)b->host) / 2;
-        m->rounds++;
-        i++; /* the UPDATE closed this round */
+        m->pairs++;
     }
     return 0;
 }
 
-double tc_sync_est_mean_ns(const struct tc_sync_est *m) { return m->sum_ns / (double)(2 * m->rounds); }
+double tc_sync_est_mean_ns(const struct tc_sync_est *m) { return m->sum_ns / (double)(2 * m->pairs); }
 
 int tc_sync_ests_offset(const struct tc_sync_ests *e, uint32_t machine, int64_t *ns)
 {
     const struct tc_sync_est *m = find(e, machine);
     *ns = 0;
-    if (!m || !m->rounds)
+    if (!m || !m->pairs)
         return 0;
     double mean = tc_sync_est_mean_ns(m);
     /* clamped: a hostile trace's readings must not make the conversion undefined */

@@ -1,7 +1,9 @@
 /* clock_sync_est.h: a remote machine's BOOTTIME offset to the host as trace processor derives it
- * from the trace's RemoteClockSync packets (Perfetto wire facts §6.1): consecutive SyncedClocks
- * entries whose client BOOTTIME readings are under 30 s apart form a round t1c,t1h,t2c,t2h (the
- * relay's PING and UPDATE); each round gives (t1c+t2c)/2 - t1h and t2c - (t1h+t2h)/2, and the
+ * from the trace's RemoteClockSync packets (its CalculateClockOffsets): EVERY two consecutive
+ * SyncedClocks entries whose client BOOTTIME readings are under 30 s apart (an unsigned
+ * difference, so an entry reading earlier than the one before counts as far) are a round trip
+ * t1c,t1h,t2c,t2h giving (t1c+t2c)/2 - t1h and t2c - (t1h+t2h)/2; not only a relay's PING and its
+ * UPDATE, also one round's UPDATE and the next round's PING when they are that close. The
  * machine's offset is the mean of all of them over every packet. Shared by `tracectl dump` (its
  * clock sync line and --flows) and the span stitcher (which end of a flow comes first), so the
  * two order slices on the host clock exactly as trace processor will.
@@ -17,8 +19,8 @@
 
 struct tc_sync_est {
     uint32_t machine;
-    size_t rounds;
-    double sum_ns; /* of 2 * rounds estimates */
+    size_t pairs;  /* consecutive entries read as a round trip */
+    double sum_ns; /* of 2 * pairs estimates */
 };
 
 struct tc_sync_ests {
@@ -35,9 +37,9 @@ struct tc_sync_reading {
 
 /* Adds one RemoteClockSync packet of machine (its entries in order). 0, or -1 on OOM. */
 int tc_sync_ests_add(struct tc_sync_ests *e, uint32_t machine, const struct tc_sync_reading *r, size_t n);
-/* The mean of a machine's estimates, ns (rounds > 0). */
+/* The mean of a machine's estimates, ns (pairs > 0). */
 double tc_sync_est_mean_ns(const struct tc_sync_est *m);
-/* The machine's clock minus the host's, ns: 1 when some round gave it, 0 otherwise (*ns = 0). */
+/* The machine's clock minus the host's, ns: 1 when some pair gave it, 0 otherwise (*ns = 0). */
 int tc_sync_ests_offset(const struct tc_sync_ests *e, uint32_t machine, int64_t *ns);
 void tc_sync_ests_free(struct tc_sync_ests *e);
 

@@ -918,9 +918,9 @@ int tc_dump_trace(FILE *out, const uint8_t *data, size_t len, int flags, char *e
     }
     print_counters(out, "machines", &d->machines, 0);
     for (size_t i = 0; i < d->sync.n; i++)
-        if (d->sync.v[i].rounds)
-            fprintf(out, "clock sync: machine %u: %zu rounds, BOOTTIME offset %+.0f ns (machine minus host)\n",
-                    d->sync.v[i].machine, d->sync.v[i].rounds, tc_sync_est_mean_ns(&d->sync.v[i]));
+        if (d->sync.v[i].pairs)
+            fprintf(out, "clock sync: machine %u: %zu round trips, BOOTTIME offset %+.0f ns (machine minus host)\n",
+                    d->sync.v[i].machine, d->sync.v[i].pairs, tc_sync_est_mean_ns(&d->sync.v[i]));
     print_counters(out, "slices", &d->slices, 1);
     print_counters(out, "instants", &d->instants, 1);
     if (d->counter_events)

@@ -146,7 +146,7 @@ grep -q '"DrawFrame"' "$T/all.txt" || fail "no demo slices in the merged trace"
 nseq=$(sed -n 's/^sequences: //p' "$T/all.txt" | tr ',' '\n' | grep -c '[0-9] (')
 [ "$nseq" -ge 9 ] || fail "expected the sequences of three nodes (>= 9), got $nseq"
 # clock data: nodeb's RemoteClockSync gives back the injected offset, nodec's a small one
-est() { sed -n "s/^clock sync: machine $1: [0-9]* rounds, BOOTTIME offset \([-+][0-9]*\) ns.*/\1/p" "$T/all.txt"; }
+est() { sed -n "s/^clock sync: machine $1: [0-9]* round trips, BOOTTIME offset \([-+][0-9]*\) ns.*/\1/p" "$T/all.txt"; }
 off_b=$(est "$MID_B")
 off_c=$(est "$MID_C")
 [ -n "$off_b" ] && [ -n "$off_c" ] || fail "no RemoteClockSync for nodeb or nodec"

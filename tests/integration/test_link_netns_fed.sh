@@ -94,7 +94,7 @@ echo "ok: each node's packets under its own machine id"
 
 # clock data: a RemoteClockSync per remote node; trace processor's estimate from nodeb's gives
 # back the injected offset, the device's about 0
-est() { sed -n "s/^clock sync: machine $1: [0-9]* rounds, BOOTTIME offset \([-+][0-9]*\) ns.*/\1/p" "$T/r_fed.sum"; }
+est() { sed -n "s/^clock sync: machine $1: [0-9]* round trips, BOOTTIME offset \([-+][0-9]*\) ns.*/\1/p" "$T/r_fed.sum"; }
 off_b=$(est "$MID_B")
 off_d=$(est "$MID_D")
 [ -n "$off_b" ] && [ -n "$off_d" ] || fail "no RemoteClockSync for nodeb or the device: $(grep 'clock sync' "$T/r_fed.sum")"
