@@ -20,6 +20,7 @@ struct tc_flow_event {
 };
 
 struct flow_ref {
+    uint32_t machine; /* flow ids are per machine in trace processor */
     uint64_t flow_id;
     int64_t ts;
     uint64_t idx;
@@ -113,7 +114,9 @@ static int by_track_time(const void *pa, const void *pb)
 static int by_flow_time(const void *pa, const void *pb)
 {
     const struct flow_ref *a = pa, *b = pb;
-    int c = CMP(a->flow_id, b->flow_id);
+    int c = CMP(a->machine, b->machine);
+    if (!c)
+        c = CMP(a->flow_id, b->flow_id);
     if (!c)
         c = CMP(a->ts, b->ts);
     if (!c)
@@ -187,7 +190,8 @@ int tc_flow_table_resolve(struct tc_flow_table *t, int64_t (*offset)(void *ctx, 
         if (e->slice < 0)
             continue;
         for (uint32_t k = 0; k < e->n_flows + e->n_terms; k++)
-            refs[n++] = (struct flow_ref){.flow_id = t->ids[e->ids_off + k],
+            refs[n++] = (struct flow_ref){.machine = e->machine,
+                                          .flow_id = t->ids[e->ids_off + k],
                                           .ts = e->ts,
                                           .idx = e->idx,
                                           .sub = k,
@@ -202,8 +206,8 @@ int tc_flow_table_resolve(struct tc_flow_table *t, int64_t (*offset)(void *ctx, 
     }
     const struct tc_flow_slice *active = NULL;
     for (size_t i = 0; i < n; i++) {
-        if (i && refs[i].flow_id != refs[i - 1].flow_id)
-            active = NULL; /* another flow id */
+        if (i && (refs[i].flow_id != refs[i - 1].flow_id || refs[i].machine != refs[i - 1].machine))
+            active = NULL; /* another flow id, or the same id on another machine */
         const struct tc_flow_slice *s = &t->slices[refs[i].slice];
         if (!active) {
             if (!refs[i].terminating)

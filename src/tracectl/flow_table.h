@@ -6,6 +6,8 @@
  * slice of that id to this one and carries on from it; `terminating_flow_ids` links the previous
  * slice to this one and ends the id, and is ignored when the id is not active. Flow ids on an end
  * event belong to the slice it closes. The v2 fields win over the old ones when both are there.
+ * Flow ids are per machine (each machine's packets have their own flow tracker in trace
+ * processor): the same id on two machines is two flows, and no flow links two machines.
  *
  * Ownership: the table copies what is added (names included) and owns it until
  * tc_flow_table_free; edges point into the table. Threading: none (single owner). */

@@ -71,6 +71,7 @@ static void span_clear(struct tc_span *sp)
     free(sp->thread_name);
     free(sp->service);
     free(sp->host);
+    free(sp->node);
     for (size_t i = 0; i < sp->n_attrs; i++) {
         free(sp->attrs[i].key);
         free(sp->attrs[i].s);
@@ -216,7 +217,8 @@ int tc_spans_add_line(struct tc_span_set *set, const char *line, size_t len, cha
     sp.thread_name = dup_or_empty(tc_json_get_str(th, "name"));
     sp.service = dup_or_empty(tc_json_get_str(res, "service.name"));
     sp.host = dup_or_empty(tc_json_get_str(res, "host.name"));
-    if (!sp.name || !sp.status_msg || !sp.thread_name || !sp.service || !sp.host ||
+    sp.node = dup_or_empty(tc_json_get_str(res, "tracegate.node"));
+    if (!sp.name || !sp.status_msg || !sp.thread_name || !sp.service || !sp.host || !sp.node ||
         load_attrs(&sp, tc_json_get(o, "attributes")) || load_events(&sp, tc_json_get(o, "events"))) {
         snprintf(err, errlen, "out of memory");
         goto out;

@@ -34,6 +34,7 @@ struct tc_span {
     int64_t tid;               /* 0 = unknown */
     char *thread_name;         /* "" = unknown */
     char *service, *host;      /* resource service.name, host.name ("" when absent) */
+    char *node;                /* resource tracegate.node ("" when absent) */
     int64_t pid;               /* resource process.pid, 0 = unknown */
     int has_machine;           /* resource perfetto.machine_id or tracegate.node given */
     uint32_t machine_id;

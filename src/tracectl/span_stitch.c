@@ -16,8 +16,9 @@
 
 struct item {
     const struct tc_span *sp;
-    uint32_t machine;  /* machine_id stamped on its packets (0: the host) */
-    uint32_t clock_id; /* the clock b and e are on */
+    uint32_t machine;  /* machine_id stamped on its packets: always 0, the host (see place) */
+    uint32_t origin;   /* the machine the span ran on (0: the host), for its tracks */
+    uint32_t clock_id; /* the host clock b and e are on */
     uint64_t b, e;
     size_t proc, track;
     int skip;
@@ -172,13 +173,20 @@ static uint32_t resolve_machine(const struct ctx *c, const struct tc_span *s)
     return 0;
 }
 
+/* Every slice goes on the host's clock and sequences (machine 0): trace processor keeps a flow
+ * tracker per machine, so a flow whose two ends are on two machines is never linked (Chromium's
+ * build of it showed no arrow from a hub's CLIENT span to a node's SERVER span stamped with the
+ * node's machine id). A remote machine's span is mapped onto that machine's BOOTTIME through its
+ * clock data, then onto the host's BOOTTIME by the offset trace processor derives from the same
+ * RemoteClockSync (clock_sync_est.h), so it lands where the machine's own packets land. */
 static int place(struct ctx *c, struct item *it, uint32_t *warned, size_t *n_warned)
 {
     const struct tc_span *s = it->sp;
     uint32_t id = resolve_machine(c, s);
     const struct tc_machine_clocks *host = tc_trace_clocks_machine(c->clocks, 0);
     const struct tc_machine_clocks *mc = id ? tc_trace_clocks_machine(c->clocks, id) : host;
-    it->machine = id && mc ? id : 0;
+    it->machine = 0;
+    it->origin = id && mc ? id : 0;
     if (!mc || mc->n == 0) {
         int seen = 0;
         for (size_t i = 0; i < *n_warned; i++)
@@ -197,8 +205,23 @@ static int place(struct ctx *c, struct item *it, uint32_t *warned, size_t *n_war
     /* trace processor keeps timestamps as int64: a slice must begin and end within it (an
      * end_ns of 2^64-1 used to wrap and put the SLICE_END before the SLICE_BEGIN) */
     uint64_t dur = s->end_ns - s->start_ns;
-    if (tc_clock_map(mc, s->start_ns, &it->b) != 0 || it->b > (uint64_t)INT64_MAX ||
-        dur > (uint64_t)INT64_MAX - it->b) {
+    if (tc_clock_map(mc, s->start_ns, &it->b) != 0 || it->b > (uint64_t)INT64_MAX) {
+        c->st->unplaceable++;
+        it->skip = 1;
+        return 0;
+    }
+    if (it->origin) {
+        int64_t off = 0;
+        tc_sync_ests_offset(&c->clocks->sync, it->origin, &off);
+        int64_t hb = tc_host_time((int64_t)it->b, off);
+        if (hb < 0) {
+            c->st->unplaceable++;
+            it->skip = 1;
+            return 0;
+        }
+        it->b = (uint64_t)hb;
+    }
+    if (dur > (uint64_t)INT64_MAX - it->b) {
         c->st->unplaceable++;
         it->skip = 1;
         return 0;
@@ -215,8 +238,8 @@ static const struct item *g_sort_items; /* qsort has no context argument */
 
 static int cmp_proc(const struct item *a, const struct item *b)
 {
-    if (a->machine != b->machine)
-        return a->machine < b->machine ? -1 : 1;
+    if (a->origin != b->origin)
+        return a->origin < b->origin ? -1 : 1;
     int r = cmp_str(a->sp->service, b->sp->service);
     if (r)
         return r;
@@ -274,7 +297,7 @@ static int add_ev(struct ctx *c, size_t item, int begin)
 static uint64_t proc_uuid(const struct item *it)
 {
     uint64_t h = hash_str(0xcbf29ce484222325ull, "onepath-process");
-    h = fnv(h, &it->machine, sizeof it->machine);
+    h = fnv(h, &it->origin, sizeof it->origin);
     h = hash_str(hash_str(h, it->sp->service), it->sp->host);
     return mix(fnv(h, &it->sp->pid, sizeof it->sp->pid));
 }
@@ -287,14 +310,25 @@ static int new_proc_track(struct ctx *c, const struct item *it, size_t *out)
     t.machine = it->machine;
     t.clock_id = it->clock_id;
     const char *svc = it->sp->service[0] ? it->sp->service : "onepath";
-    if (it->sp->pid > 0) {
+    if (it->sp->pid > 0 && !it->origin) {
         t.pid = it->sp->pid;
         t.pname = svc;
     } else {
-        size_t n = strlen(svc) + strlen(it->sp->host) + 4;
+        /* another machine's process: a named track, since a pid on the host's tracks would be
+         * taken for the host's process of that pid */
+        char where[96] = "", pid[32] = "";
+        if (it->sp->pid > 0)
+            snprintf(pid, sizeof pid, " %" PRId64, it->sp->pid);
+        if (it->sp->node[0])
+            snprintf(where, sizeof where, " (%.80s)", it->sp->node);
+        else if (it->sp->host[0])
+            snprintf(where, sizeof where, " (%.80s)", it->sp->host);
+        if (it->origin)
+            snprintf(where + strlen(where), sizeof where - strlen(where), " on machine %" PRIu32, it->origin);
+        size_t n = strlen(svc) + strlen(pid) + strlen(where) + 1;
         if (!(t.name = malloc(n)))
             return -1;
-        snprintf(t.name, n, it->sp->host[0] ? "%s (%s)" : "%s", svc, it->sp->host);
+        snprintf(t.name, n, "%s%s%s", svc, pid, where);
     }
     *out = add_track(c, &t);
     if (*out == SIZE_MAX) {
@@ -408,14 +442,11 @@ static int layout(struct ctx *c)
 
 /* ---------------------------------------------------------------- flows */
 
-/* Where trace processor puts the slice's begin on the host clock: a remote machine's time less
- * the offset it derives from the trace's RemoteClockSync (saturating). */
+/* Where trace processor puts the slice's begin on the host clock: place() put every slice there. */
 static int64_t host_begin(const struct ctx *c, const struct item *it)
 {
-    int64_t off = 0;
-    if (it->machine)
-        tc_sync_ests_offset(&c->clocks->sync, it->machine, &off);
-    return tc_host_time((int64_t)it->b, off); /* place() keeps b <= INT64_MAX */
+    (void)c;
+    return (int64_t)it->b; /* place() keeps b <= INT64_MAX */
 }
 
 static int flows(struct ctx *c, const struct index *x)

@@ -7,17 +7,22 @@
  *   onto the trace clock of the host's ClockSnapshot packets (primary_trace_clock, BOOTTIME by
  *   default) through the snapshot whose REALTIME reading is nearest; a remote machine's spans go
  *   onto that machine's BOOTTIME through the nearest client-side reading of its RemoteClockSync
- *   (or its own snapshots) and carry its machine_id, so trace processor applies the machine's
- *   clock offset as it does for the machine's own packets. Durations are kept exactly.
- * - Tracks: per (machine, service.name, host.name, process.pid) a process track (a
- *   ProcessDescriptor when the pid is known, else a named track), under it one named track per
- *   thread ("NAME TID"); spans of one thread that do not nest (explicit parents, clock steps)
- *   get extra lanes ("NAME TID #2"). One slice (SLICE_BEGIN/END) per span.
+ *   (or its own snapshots), then onto the host's BOOTTIME by the offset trace processor derives
+ *   from the trace's RemoteClockSync for the machine (clock_sync_est.h). Durations are kept.
+ * - Every stitched packet is the host's (no machine_id): trace processor tracks flows per
+ *   machine, so an arrow between a hub's span and a node's exists only when both slices are on
+ *   one machine. The span's machine shows in its track's name instead.
+ * - Tracks: per (machine, service.name, host.name, process.pid) a process track (the host's spans
+ *   with a pid: a ProcessDescriptor; else, and for every other machine's spans, a named track
+ *   "SERVICE PID (NODE or HOST) on machine ID", since a pid on the host's tracks would be taken
+ *   for the host's process), under it one named track per thread ("NAME TID"); spans of one
+ *   thread that do not nest (explicit parents, clock steps) get extra lanes ("NAME TID #2"). One
+ *   slice (SLICE_BEGIN/END) per span.
  * - Flows: every parent→child edge between slices on different tracks is a flow (flow_ids on the
  *   earlier slice's begin, terminating_flow_ids on the later one's), its id derived from the
  *   trace id and the child's span id. Children on the same track show by nesting.
  * - Attributes become debug annotations; the span's ids, kind, status and events too.
- * - Packets use fresh trusted_packet_sequence_ids above the trace's highest, one per machine.
+ * - Packets use a fresh trusted_packet_sequence_id above the trace's highest.
  * Single-threaded. */
 #ifndef TRACEGATE_TRACECTL_SPAN_STITCH_H
 #define TRACEGATE_TRACECTL_SPAN_STITCH_H
@@ -48,7 +53,7 @@ struct tc_stitch_stats {
     size_t duplicates;  /* same trace and span id seen again: skipped */
     size_t unplaceable; /* times that map before the trace clock's zero or past 2^63-1: skipped */
     size_t on_host_clock; /* spans of a machine unknown to the trace, placed with the host's clocks */
-    size_t remote;      /* spans placed on a remote machine's clocks */
+    size_t remote;      /* spans of a remote machine placed through its clocks */
     size_t tracks;      /* track descriptors written (process and thread tracks) */
     size_t flows;       /* flow arrows */
     size_t orphans;     /* spans whose parent is in none of the inputs */

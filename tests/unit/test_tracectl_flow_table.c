@@ -1,8 +1,8 @@
 /* test_tracectl_flow_table.c: `tracectl dump --flows` links flows as trace processor does
  * (flow_table.h): by time, not file order; a flow id carried on steps through every slice that
  * names it; a terminating id ends it and is ignored when nothing is active; ids on an end event
- * belong to the slice it closes; a remote machine's events are moved by its clock offset before
- * ordering. And packet times are placed on the host clock (trace_ts.h): the SDK's incremental
+ * belong to the slice it closes; flow ids are per machine (trace processor links no flow across
+ * machines); a remote machine's events are moved by its clock offset. And packet times are placed on the host clock (trace_ts.h): the SDK's incremental
  * sequence-scoped clock with a unit multiplier, global clocks through the host snapshot, the
  * sequence's default clock, and nothing placed before a sequence's snapshot. */
 #include <setjmp.h>
@@ -85,7 +85,8 @@ static void test_end_event_binds_closed_slice(void **state)
     tc_flow_table_free(&t);
 }
 
-/* the same track uuid on two machines is two tracks */
+/* the same track uuid on two machines is two tracks, and the same flow id two flows: trace
+ * processor tracks flows per machine, so nothing links a host slice to a remote one */
 static void test_tracks_per_machine(void **state)
 {
     (void)state;
@@ -93,10 +94,12 @@ static void test_tracks_per_machine(void **state)
     ev(&t, TC_FLOW_BEGIN, 0, 1, 0, "host-slice", 0, 0);
     ev(&t, TC_FLOW_BEGIN, 2, 1, 1, "remote-slice", 0, 0);
     ev(&t, TC_FLOW_END, 0, 1, 2, NULL, 8, 0); /* closes host-slice, not remote-slice */
-    ev(&t, TC_FLOW_END, 2, 1, 3, NULL, 0, 8);
+    ev(&t, TC_FLOW_END, 2, 1, 3, NULL, 0, 8); /* 8 is not active on machine 2 */
+    ev(&t, TC_FLOW_INSTANT, 2, 5, 4, "remote-start", 8, 0);
+    ev(&t, TC_FLOW_INSTANT, 2, 6, 5, "remote-end", 0, 8);
     assert_int_equal(tc_flow_table_resolve(&t, NULL, NULL), 0);
     assert_int_equal(t.n_edges, 1);
-    assert_edge(&t, 0, "host-slice", "remote-slice");
+    assert_edge(&t, 0, "remote-start", "remote-end");
     assert_int_equal(t.edges[0].in->machine, 2);
     tc_flow_table_free(&t);
 }
@@ -109,33 +112,37 @@ static int64_t offset_of(void *ctx, uint32_t machine)
     return machine == 2 ? -100 : 0; /* machine 2's clock is 100 ns behind the host's */
 }
 
-/* in machine 2's own clock its slice comes first (50 < 100); on the host clock it is at 150 */
+/* a remote machine's slices are on the host clock after its offset (machine 2's clock is 100 ns
+ * behind: its 50 is the host's 150); a hostile offset saturates; and an id begun on the host is
+ * not ended on machine 2 whatever the times */
 static void test_machine_offset_orders(void **state)
 {
     (void)state;
     struct tc_flow_table t = {0};
-    ev(&t, TC_FLOW_INSTANT, 2, 1, 50, "remote", 4, 0);
+    ev(&t, TC_FLOW_INSTANT, 2, 1, 50, "remote-a", 4, 0);
+    ev(&t, TC_FLOW_INSTANT, 2, 2, 60, "remote-b", 0, 4);
     ev(&t, TC_FLOW_INSTANT, 0, 1, 100, "host", 4, 0);
     assert_int_equal(tc_flow_table_resolve(&t, offset_of, NULL), 0);
     assert_int_equal(t.n_edges, 1);
-    assert_edge(&t, 0, "host", "remote");
-    assert_int_equal(t.edges[0].in->ts, 150);
+    assert_edge(&t, 0, "remote-a", "remote-b");
+    assert_int_equal(t.edges[0].out->ts, 150);
+    assert_int_equal(t.edges[0].in->ts, 160);
     tc_flow_table_free(&t);
 
     struct tc_flow_table far = {0}; /* moved past the end of time: saturates (UBSan would trap) */
-    ev(&far, TC_FLOW_INSTANT, 0, 1, 100, "host", 4, 0);
-    ev(&far, TC_FLOW_INSTANT, 3, 1, INT64_MAX - 5, "far", 4, 0);
+    ev(&far, TC_FLOW_INSTANT, 3, 1, INT64_MAX - 9, "far-a", 4, 0);
+    ev(&far, TC_FLOW_INSTANT, 3, 2, INT64_MAX - 5, "far-b", 0, 4);
     assert_int_equal(tc_flow_table_resolve(&far, offset_of, NULL), 0);
     assert_int_equal(far.n_edges, 1);
     assert_true(far.edges[0].in->ts == INT64_MAX);
     tc_flow_table_free(&far);
 
-    struct tc_flow_table u = {0}; /* without the offset the order flips */
-    ev(&u, TC_FLOW_INSTANT, 2, 1, 50, "remote", 4, 0);
-    ev(&u, TC_FLOW_INSTANT, 0, 1, 100, "host", 4, 0);
-    assert_int_equal(tc_flow_table_resolve(&u, NULL, NULL), 0);
-    assert_edge(&u, 0, "remote", "host");
-    tc_flow_table_free(&u);
+    struct tc_flow_table x = {0}; /* host then remote, in either clock: no arrow */
+    ev(&x, TC_FLOW_INSTANT, 0, 1, 100, "host", 4, 0);
+    ev(&x, TC_FLOW_INSTANT, 2, 1, 500, "remote", 0, 4);
+    assert_int_equal(tc_flow_table_resolve(&x, offset_of, NULL), 0);
+    assert_int_equal(x.n_edges, 0);
+    tc_flow_table_free(&x);
 }
 
 /* equal times: file order decides; an unplaced event is counted and left out */
