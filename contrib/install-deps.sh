@@ -2,6 +2,7 @@
 # install-deps.sh: install everything tracegate needs to build, test and benchmark on Debian 12.
 # Idempotent; needs root (or sudo). Used by the README's commands and by .ci/run.
 # Optional extras: TRACEGATE_BROWSER_DEPS=1 (the browser test), TRACEGATE_STRESS_DEPS=1 (make check-stress).
+# TRACEGATE_TRACE_PROCESSOR=0 skips Perfetto's trace processor (below; the tests then skip its checks).
 set -euo pipefail
 
 SUDO=""
@@ -46,5 +47,23 @@ if [ "${#missing[@]}" -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+# Perfetto's own trace processor, which the tests ask what it makes of tracegate's traces (import
+# errors, the flow table: tests/integration/tp_lib.sh). Perfetto ships none for Debian 12; Debian's
+# chromium-shell package carries Chromium's build of it, libtest_trace_processor.so (needing only
+# libc, libm, libz and libgcc). Only that file is taken from the package, not the browser shell and
+# its dependencies: the .deb is downloaded (apt-get download: Debian's signed archive) and the one
+# file installed to /usr/local/lib/tracegate.
+TP_LIB=/usr/local/lib/tracegate/libtest_trace_processor.so
+if [ "${TRACEGATE_TRACE_PROCESSOR:-1}" = "1" ] && [ ! -r "$TP_LIB" ] &&
+  [ ! -r /usr/lib/chromium/libtest_trace_processor.so ]; then
+  tp_tmp=$(mktemp -d)
+  trap 'rm -rf "$tp_tmp"' EXIT
+  ( cd "$tp_tmp" && { apt-get download -qq chromium-shell 2>/dev/null ||
+      { $SUDO apt-get update -qq && apt-get download -qq chromium-shell; }; } )
+  dpkg-deb --fsys-tarfile "$tp_tmp"/chromium-shell_*.deb |
+    tar -x -C "$tp_tmp" ./usr/lib/chromium/libtest_trace_processor.so
+  $SUDO install -D -m 0644 "$tp_tmp/usr/lib/chromium/libtest_trace_processor.so" "$TP_LIB"
+  echo "installed Perfetto's trace processor (from chromium-shell) as $TP_LIB"
 fi
 echo "tracegate dependencies are installed"

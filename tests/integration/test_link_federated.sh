@@ -10,6 +10,7 @@
 # Environment (from `make check`): TG_BUILDDIR, TG_SRCDIR. Exit 77 = skipped.
 REC_TAG=link-fed
 . "$(dirname "$0")/record_lib.sh"
+. "$(dirname "$0")/tp_lib.sh"
 
 OFFSET_NS=10000000000 # nodeb's clocks as it reports them: 10 s ahead
 
@@ -154,6 +155,27 @@ awk -v o="$off_b" -v want="$OFFSET_NS" 'BEGIN { d = o - want; if (d < 0) d = -d;
     fail "nodeb's clock offset from the trace is $off_b ns, injected $OFFSET_NS"
 awk -v o="$off_c" 'BEGIN { if (o < 0) o = -o; exit !(o < 500000000) }' ||
     fail "nodec's clock offset from the trace is $off_c ns, expected about 0"
+# Perfetto's own trace processor: the merged trace imports with no error but one, noded's failure
+# (the hub's failure marker for it reads as a failed final flush, data loss a user is shown);
+# the machines of the two nodes that recorded, and the clock offset it derives for each node is the one tracectl
+# (and the hub) computed: at a synced instant it links the host's BOOTTIME reading and the
+# machine's in one clock_snapshot (the host's row is labelled with the first remote machine's id
+# for the second remote machine in this trace processor; the value is the host's reading)
+if tp_available; then
+    tp_import_ok "$T/all.pftrace" traced_final_flush_failed
+    [ "$(tp_rows "$T/all.pftrace" "select sum(value) from stats where name = 'traced_final_flush_failed'")" -eq 1 ] ||
+        fail "trace processor does not show noded's failure as one failed final flush"
+    [ "$(tp_rows "$T/all.pftrace" "select count(*) from machine where raw_id in ($MID_B, $MID_C)")" -eq 2 ] ||
+        fail "trace processor does not see nodeb's and nodec's machines: $(tp_rows "$T/all.pftrace" "select raw_id from machine")"
+    for m in "$MID_B:$off_b" "$MID_C:$off_c"; do
+        tp_off=$(tp_rows "$T/all.pftrace" "select c.clock_value - h.clock_value from clock_snapshot c
+            join clock_snapshot h on h.snapshot_id = c.snapshot_id and h.clock_id = 6 and h.machine_id != c.machine_id
+            join machine m on m.id = c.machine_id where c.clock_id = 6 and m.raw_id = ${m%%:*}")
+        [ -n "$tp_off" ] && awk -v a="$tp_off" -v b="${m#*:}" 'BEGIN { d = a - b; exit !(d <= 2 && d >= -2) }' ||
+            fail "trace processor's offset for machine ${m%%:*} is '$tp_off' ns, tracectl's ${m#*:}"
+    done
+    echo "trace processor: nodeb's and nodec's machines, offsets $off_b and $off_c ns as tracectl derived them"
+fi
 
 # ---- 2. --nodes with a node that cannot be recorded: the others are, the failure is reported ----
 record_until_drawn "$T/some.pftrace" "$T/rec-some.log" nodeb -- "$HUB" --nodes nodeb,noded --ds track_event

@@ -11,6 +11,7 @@ set -u
 B=${TG_BUILDDIR:-.}
 S=${TG_SRCDIR:-$(dirname "$0")/../..}
 . "$S/tests/integration/tg_wait.sh"
+. "$S/tests/integration/tp_lib.sh"
 D=$B/contrib/onepath-demo
 TC=$B/src/tracectl/tracectl
 [ -x "$D/sensor" ] && [ -x "$TC" ] || { echo "SKIP: demo or tracectl not built"; exit 77; }
@@ -78,6 +79,21 @@ grep -qx "flows: $FLOWS" "$T/linked.txt" || fail "$FLOWS flows stitched, linked:
 [ "$(grep -c '^"router.forward" on "router-[^"]*" -> "storage.store" on "storage-main [0-9]*" ' "$T/linked.txt")" -eq $N ] ||
     fail "router -> storage arrows: $(cat "$T/linked.txt")"
 echo "ok: dump --flows links the $FLOWS flows, sensor -> router -> storage for each message"
+
+# the same in Perfetto's own trace processor: no import error, every flow in its flow table, and
+# each message's two arrows between the three services' processes
+if tp_available; then
+    tp_import_ok "$T/merged.pftrace"
+    arrows() { tp_rows "$T/merged.pftrace" "select count(*) from flow f join slice s on s.id = f.slice_out
+        join slice e on e.id = f.slice_in join process_track ps on ps.id = s.track_id
+        join process_track pe on pe.id = e.track_id join process po on po.upid = ps.upid
+        join process pi on pi.upid = pe.upid where s.name = '$1' and po.name = '$2' and e.name = '$3' and pi.name = '$4'"; }
+    [ "$(tp_rows "$T/merged.pftrace" "select count(*) from flow")" -eq "$FLOWS" ] ||
+        fail "trace processor's flow table: $(tp_rows "$T/merged.pftrace" "select count(*) from flow"), stitched $FLOWS"
+    [ "$(arrows sensor.publish sensor router.route router)" -eq $N ] || fail "trace processor: sensor -> router arrows"
+    [ "$(arrows router.forward router storage.store storage)" -eq $N ] || fail "trace processor: router -> storage arrows"
+    echo "ok: trace processor links the $FLOWS flows, sensor -> router -> storage for each message"
+fi
 
 # an independent decoder: protoc --decode_raw, and the flows read from its output
 if command -v protoc >/dev/null 2>&1 && command -v python3 >/dev/null 2>&1; then
