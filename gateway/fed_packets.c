@@ -16,7 +16,9 @@
 #include "tracegate/pbwire.h"
 
 enum {
+    PKT_TIMESTAMP = 8,
     PKT_TRUSTED_SEQ = 10,
+    PKT_TIMESTAMP_CLOCK_ID = 58,
     PKT_TRACE_STATS = 35,
     PKT_MACHINE_ID = 98,
     PKT_REMOTE_CLOCK_SYNC = 107,
@@ -151,6 +153,27 @@ static int put_packet(struct evbuffer *out, const uint8_t *pkt, size_t len, cons
 
 enum { FINISH_OOM = -1, FINISH_SEQS = -2 };
 
+/* TracePacket{timestamp: boottime, timestamp_clock_id: BOOTTIME, machine_id} and nothing else,
+ * put right after a machine's RemoteClockSync. Trace processor fixes a machine's trace time at
+ * the first timestamp it converts for it; a ClockSnapshot holding BOOTTIME that the machine's
+ * packets bring before that (a node's service writes its snapshots first, an SDK producer its
+ * incremental-clock snapshot) made trace processor take that machine's own BOOTTIME as trace
+ * time: its packets stayed at their raw times, hours off the host's on machines booted at
+ * different times (found with Chromium's build of trace processor, docs/link-protocol.md §8).
+ * The anchor is converted first, through the RemoteClockSync, and carries nothing to show. */
+static int anchor_packet(uint32_t machine_id, uint64_t boottime, struct evbuffer *out)
+{
+    uint8_t pkt[40];
+    size_t n = 0;
+    n += tg_pb_put_tag(pkt + n, PKT_TIMESTAMP, TG_PB_VARINT);
+    n += tg_pb_put_varint(pkt + n, boottime);
+    n += tg_pb_put_tag(pkt + n, PKT_TIMESTAMP_CLOCK_ID, TG_PB_VARINT);
+    n += tg_pb_put_varint(pkt + n, TG_NODE_CLOCK_BOOTTIME);
+    n += tg_pb_put_tag(pkt + n, PKT_MACHINE_ID, TG_PB_VARINT);
+    n += tg_pb_put_varint(pkt + n, machine_id);
+    return put_packet(out, pkt, n, NULL, 0);
+}
+
 static int finish_packet(struct tg_fed_stream *st, struct evbuffer *out)
 {
     size_t len = evbuffer_get_length(st->partial);
@@ -190,7 +213,10 @@ static int finish_packet(struct tg_fed_stream *st, struct evbuffer *out)
             return evbuffer_drain(st->partial, len);
         }
         if (rebased) {
+            uint64_t boot;
             int rc = put_packet(out, rebased, rl, NULL, 0);
+            if (rc == 0 && machine_ok && machine && tg_fed_clock_sync_last_boottime(rebased, rl, &boot))
+                rc = anchor_packet((uint32_t)machine, boot, out);
             free(rebased);
             if (rc != 0)
                 return -1;
@@ -325,6 +351,8 @@ int tg_fed_clock_sync_packet(uint32_t machine_id, const uint64_t (*peer)[4], con
         memcpy(pkt + pl, sync, sl);
         rc = put_packet(out, pkt, pl + sl, NULL, 0);
     }
+    if (rc == 0)
+        rc = anchor_packet(machine_id, peer[n - 1][0], out);
     free(pkt);
     free(sync);
     return rc;

@@ -79,6 +79,10 @@ uint32_t tg_fed_map_seq(struct tg_fed_stream *st, uint32_t seq);
  * MONOTONIC_RAW]. 0, or -1 out of memory. Nothing is appended for n == 0. */
 int tg_fed_clock_sync_packet(uint32_t machine_id, const uint64_t (*peer)[4], const uint64_t (*mine)[4], size_t n,
                              struct evbuffer *out);
+/* (tg_fed_clock_sync_packet, and tg_fed_rewrite_reply after a relayed machine's RemoteClockSync,
+ * add an anchor right after it: TracePacket{timestamp: the machine's last BOOTTIME reading in it,
+ * timestamp_clock_id: BOOTTIME, machine_id} and nothing else, so that trace processor puts the
+ * machine on the host's timeline whatever ClockSnapshots its own packets bring first.) */
 
 /* A TracePacket{machine_id, trusted_packet_sequence_id, trace_stats{final_flush_outcome:
  * FAILED}} telling the trace that this node's data is missing or incomplete. */

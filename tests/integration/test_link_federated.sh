@@ -174,7 +174,20 @@ if tp_available; then
         [ -n "$tp_off" ] && awk -v a="$tp_off" -v b="${m#*:}" 'BEGIN { d = a - b; exit !(d <= 2 && d >= -2) }' ||
             fail "trace processor's offset for machine ${m%%:*} is '$tp_off' ns, tracectl's ${m#*:}"
     done
-    echo "trace processor: nodeb's and nodec's machines, offsets $off_b and $off_c ns as tracectl derived them"
+    # and it applies them: each node's DrawFrame slices sit at their own BOOTTIME less the offset
+    # (a node whose ClockSnapshots came before any of its timestamps once stayed at its raw
+    # times: hours off on machines booted at different times; the hub's anchor packet prevents it)
+    "$TRACECTL" dump "$T/all.pftrace" >"$T/all-packets.txt" 2>&1 || fail "dump of the merged trace"
+    for m in "$MID_B:$off_b" "$MID_C:$off_c"; do
+        raw=$(grep 'SLICE_BEGIN "DrawFrame"' "$T/all-packets.txt" | grep "machine=${m%%:*}\$" |
+            sed -n 's/.* ts=\([0-9]*\).*/\1/p' | sort -n | head -n 1)
+        placed=$(tp_rows "$T/all.pftrace" "select min(s.ts) from slice s join thread_track tt on tt.id = s.track_id
+            join thread t using (utid) join machine m on m.id = t.machine_id where s.name = 'DrawFrame' and m.raw_id = ${m%%:*}")
+        [ -n "$raw" ] && [ -n "$placed" ] || fail "no DrawFrame of machine ${m%%:*} (raw '$raw', placed '$placed')"
+        awk -v r="$raw" -v p="$placed" -v o="${m#*:}" 'BEGIN { d = r - p - o; exit !(d <= 2 && d >= -2) }' ||
+            fail "trace processor put machine ${m%%:*}'s first DrawFrame at $placed, its own clock says $raw, offset ${m#*:}"
+    done
+    echo "trace processor: nodeb's and nodec's machines, offsets $off_b and $off_c ns as tracectl derived them, and applied"
 fi
 
 # ---- 2. --nodes with a node that cannot be recorded: the others are, the failure is reported ----

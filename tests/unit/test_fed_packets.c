@@ -370,7 +370,7 @@ static void test_clock_sync_and_failure_packets(void **state)
     assert_int_equal(tg_fed_clock_sync_packet(42, NULL, NULL, 0, out), 0); /* nothing for no records */
     struct out_packets o = {0};
     collect(out, &o);
-    assert_int_equal(o.n, 2);
+    assert_int_equal(o.n, 3); /* the sync, its anchor, the failure */
 
     Perfetto__Protos__TracePacket *cs = decode(&o.pkt[0]);
     assert_int_equal(cs->machine_id, 42);
@@ -389,7 +389,18 @@ static void test_clock_sync_and_failure_packets(void **state)
     }
     perfetto__protos__trace_packet__free_unpacked(cs, NULL);
 
-    Perfetto__Protos__TracePacket *fp = decode(&o.pkt[1]);
+    /* the anchor: the node's last BOOTTIME reading as the packet's time, on BOOTTIME, its machine,
+     * nothing else (trace processor converts it first, through the sync) */
+    Perfetto__Protos__TracePacket *an = decode(&o.pkt[1]);
+    assert_int_equal(an->machine_id, 42);
+    assert_int_equal(an->timestamp, peer[1][0]);
+    assert_int_equal(an->timestamp_clock_id, 6);
+    assert_int_equal(an->data_case, PERFETTO__PROTOS__TRACE_PACKET__DATA__NOT_SET);
+    assert_int_equal(an->optional_trusted_packet_sequence_id_case,
+                     PERFETTO__PROTOS__TRACE_PACKET__OPTIONAL_TRUSTED_PACKET_SEQUENCE_ID__NOT_SET);
+    perfetto__protos__trace_packet__free_unpacked(an, NULL);
+
+    Perfetto__Protos__TracePacket *fp = decode(&o.pkt[2]);
     assert_int_equal(fp->machine_id, 42);
     assert_int_equal(fp->data_case, PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACE_STATS);
     assert_int_equal(fp->trace_stats->final_flush_outcome,
@@ -531,7 +542,7 @@ static void test_relayed_machine_clock(void **state)
     /* ...and the same sync without a machine id, for the hub's machine, and from a producer */
     struct out_packets in = {0};
     collect(reply, &in);
-    assert_int_equal(in.n, 1);
+    assert_int_equal(in.n, 2); /* the sync and its anchor (left out of B's reply below) */
     struct tg_pb_reader rd;
     struct tg_pb_field f;
     struct bytes no_machine = {0}, hub_machine = {0}, with_seq = {0};
@@ -571,8 +582,14 @@ static void test_relayed_machine_clock(void **state)
     if (boot != B_BOOT + R_BOOT || real != B_REAL + R_REAL)
         fail_msg("machine R is %lld ns (BOOTTIME) and %lld ns (REALTIME) from the hub; expected %lld and %lld",
                  (long long)boot, (long long)real, (long long)(B_BOOT + R_BOOT), (long long)(B_REAL + R_REAL));
-    assert_int_equal(o.n, 2); /* R's sync and R's event; the three others dropped */
+    assert_int_equal(o.n, 3); /* R's sync, the hub's anchor for R, R's event; three others dropped */
     assert_int_equal(st.clock_syncs_dropped, 3);
+    Perfetto__Protos__TracePacket *an = decode(&o.pkt[1]);
+    assert_int_equal(an->machine_id, R);
+    assert_int_equal(an->timestamp, r_sent[1][0]); /* R's own last BOOTTIME reading */
+    assert_int_equal(an->timestamp_clock_id, 6);
+    assert_int_equal(an->data_case, PERFETTO__PROTOS__TRACE_PACKET__DATA__NOT_SET);
+    perfetto__protos__trace_packet__free_unpacked(an, NULL);
     /* R's clocks as R read them are untouched */
     assert_int_equal(cs->remote_clock_sync->synced_clocks[0]->client_clocks->clocks[0]->timestamp, r_sent[0][0]);
     /* R's event, put on the hub's timeline as trace processor does: at E */
