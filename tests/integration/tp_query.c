@@ -29,6 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tg_test_util.h"
+
 /* libc++ std::string, std::vector (see the top of the file). */
 typedef struct {
     unsigned char b[24];
@@ -166,36 +168,6 @@ static int load(const char *lib)
     return 0;
 }
 
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n == cap) {
-            cap = cap ? cap * 2 : 1 << 20;
-            char *nb = realloc(buf, cap);
-            if (!nb)
-                break;
-            buf = nb;
-        }
-        size_t r = fread(buf + n, 1, cap - n, f);
-        if (r == 0)
-            break;
-        n += r;
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (err || !buf) {
-        free(buf);
-        return NULL;
-    }
-    *len = n;
-    return buf;
-}
-
 /* Prints the rows of one query; 0, or -1 with the error printed. */
 static int run_query(const tp_impl *impl, int index, const char *sql)
 {
@@ -234,8 +206,8 @@ int main(int argc, char **argv)
     if (load(argv[1]) != 0)
         return 2;
     size_t len = 0;
-    char *trace = read_file(argv[2], &len);
-    if (!trace) {
+    uint8_t *trace = NULL;
+    if (tg_test_read_file(argv[2], &trace, &len) != 0) {
         fprintf(stderr, "tp_query: cannot read %s\n", argv[2]);
         return 2;
     }

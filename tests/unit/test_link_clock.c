@@ -41,6 +41,14 @@ static void add_round(struct tg_link *l, uint64_t t, uint64_t out, uint64_t back
     l->n_rounds = l->n_rounds + 2 > LINK_CLOCK_ROUNDS ? LINK_CLOCK_ROUNDS : l->n_rounds + 2;
 }
 
+/* Four rounds at the given seconds, each with symmetric trips of the given milliseconds. */
+static void add_four(struct tg_link *l, const int at_s[4], const int trip_ms[4])
+{
+    memset(l, 0, sizeof *l);
+    for (int i = 0; i < 4; i++)
+        add_round(l, (uint64_t)at_s[i] * 1000 * MS, (uint64_t)trip_ms[i] * MS, (uint64_t)trip_ms[i] * MS, 0);
+}
+
 static int64_t error_of(const struct tg_link *l)
 {
     int64_t off = 0;
@@ -106,9 +114,7 @@ static void test_all_kept_and_max(void **state)
 {
     (void)state;
     struct tg_link l;
-    memset(&l, 0, sizeof l);
-    for (int i = 0; i < 4; i++)
-        add_round(&l, (uint64_t)(1 + 31 * i) * S, 3 * MS, 3 * MS, 0);
+    add_four(&l, (const int[]){1, 32, 63, 94}, (const int[]){3, 3, 3, 3});
     uint64_t peer[8][4], mine[8][4];
     assert_int_equal(tg_link_clock_rounds(&l, peer, mine, 8), 8);
     assert_int_equal(tg_link_clock_rounds(&l, peer, mine, 5), 4);
@@ -119,18 +125,13 @@ static void test_all_kept_and_max(void **state)
 /* The first rounds come a second apart. Given together, trace processor would also read each
  * round's UPDATE and the next round's PING as a round trip, each adding half a second: three of
  * the seven pairs of four rounds move the machine by ~214 ms (two rounds by ~167 ms: a merged
- * trace's flows then pointed backwards in time). Only
- * one of rounds that close is given, the one with the shortest trip, and trace processor's reading
- * of what is given is the true offset. */
+ * trace's flows then pointed backwards in time). Only one of rounds that close is given, the one
+ * with the shortest trip, and trace processor's reading of what is given is the true offset. */
 static void test_close_rounds_one_given(void **state)
 {
     (void)state;
     struct tg_link l;
-    memset(&l, 0, sizeof l);
-    add_round(&l, 1 * S, 3 * MS, 3 * MS, 0);
-    add_round(&l, 2 * S, 1 * MS, 1 * MS, 0);
-    add_round(&l, 3 * S, 2 * MS, 2 * MS, 0);
-    add_round(&l, 4 * S, 3 * MS, 3 * MS, 0);
+    add_four(&l, (const int[]){1, 2, 3, 4}, (const int[]){3, 1, 2, 3});
     uint64_t all_peer[8][4], all_mine[8][4]; /* every record, as the ring holds them */
     memset(all_peer, 0, sizeof all_peer);
     memset(all_mine, 0, sizeof all_mine);
@@ -155,11 +156,7 @@ static void test_one_round_per_30s(void **state)
 {
     (void)state;
     struct tg_link l;
-    memset(&l, 0, sizeof l);
-    add_round(&l, 1 * S, 2 * MS, 2 * MS, 0);
-    add_round(&l, 2 * S, 1 * MS, 1 * MS, 0);
-    add_round(&l, 42 * S, 1 * MS, 1 * MS, 0);
-    add_round(&l, 43 * S, 2 * MS, 2 * MS, 0);
+    add_four(&l, (const int[]){1, 2, 42, 43}, (const int[]){2, 1, 1, 2});
     uint64_t peer[8][4], mine[8][4];
     assert_int_equal(tg_link_clock_rounds(&l, peer, mine, 8), 4);
     assert_int_equal(peer[0][0], 2 * S + OFF);
