@@ -158,9 +158,9 @@ awk -v o="$off_c" 'BEGIN { if (o < 0) o = -o; exit !(o < 500000000) }' ||
 # Perfetto's own trace processor: the merged trace imports with no error but one, noded's failure
 # (the hub's failure marker for it reads as a failed final flush, data loss a user is shown);
 # the machines of the two nodes that recorded, and the clock offset it derives for each node is the one tracectl
-# (and the hub) computed: at a synced instant it links the host's BOOTTIME reading and the
-# machine's in one clock_snapshot (the host's row is labelled with the first remote machine's id
-# for the second remote machine in this trace processor; the value is the host's reading)
+# (and the hub) computed: at a synced instant it links the host's BOOTTIME and the machine's in one
+# clock_snapshot (without the hub's clock anchor, the second node's was tied to the first node's
+# machine instead: the first node's ClockSnapshot had made its BOOTTIME the trace time)
 if tp_available; then
     tp_import_ok "$T/all.pftrace" traced_final_flush_failed
     [ "$(tp_rows "$T/all.pftrace" "select sum(value) from stats where name = 'traced_final_flush_failed'")" -eq 1 ] ||
@@ -169,7 +169,7 @@ if tp_available; then
         fail "trace processor does not see nodeb's and nodec's machines: $(tp_rows "$T/all.pftrace" "select raw_id from machine")"
     for m in "$MID_B:$off_b" "$MID_C:$off_c"; do
         tp_off=$(tp_rows "$T/all.pftrace" "select c.clock_value - h.clock_value from clock_snapshot c
-            join clock_snapshot h on h.snapshot_id = c.snapshot_id and h.clock_id = 6 and h.machine_id != c.machine_id
+            join clock_snapshot h on h.snapshot_id = c.snapshot_id and h.clock_id = 6 and h.machine_id = 0
             join machine m on m.id = c.machine_id where c.clock_id = 6 and m.raw_id = ${m%%:*}")
         [ -n "$tp_off" ] && awk -v a="$tp_off" -v b="${m#*:}" 'BEGIN { d = a - b; exit !(d <= 2 && d >= -2) }' ||
             fail "trace processor's offset for machine ${m%%:*} is '$tp_off' ns, tracectl's ${m#*:}"
