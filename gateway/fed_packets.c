@@ -215,8 +215,10 @@ static int finish_packet(struct tg_fed_stream *st, struct evbuffer *out)
         if (rebased) {
             uint64_t boot;
             int rc = put_packet(out, rebased, rl, NULL, 0);
-            if (rc == 0 && machine_ok && machine && tg_fed_clock_sync_last_boottime(rebased, rl, &boot))
+            if (rc == 0 && machine_ok && machine && tg_fed_clock_sync_last_boottime(rebased, rl, &boot)) {
                 rc = anchor_packet((uint32_t)machine, boot, out);
+                st->anchors += rc == 0;
+            }
             free(rebased);
             if (rc != 0)
                 return -1;

@@ -42,6 +42,7 @@ struct tg_fed_stream {
                                   * slots (seq_to 0: free) */
     size_t n_seq, cap_seq;
     uint64_t packets, bytes;   /* packets and packet bytes passed on */
+    uint64_t anchors;          /* clock anchors added after relayed machines' RemoteClockSync */
     /* the node's clocks minus the hub's, [BOOTTIME, REALTIME, MONOTONIC, MONOTONIC_RAW], as trace
      * processor derives them from the hub's RemoteClockSync for the node (tg_fed_clock_offsets);
      * the node's RemoteClockSync packets for machines behind it are moved by it */

@@ -4,7 +4,7 @@
  * ReadBuffersResponse slices whose packets each end with our stamp (the last sequence id and
  * machine id fields are ours); after an error nothing half-done was appended. A node with a
  * clock offset (input's first byte) has its RemoteClockSync packets rebased (gateway/fed_clocks.c)
- * or dropped, never half-written. */
+ * or dropped, never half-written, and followed by a clock anchor each (counted apart). */
 #include <event2/buffer.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -72,13 +72,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size -= n;
     }
     long packets = check_output(out);
-    if (packets < 0 || (uint64_t)packets != st.packets)
+    if (packets < 0 || (uint64_t)packets != st.packets + st.anchors)
         __builtin_trap();
     /* the clock and failure packets are well formed too */
     uint64_t peer[2][4] = {{1, 2, 3, 4}, {5, 6, 7, 8}}, mine[2][4] = {{9, 10, 11, 12}, {13, 14, 15, 16}};
     evbuffer_drain(out, evbuffer_get_length(out));
     if (tg_fed_clock_sync_packet(st.machine_id, (const uint64_t(*)[4])peer, (const uint64_t(*)[4])mine, 2, out) != 0 ||
-        tg_fed_failure_packet(&st, out) != 0 || check_output(out) != 2)
+        tg_fed_failure_packet(&st, out) != 0 || check_output(out) != 3) /* sync, its anchor, failure */
         __builtin_trap();
     evbuffer_free(out);
     tg_fed_stream_clear(&st);

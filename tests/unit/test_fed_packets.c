@@ -584,6 +584,8 @@ static void test_relayed_machine_clock(void **state)
                  (long long)boot, (long long)real, (long long)(B_BOOT + R_BOOT), (long long)(B_REAL + R_REAL));
     assert_int_equal(o.n, 3); /* R's sync, the hub's anchor for R, R's event; three others dropped */
     assert_int_equal(st.clock_syncs_dropped, 3);
+    assert_int_equal(st.packets + st.anchors, 3);
+    assert_int_equal(st.anchors, 1);
     Perfetto__Protos__TracePacket *an = decode(&o.pkt[1]);
     assert_int_equal(an->machine_id, R);
     assert_int_equal(an->timestamp, r_sent[1][0]); /* R's own last BOOTTIME reading */
