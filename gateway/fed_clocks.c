@@ -11,7 +11,6 @@
 enum {
     PKT_REMOTE_CLOCK_SYNC = 107,
     RCS_SYNCED = 1,
-    SYNCED_CLIENT = 2,
     SYNCED_HOST = 3,
     SNAP_CLOCKS = 1,
     CLK_ID = 1,
@@ -139,71 +138,6 @@ static int rebase_along(const uint8_t *d, size_t len, const uint32_t *path, size
         }
     }
     return rc;
-}
-
-/* Calls back for every field `number` (length-delimited) of message d. 0, or -1 when malformed. */
-static int each_len_field(const uint8_t *d, size_t len, uint32_t number,
-                          int (*fn)(const uint8_t *d, size_t len, void *arg), void *arg)
-{
-    struct tg_pb_reader r;
-    struct tg_pb_field f;
-    tg_pb_reader_init(&r, d, len);
-    int rc;
-    while ((rc = tg_pb_next(&r, &f)) == 1)
-        if (f.number == number && f.wire == TG_PB_LEN && fn(f.data, f.len, arg) != 0)
-            return -1;
-    return rc;
-}
-
-struct last_boot {
-    int found;
-    uint64_t ns;
-};
-
-static int boot_of_clock(const uint8_t *d, size_t len, void *arg)
-{
-    struct last_boot *b = arg;
-    struct tg_pb_reader r;
-    struct tg_pb_field f;
-    uint64_t id = 0, ts = 0;
-    int have_ts = 0, rc;
-    tg_pb_reader_init(&r, d, len);
-    while ((rc = tg_pb_next(&r, &f)) == 1)
-        if (f.number == CLK_ID && f.wire == TG_PB_VARINT)
-            id = f.value;
-        else if (f.number == CLK_TS && f.wire == TG_PB_VARINT) {
-            ts = f.value;
-            have_ts = 1;
-        }
-    if (rc == 0 && id == TG_NODE_CLOCK_BOOTTIME && have_ts) {
-        b->found = 1;
-        b->ns = ts;
-    }
-    return rc;
-}
-
-static int boot_of_snapshot(const uint8_t *d, size_t len, void *arg)
-{
-    return each_len_field(d, len, SNAP_CLOCKS, boot_of_clock, arg);
-}
-
-static int boot_of_synced(const uint8_t *d, size_t len, void *arg)
-{
-    return each_len_field(d, len, SYNCED_CLIENT, boot_of_snapshot, arg);
-}
-
-static int boot_of_sync(const uint8_t *d, size_t len, void *arg)
-{
-    return each_len_field(d, len, RCS_SYNCED, boot_of_synced, arg);
-}
-
-int tg_fed_clock_sync_last_boottime(const uint8_t *pkt, size_t len, uint64_t *ns)
-{
-    struct last_boot b = {0, 0};
-    if (each_len_field(pkt, len, PKT_REMOTE_CLOCK_SYNC, boot_of_sync, &b) != 0 || !b.found)
-        return 0;
-    *ns = b.ns;
-    return 1;
 }
 
 int tg_fed_rebase_clock_sync(const uint8_t *pkt, size_t len, const int64_t off[4], uint8_t **out, size_t *out_len)

@@ -31,8 +31,4 @@ int tg_fed_clock_offsets(const uint64_t (*peer)[4], const uint64_t (*mine)[4], s
  * the RemoteClockSync is malformed or out of memory. */
 int tg_fed_rebase_clock_sync(const uint8_t *pkt, size_t len, const int64_t off[4], uint8_t **out, size_t *out_len);
 
-/* The last client (the synced machine's) BOOTTIME reading in TracePacket `pkt`'s RemoteClockSync:
- * 1 with *ns set, 0 when it has none or is malformed. */
-int tg_fed_clock_sync_last_boottime(const uint8_t *pkt, size_t len, uint64_t *ns);
-
 #endif

@@ -10,15 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock_anchor.h"
 #include "fed_clocks.h"
 #include "ipc/rb_slices.h"
 #include "tracegate/kcdata_node.h"
 #include "tracegate/pbwire.h"
 
 enum {
-    PKT_TIMESTAMP = 8,
     PKT_TRUSTED_SEQ = 10,
-    PKT_TIMESTAMP_CLOCK_ID = 58,
     PKT_TRACE_STATS = 35,
     PKT_MACHINE_ID = 98,
     PKT_REMOTE_CLOCK_SYNC = 107,
@@ -153,25 +152,13 @@ static int put_packet(struct evbuffer *out, const uint8_t *pkt, size_t len, cons
 
 enum { FINISH_OOM = -1, FINISH_SEQS = -2 };
 
-/* TracePacket{timestamp: boottime, timestamp_clock_id: BOOTTIME, machine_id} and nothing else,
- * put right after a machine's RemoteClockSync. Trace processor fixes a machine's trace time at
- * the first timestamp it converts for it; a ClockSnapshot holding BOOTTIME that the machine's
- * packets bring before that (a node's service writes its snapshots first, an SDK producer its
- * incremental-clock snapshot) made trace processor take that machine's own BOOTTIME as trace
- * time: its packets stayed at their raw times, hours off the host's on machines booted at
- * different times (found with Chromium's build of trace processor, docs/link-protocol.md §8).
- * The anchor is converted first, through the RemoteClockSync, and carries nothing to show. */
+/* The clock anchor after a machine's RemoteClockSync (base/clock_anchor.h): without it trace
+ * processor kept a node's packets at their raw times whenever the node's own ClockSnapshots came
+ * first (docs/link-protocol.md §8). */
 static int anchor_packet(uint32_t machine_id, uint64_t boottime, struct evbuffer *out)
 {
-    uint8_t pkt[40];
-    size_t n = 0;
-    n += tg_pb_put_tag(pkt + n, PKT_TIMESTAMP, TG_PB_VARINT);
-    n += tg_pb_put_varint(pkt + n, boottime);
-    n += tg_pb_put_tag(pkt + n, PKT_TIMESTAMP_CLOCK_ID, TG_PB_VARINT);
-    n += tg_pb_put_varint(pkt + n, TG_NODE_CLOCK_BOOTTIME);
-    n += tg_pb_put_tag(pkt + n, PKT_MACHINE_ID, TG_PB_VARINT);
-    n += tg_pb_put_varint(pkt + n, machine_id);
-    return put_packet(out, pkt, n, NULL, 0);
+    uint8_t pkt[TG_CLOCK_ANCHOR_MAX];
+    return put_packet(out, pkt, tg_clock_anchor_encode(pkt, machine_id, boottime), NULL, 0);
 }
 
 static int finish_packet(struct tg_fed_stream *st, struct evbuffer *out)
@@ -214,9 +201,10 @@ static int finish_packet(struct tg_fed_stream *st, struct evbuffer *out)
         }
         if (rebased) {
             uint64_t boot;
+            uint32_t synced;
             int rc = put_packet(out, rebased, rl, NULL, 0);
-            if (rc == 0 && machine_ok && machine && tg_fed_clock_sync_last_boottime(rebased, rl, &boot)) {
-                rc = anchor_packet((uint32_t)machine, boot, out);
+            if (rc == 0 && tg_clock_anchor_for_sync(rebased, rl, &synced, &boot)) {
+                rc = anchor_packet(synced, boot, out);
                 st->anchors += rc == 0;
             }
             free(rebased);

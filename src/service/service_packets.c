@@ -10,6 +10,7 @@
 
 #include "clock_snapshot.pb-c.h"
 #include "remote_clock_sync.pb-c.h"
+#include "base/clock_anchor.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -411,18 +412,14 @@ void tg_svc_build_remote_packets(const tg_svc_session *s, struct tg_svc_pkt_list
             struct tg_svc_pkt *pk = pb_finish(&b);
             if (pk)
                 tg_svc_pkt_list_append(clocks_out, pk);
-            /* tracegate's addition to what traced writes: a clock anchor, TracePacket{timestamp:
-             * the relay's last BOOTTIME reading, timestamp_clock_id: BOOTTIME, machine_id} and
-             * nothing else. Trace processor fixes a machine's trace time at the first timestamp
-             * it converts for it; the relayed SDK producers' first packets are ClockSnapshots
-             * holding BOOTTIME, which made it keep that machine's packets at their raw times
-             * (hours off on a machine booted at another time, traced's traces included:
-             * docs/service.md). Converted first, through the RemoteClockSync, it puts them right. */
+            /* tracegate's addition to what traced writes: the clock anchor (base/clock_anchor.h).
+             * The relayed SDK producers' first packets are ClockSnapshots holding BOOTTIME, which
+             * made trace processor keep that machine's packets at their raw times (hours off on a
+             * machine booted at another time, traced's traces included: docs/service.md). */
             if (pk && r->have_boot) {
+                uint8_t anchor[TG_CLOCK_ANCHOR_MAX];
                 struct pb a = {0};
-                pb_varint(&a, 8, r->last_boot);
-                pb_varint(&a, 58, 6 /* BOOTTIME */);
-                pb_varint(&a, 98, r->machine_id);
+                pb_raw(&a, anchor, tg_clock_anchor_encode(anchor, r->machine_id, r->last_boot));
                 struct tg_svc_pkt *an = pb_finish(&a);
                 if (an)
                     tg_svc_pkt_list_append(clocks_out, an);

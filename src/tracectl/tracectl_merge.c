@@ -10,10 +10,35 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/clock_anchor.h"
 #include "span_load.h"
 #include "span_stitch.h"
 #include "tmp_file.h"
 #include "trace_clocks.h"
+
+/* A remote machine's RemoteClockSync just copied, and its clock anchor (base/clock_anchor.h) when
+ * the trace does not carry one right after it (traced writes none): the stitched spans of that
+ * machine are placed by the sync's offset, and without the anchor trace processor may leave the
+ * machine's own packets at their raw times. */
+struct pending_anchor {
+    uint32_t machine; /* 0: none pending */
+    uint64_t boottime;
+};
+
+/* Before copying packet p (NULL at the end): the pending anchor, unless p is one. */
+static int put_pending_anchor(struct tc_trace_writer *w, struct pending_anchor *pa, const uint8_t *p, size_t pl,
+                              size_t *added, char *err, size_t errlen)
+{
+    if (!pa->machine)
+        return 0;
+    uint32_t machine = pa->machine;
+    pa->machine = 0;
+    if (p && tg_clock_anchor_is(p, pl))
+        return 0;
+    uint8_t a[TG_CLOCK_ANCHOR_MAX];
+    (*added)++;
+    return tc_trace_writer_add(w, a, tg_clock_anchor_encode(a, machine, pa->boottime), err, errlen);
+}
 
 struct emit_ctx {
     struct tc_trace_writer *w;
@@ -221,8 +246,15 @@ int tc_cmd_merge(const struct tc_opts *opts, int argc, char **argv)
     }
     tc_trace_reader_init(&r, data, len);
     int bad = 0;
-    while (!bad && tc_trace_reader_next(&r, &p, &pl, &off, err, sizeof err) == 1)
-        bad = tc_trace_writer_add(&w, p, pl, err, sizeof err) != 0;
+    size_t anchors = 0;
+    struct pending_anchor pa = {0, 0};
+    while (!bad && tc_trace_reader_next(&r, &p, &pl, &off, err, sizeof err) == 1) {
+        bad = put_pending_anchor(&w, &pa, p, pl, &anchors, err, sizeof err) != 0 ||
+              tc_trace_writer_add(&w, p, pl, err, sizeof err) != 0;
+        tg_clock_anchor_for_sync(p, pl, &pa.machine, &pa.boottime);
+    }
+    if (!bad)
+        bad = put_pending_anchor(&w, &pa, NULL, 0, &anchors, err, sizeof err) != 0;
     struct tc_stitch_opts so = {map, n_map, stderr, host_node};
     struct tc_stitch_stats st;
     if (!bad)
@@ -244,8 +276,13 @@ int tc_cmd_merge(const struct tc_opts *opts, int argc, char **argv)
             remove(tmp);
         goto out;
     }
-    if (!quiet)
+    if (!quiet) {
         tc_stitch_summary(stderr, out_path, &st);
+        if (anchors)
+            fprintf(stderr, "tracectl: %s: a clock anchor added after %zu machine%s RemoteClockSync, so that "
+                            "trace processor moves %s packets by its offset as the spans are (docs/service.md)\n",
+                    out_path, anchors, anchors == 1 ? "'s" : "s'", anchors == 1 ? "that machine's" : "their");
+    }
     ret = 0;
 out:
     for (size_t i = 0; i < n_map; i++)

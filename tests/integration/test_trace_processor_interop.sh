@@ -5,7 +5,9 @@
 # with the real programs): per slice name its count and shortest and longest duration, the counter
 # values, the machines, and the import errors and data losses. So the other tests' trace processor
 # checks (no import error, flows) rest on the real thing reading traces as Perfetto does, and
-# tp_import_ok does fail on a trace with errors (trace_detached.pftrace has two).
+# tp_import_ok does fail on a trace with errors (trace_detached.pftrace has two). And on traced's
+# relay recording, trace processor applies the relayed machine's clock offset only once
+# `tracectl merge` has added the clock anchor (docs/service.md).
 # Environment (from `make check`): TG_BUILDDIR, TG_SRCDIR, TG_SHARED_DIR. Exit 77 = skipped.
 set -u
 B=${TG_BUILDDIR:-.}
@@ -57,3 +59,29 @@ grep -q "config_write_into_file_no_flush = 1" "$T/bad.out" || fail "the errors a
 (tp_import_ok "$D/trace_detached.pftrace" config_write_into_file_no_flush config_write_into_file_discard) \
     >"$T/allowed.out" 2>&1 || fail "allowed stats still fail: $(cat "$T/allowed.out")"
 echo "ok: tp_import_ok fails on import errors and names them"
+
+# traced's own relay recording: trace processor leaves the relayed machine at its raw times (the
+# relayed SDK producer's ClockSnapshot comes before any of that machine's timestamps), though its
+# RemoteClockSync says it is 21.9 ms ahead. `tracectl merge` adds the clock anchor after the sync,
+# so that the machine's packets move by the offset its stitched spans are placed with: trace
+# processor then puts them exactly that much earlier. A second merge adds none.
+TC=$B/src/tracectl/tracectl
+if [ -x "$TC" ]; then
+    echo '{"trace_id":"0af7651916cd43dd8448eb211c80319c","span_id":"b7ad6b7169203331","name":"check","start_ns":1796208212815477833,"end_ns":1796208212816477833,"resource":{"service.name":"check"}}' >"$T/one.ndjson"
+    "$TC" merge "$D/trace_relay.pftrace" "$T/one.ndjson" -o "$T/anchored.pftrace" 2>"$T/merge.log" || fail "merge: $(cat "$T/merge.log")"
+    grep -q "a clock anchor added after 1 machine's RemoteClockSync" "$T/merge.log" || fail "no anchor added: $(cat "$T/merge.log")"
+    "$TC" merge "$T/anchored.pftrace" "$T/one.ndjson" -o "$T/twice.pftrace" 2>"$T/merge2.log" || fail "merge 2"
+    if grep -q "clock anchor added" "$T/merge2.log"; then fail "a second anchor was added: $(cat "$T/merge2.log")"; fi
+    "$TC" dump "$T/twice.pftrace" >"$T/twice.txt" 2>&1 || fail "dump"
+    grep -A1 '^#.* remote_clock_sync ' "$T/twice.txt" | sed -n 2p | grep -q ' - .*machine=119080633$' ||
+        fail "the anchor is not right after the sync: $(grep -A1 '^#.* remote_clock_sync ' "$T/twice.txt")"
+    off=$("$TC" dump --summary "$D/trace_relay.pftrace" | sed -n 's/^clock sync: machine 119080633: .* BOOTTIME offset \([-+][0-9]*\) ns.*/\1/p')
+    first() { tp_rows "$1" "select min(s.ts) from slice s join thread_track tt on tt.id = s.track_id join thread t using (utid)
+        join machine m on m.id = t.machine_id where m.raw_id = 119080633"; }
+    raw=$(first "$D/trace_relay.pftrace")
+    placed=$(first "$T/anchored.pftrace")
+    [ -n "$off" ] && [ -n "$raw" ] && [ -n "$placed" ] || fail "offset '$off', first slice '$raw' / '$placed'"
+    awk -v r="$raw" -v p="$placed" -v o="$off" 'BEGIN { d = r - p - o; exit !(d <= 2 && d >= -2) }' ||
+        fail "with the anchor the relayed machine's first slice is at $placed, without it $raw, its offset $off"
+    echo "ok: traced's relay trace: trace processor applies the relayed machine's offset ($off ns) once anchored"
+fi

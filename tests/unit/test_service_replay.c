@@ -12,6 +12,7 @@
 #include "test_service_util.h"
 #include "tg_test_util.h"
 
+#include "base/clock_anchor.h"
 #include "tracegate/ipc_wire.h"
 #include "tracegate/pbwire.h"
 
@@ -212,58 +213,6 @@ static int pkt_kind(const struct ts_packet *p)
     return 0;
 }
 
-/* tracegate's clock anchor after a relayed machine's RemoteClockSync: a packet of only a
- * timestamp, its clock id and a machine id (traced writes none: docs/service.md). */
-static int is_clock_anchor(const struct ts_packet *p)
-{
-    struct tg_pb_reader r;
-    struct tg_pb_field f;
-    int ts = 0, clock = 0, machine = 0, other = 0;
-    if (p->trusted)
-        return 0;
-    tg_pb_reader_init(&r, p->data, p->len);
-    while (tg_pb_next(&r, &f) == 1) {
-        if (f.number == 8)
-            ts = 1;
-        else if (f.number == 58)
-            clock = f.value == 6;
-        else if (f.number == 98)
-            machine = 1;
-        else
-            other = 1;
-    }
-    return ts && clock && machine && !other;
-}
-
-/* The last client BOOTTIME reading in a RemoteClockSync packet (0 when none). */
-static uint64_t last_client_boottime(const struct ts_packet *p)
-{
-    const uint8_t *sync;
-    size_t sl;
-    uint64_t boot = 0;
-    if (!ts_pkt_bytes(p->data, p->len, 107, &sync, &sl))
-        return 0;
-    struct tg_pb_reader r;
-    struct tg_pb_field f;
-    tg_pb_reader_init(&r, sync, sl);
-    while (tg_pb_next(&r, &f) == 1) {
-        const uint8_t *client;
-        size_t cl;
-        if (f.number != 1 || f.wire != TG_PB_LEN || !ts_pkt_bytes(f.data, f.len, 2, &client, &cl))
-            continue;
-        struct tg_pb_reader cr;
-        struct tg_pb_field cf;
-        tg_pb_reader_init(&cr, client, cl);
-        while (tg_pb_next(&cr, &cf) == 1) {
-            uint64_t id, ts;
-            if (cf.number == 1 && cf.wire == TG_PB_LEN && ts_pkt_varint(cf.data, cf.len, 1, &id) && id == 6 &&
-                ts_pkt_varint(cf.data, cf.len, 2, &ts))
-                boot = ts;
-        }
-    }
-    return boot;
-}
-
 /* Sequence of kinds with runs of producer packets collapsed, provenance and clock anchors
  * dropped. */
 static size_t kinds_of(const struct ts_trace *t, int *out, size_t cap)
@@ -271,7 +220,7 @@ static size_t kinds_of(const struct ts_trace *t, int *out, size_t cap)
     size_t n = 0;
     for (size_t i = 0; i < t->n && n < cap; i++) {
         int k = pkt_kind(&t->pk[i]);
-        if (k == 124 || is_clock_anchor(&t->pk[i]))
+        if (k == 124 || (!t->pk[i].trusted && tg_clock_anchor_is(t->pk[i].data, t->pk[i].len)))
             continue;
         if (k == 1 && n && out[n - 1] == 1)
             continue;
@@ -810,11 +759,13 @@ static void test_replay_relay(void **state)
         if (!p->trusted && ts_pkt_varint(p->data, p->len, 98, &v) && v == mid) {
             if (ts_pkt_has(p->data, p->len, 45))
                 remote_sysinfo++;
+            uint32_t synced;
             if (ts_pkt_has(p->data, p->len, 107)) {
                 remote_sync++;
-                sync_boot = last_client_boottime(p);
+                assert_true(tg_clock_anchor_for_sync(p->data, p->len, &synced, &sync_boot));
+                assert_int_equal(synced, mid);
             }
-            if (is_clock_anchor(p)) {
+            if (tg_clock_anchor_is(p->data, p->len)) {
                 anchors++;
                 assert_true(ts_pkt_varint(p->data, p->len, 8, &anchor_ts));
                 assert_int_equal(remote_sync, 1); /* right after the sync */
