@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock_anchor.h"
 #include "clock_sync_est.h"
 #include "flow_table.h"
 #include "trace_file.h"
@@ -683,6 +684,8 @@ static void dump_packet(struct dump *d, uint64_t index, size_t off, const uint8_
     const char *fname = field_name(&perfetto__protos__trace_packet__descriptor, p->data_case);
     if (fname) {
         snprintf(tname, sizeof tname, "%s", fname);
+    } else if (tg_clock_anchor_is(data, len)) {
+        snprintf(tname, sizeof tname, "%s", "clock_anchor"); /* base/clock_anchor.h */
     } else {
         /* a payload we do not know: the first unknown field that is not a trusted/bookkeeping one */
         snprintf(tname, sizeof tname, "%s", "-");

@@ -73,7 +73,7 @@ if [ -x "$TC" ]; then
     "$TC" merge "$T/anchored.pftrace" "$T/one.ndjson" -o "$T/twice.pftrace" 2>"$T/merge2.log" || fail "merge 2"
     if grep -q "clock anchor added" "$T/merge2.log"; then fail "a second anchor was added: $(cat "$T/merge2.log")"; fi
     "$TC" dump "$T/twice.pftrace" >"$T/twice.txt" 2>&1 || fail "dump"
-    grep -A1 '^#.* remote_clock_sync ' "$T/twice.txt" | sed -n 2p | grep -q ' - .*machine=119080633$' ||
+    grep -A1 '^#.* remote_clock_sync ' "$T/twice.txt" | sed -n 2p | grep -q ' clock_anchor .*machine=119080633$' ||
         fail "the anchor is not right after the sync: $(grep -A1 '^#.* remote_clock_sync ' "$T/twice.txt")"
     off=$("$TC" dump --summary "$D/trace_relay.pftrace" | sed -n 's/^clock sync: machine 119080633: .* BOOTTIME offset \([-+][0-9]*\) ns.*/\1/p')
     first() { tp_rows "$1" "select min(s.ts) from slice s join thread_track tt on tt.id = s.track_id join thread t using (utid)
