@@ -5,6 +5,7 @@
 # on the trace's clock (the trace's own snapshots) with flows between the three processes.
 REC_TAG=recspans
 . "$(dirname "$0")/record_lib.sh"
+. "$(dirname "$0")/tp_lib.sh"
 OPD=$B/contrib/onepath-demo
 [ -x "$OPD/sensor" ] || { echo "SKIP: the OnePath demo is not built"; exit 77; }
 command -v jq >/dev/null 2>&1 || { echo "SKIP: jq not installed"; exit 77; }
@@ -60,3 +61,15 @@ if [ -n "$first_snap" ]; then
 fi
 [ "$span_ts" -le "$last_ts" ] || fail "span after the trace's end"
 echo "ok: record --spans stitched $((4 * N)) slices and $((2 * N)) flows into the recording"
+# Perfetto's own trace processor reads the recording with its stitched spans: no import error, all
+# the stitched flows in its flow table, and the spans between the service's first and last clock
+# snapshot (taken when tracing started and when it was read)
+if tp_available; then
+    tp_import_ok "$OUT"
+    [ "$(tp_rows "$OUT" "select count(*) from flow f join slice s on s.id = f.slice_out where s.category = 'onepath'")" -eq "$3" ] ||
+        fail "trace processor's flow table has not the $3 stitched flows"
+    [ "$(tp_rows "$OUT" "select count(*) from slice s, (select min(ts) a, max(ts) z from clock_snapshot
+        where machine_id = 0) c where s.category = 'onepath' and s.ts >= c.a and s.ts + s.dur <= c.z")" -eq $((4 * N)) ] ||
+        fail "trace processor does not put the $((4 * N)) spans between the service's first and last clock snapshot"
+    echo "ok: trace processor links the $3 flows"
+fi
