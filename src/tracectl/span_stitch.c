@@ -16,8 +16,8 @@
 
 struct item {
     const struct tc_span *sp;
-    uint32_t machine;  /* machine_id stamped on its packets: always 0, the host (see place) */
-    uint32_t origin;   /* the machine the span ran on (0: the host), for its tracks */
+    uint32_t origin;   /* the machine the span ran on (0: the host), for its tracks; every packet
+                        * is the host's (see place) */
     uint32_t clock_id; /* the host clock b and e are on */
     uint64_t b, e;
     size_t proc, track;
@@ -29,7 +29,7 @@ struct track {
     char *name;        /* thread tracks, and process tracks without a pid */
     int64_t pid;       /* process tracks with a pid */
     const char *pname; /* their process name */
-    uint32_t machine, clock_id;
+    uint32_t clock_id;
 };
 
 struct ev {
@@ -53,11 +53,8 @@ struct ctx {
     /* flows, in CSR form: out_ids[out_off[i] .. out_off[i+1]) start at item i, in_ids end there */
     size_t *out_off, *in_off;
     uint64_t *out_ids, *in_ids;
-    /* sequences: one per machine */
-    uint32_t *seq_machine;
-    int *seq_started;
-    uint32_t *seq_id; /* the sequence id of each, one no packet of the trace uses */
-    size_t n_seq;
+    uint32_t seq_id; /* the one sequence of the stitched packets, an id no packet of the trace uses */
+    int seq_started;
     tc_packet_fn emit;
     void *arg;
     uint8_t *buf;
@@ -185,7 +182,6 @@ static int place(struct ctx *c, struct item *it, uint32_t *warned, size_t *n_war
     uint32_t id = resolve_machine(c, s);
     const struct tc_machine_clocks *host = tc_trace_clocks_machine(c->clocks, 0);
     const struct tc_machine_clocks *mc = id ? tc_trace_clocks_machine(c->clocks, id) : host;
-    it->machine = 0;
     it->origin = id && mc ? id : 0;
     if (!mc || mc->n == 0) {
         int seen = 0;
@@ -307,7 +303,6 @@ static int new_proc_track(struct ctx *c, const struct item *it, size_t *out)
     struct track t;
     memset(&t, 0, sizeof t);
     t.uuid = proc_uuid(it);
-    t.machine = it->machine;
     t.clock_id = it->clock_id;
     const char *svc = it->sp->service[0] ? it->sp->service : "onepath";
     if (it->sp->pid > 0 && !it->origin) {
@@ -345,7 +340,6 @@ static int new_lane_track(struct ctx *c, const struct item *it, size_t proc, siz
     uint64_t h = fnv(c->tracks[proc].uuid, &it->sp->tid, sizeof it->sp->tid);
     t.uuid = mix(fnv(hash_str(h, "onepath-thread"), &lane, sizeof lane));
     t.parent_uuid = c->tracks[proc].uuid;
-    t.machine = it->machine;
     t.clock_id = it->clock_id;
     char base[160], lane_s[32] = "";
     if (it->sp->thread_name[0])
@@ -442,13 +436,6 @@ static int layout(struct ctx *c)
 
 /* ---------------------------------------------------------------- flows */
 
-/* Where trace processor puts the slice's begin on the host clock: place() put every slice there. */
-static int64_t host_begin(const struct ctx *c, const struct item *it)
-{
-    (void)c;
-    return (int64_t)it->b; /* place() keeps b <= INT64_MAX */
-}
-
 static int flows(struct ctx *c, const struct index *x)
 {
     size_t n = c->n;
@@ -481,16 +468,17 @@ static int flows(struct ctx *c, const struct index *x)
         free(src);
         return oom(c);
     }
-    /* the flow starts at whichever of the two slices begins first where trace processor puts them
-     * (each machine moved by the offset it derives from the trace's clock sync: it links a flow's
-     * events in that order and drops an end that comes before its start), so a child that a clock
-     * offset puts before its parent still gets its arrow, pointing the other way */
+    /* the flow starts at whichever of the two slices begins first on the host clock, where place()
+     * put them (each machine moved by the offset trace processor derives from the trace's clock
+     * sync: it links a flow's events in that order and drops an end that comes before its start),
+     * so a child that a clock offset puts before its parent still gets its arrow, pointing the
+     * other way */
     for (size_t pass = 0; pass < 2; pass++) {
         for (size_t i = 0; i < n; i++) {
             if (src[i] == SIZE_MAX)
                 continue;
             size_t p = src[i];
-            int64_t bi = host_begin(c, &c->items[i]), bp = host_begin(c, &c->items[p]);
+            uint64_t bi = c->items[i].b, bp = c->items[p].b;
             int child_first = bi < bp;
             /* both begin at the same time: the order of the two packets is not known, so neither
              * end terminates the flow (trace processor links the second to the first) */
@@ -532,30 +520,17 @@ static int flows(struct ctx *c, const struct index *x)
 
 /* ---------------------------------------------------------------- packets */
 
-static size_t seq_index(struct ctx *c, uint32_t machine)
+static int put_packet(struct ctx *c, Perfetto__Protos__TracePacket *pkt)
 {
-    for (size_t i = 0; i < c->n_seq; i++)
-        if (c->seq_machine[i] == machine)
-            return i;
-    return 0;
-}
-
-static int put_packet(struct ctx *c, Perfetto__Protos__TracePacket *pkt, uint32_t machine)
-{
-    size_t s = seq_index(c, machine);
     pkt->optional_trusted_packet_sequence_id_case =
         PERFETTO__PROTOS__TRACE_PACKET__OPTIONAL_TRUSTED_PACKET_SEQUENCE_ID_TRUSTED_PACKET_SEQUENCE_ID;
-    pkt->trusted_packet_sequence_id = c->seq_id[s];
-    if (!c->seq_started[s]) {
-        c->seq_started[s] = 1;
+    pkt->trusted_packet_sequence_id = c->seq_id;
+    if (!c->seq_started) {
+        c->seq_started = 1;
         pkt->has_sequence_flags = 1;
         pkt->sequence_flags = SEQ_INCREMENTAL_STATE_CLEARED;
         pkt->has_first_packet_on_sequence = 1;
         pkt->first_packet_on_sequence = 1;
-    }
-    if (machine) {
-        pkt->has_machine_id = 1;
-        pkt->machine_id = machine;
     }
     size_t len = perfetto__protos__trace_packet__get_packed_size(pkt);
     if (len > c->buf_cap) {
@@ -601,7 +576,7 @@ static int emit_track(struct ctx *c, const struct track *t, uint64_t ts)
     pkt.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_DESCRIPTOR;
     pkt.track_descriptor = &td;
     c->st->tracks++;
-    return put_packet(c, &pkt, t->machine);
+    return put_packet(c, &pkt);
 }
 
 /* Debug annotations of a span's begin: its ids, kind, status, service and host, attributes and
@@ -752,7 +727,7 @@ static int emit_event(struct ctx *c, const struct ev *e)
     pkt.timestamp_clock_id = it->clock_id;
     pkt.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_EVENT;
     pkt.track_event = &te;
-    int rc = put_packet(c, &pkt, it->machine);
+    int rc = put_packet(c, &pkt);
     free_annots(&a);
     return rc;
 }
@@ -767,51 +742,20 @@ static int cmp_ev(const void *pa, const void *pb)
 
 static int write_all(struct ctx *c)
 {
-    /* one sequence per machine, the host's first */
-    c->seq_machine = calloc(c->n_tracks + 1, sizeof *c->seq_machine);
-    c->seq_started = calloc(c->n_tracks + 1, sizeof *c->seq_started);
-    if (!c->seq_machine || !c->seq_started)
-        return oom(c);
-    c->n_seq = 1;
-    for (size_t i = 0; i < c->n_tracks; i++) {
-        size_t k;
-        for (k = 0; k < c->n_seq && c->seq_machine[k] != c->tracks[i].machine; k++) {
-        }
-        if (k == c->n_seq)
-            c->seq_machine[c->n_seq++] = c->tracks[i].machine;
-    }
-    c->seq_id = calloc(c->n_seq, sizeof *c->seq_id);
-    if (!c->seq_id)
-        return oom(c);
-    int fr = tc_trace_clocks_fresh_seq_ids(c->clocks, c->n_seq, c->seq_id);
+    int fr = tc_trace_clocks_fresh_seq_ids(c->clocks, 1, &c->seq_id);
     if (fr == -2)
         return oom(c);
     if (fr != 0) {
-        snprintf(c->err, c->errlen, "the trace uses nearly every packet sequence id: no %zu free for the spans",
-                 c->n_seq);
+        snprintf(c->err, c->errlen, "the trace uses nearly every packet sequence id: none free for the spans");
         return -1;
     }
     if (c->n_evs) /* (every span unplaceable: qsort must not get NULL) */
         qsort(c->evs, c->n_evs, sizeof *c->evs, cmp_ev);
-    /* descriptors carry the time of their machine's first event, so they sort before its slices */
-    uint64_t *first = malloc(c->n_seq * sizeof *first);
-    if (!first)
-        return oom(c);
-    for (size_t k = 0; k < c->n_seq; k++)
-        first[k] = UINT64_MAX;
-    for (size_t k = 0; k < c->n_evs; k++) {
-        size_t s = seq_index(c, c->items[c->evs[k].item].machine);
-        if (first[s] == UINT64_MAX)
-            first[s] = c->evs[k].ts;
-    }
-    for (size_t i = 0; i < c->n_tracks; i++) {
-        uint64_t ts = first[seq_index(c, c->tracks[i].machine)];
-        if (emit_track(c, &c->tracks[i], ts == UINT64_MAX ? 0 : ts)) {
-            free(first);
+    /* descriptors carry the time of the first event, so they sort before the slices */
+    uint64_t first = c->n_evs ? c->evs[0].ts : 0;
+    for (size_t i = 0; i < c->n_tracks; i++)
+        if (emit_track(c, &c->tracks[i], first))
             return -1;
-        }
-    }
-    free(first);
     for (size_t k = 0; k < c->n_evs; k++)
         if (emit_event(c, &c->evs[k]))
             return -1;
@@ -878,9 +822,6 @@ out:
     free(c.in_off);
     free(c.out_ids);
     free(c.in_ids);
-    free(c.seq_machine);
-    free(c.seq_started);
-    free(c.seq_id);
     free(c.buf);
     return rc;
 }
