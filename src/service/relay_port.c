@@ -107,12 +107,6 @@ static void m_sync_clock(tg_ipc_call *call, const ProtobufCMessage *msg, void *s
             r->synced[r->n_synced] = rec;
             r->synced_len[r->n_synced] = o;
             r->n_synced++;
-            for (size_t i = 0; i < req->n_clocks; i++)
-                if (req->clocks[i]->has_clock_id && req->clocks[i]->clock_id == 6 /* BOOTTIME */ &&
-                    req->clocks[i]->has_timestamp) {
-                    r->have_boot = true;
-                    r->last_boot = req->clocks[i]->timestamp;
-                }
         }
     }
     free(host);

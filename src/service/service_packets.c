@@ -416,10 +416,12 @@ void tg_svc_build_remote_packets(const tg_svc_session *s, struct tg_svc_pkt_list
              * The relayed SDK producers' first packets are ClockSnapshots holding BOOTTIME, which
              * made trace processor keep that machine's packets at their raw times (hours off on a
              * machine booted at another time, traced's traces included: docs/service.md). */
-            if (pk && r->have_boot) {
+            uint32_t machine;
+            uint64_t boot;
+            if (pk && tg_clock_anchor_for_sync(pk->data, pk->len, &machine, &boot)) {
                 uint8_t anchor[TG_CLOCK_ANCHOR_MAX];
                 struct pb a = {0};
-                pb_raw(&a, anchor, tg_clock_anchor_encode(anchor, r->machine_id, r->last_boot));
+                pb_raw(&a, anchor, tg_clock_anchor_encode(anchor, machine, boot));
                 struct tg_svc_pkt *an = pb_finish(&a);
                 if (an)
                     tg_svc_pkt_list_append(clocks_out, an);

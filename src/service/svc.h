@@ -337,8 +337,6 @@ struct tg_svc_relay {
     uint8_t *synced[TG_SVC_RELAY_SYNC_KEEP];
     size_t synced_len[TG_SVC_RELAY_SYNC_KEEP];
     unsigned n_synced;
-    bool have_boot;     /* the relay's last SyncClock held its BOOTTIME: */
-    uint64_t last_boot; /* that reading, for the clock anchor (service_packets.c) */
 };
 
 /* ------------------------------------------------------------ service */
