@@ -32,7 +32,8 @@
  * TG_BENCH_READ_ROUNDS=N (fill/read rounds, default 5; more to profile the read-out),
  * TG_BENCH_PACE_MBS=N (paced rate, default 1000), TG_BENCH_PACED_SMB_KB=N (default 2048),
  * TG_BENCH_PACED_RUNS=N (default 3), TG_BENCH_PACED_TURN_KB=N (most a paced turn writes, default a
- * quarter of the SMB), TG_BENCH_PERF_CTL=FIFO [TG_BENCH_PERF_ACK=FIFO] with
+ * quarter of the SMB), TG_BENCH_PACED_DROPS=1 (print when each burst of paced drops began: see
+ * tests/bench/paced_drops.sh), TG_BENCH_PERF_CTL=FIFO [TG_BENCH_PERF_ACK=FIFO] with
  * TG_BENCH_PERF_SECTION=read|paced (perf record -D -1 --control samples only that section). */
 #include <errno.h>
 #include <fcntl.h>
@@ -467,6 +468,12 @@ struct ingest {
     uint64_t pace_offered; /* bytes of packets attempted (written or dropped) */
     uint64_t pace_sched;   /* bytes the schedule counts as offered since pace_t0 (debt forgiven) */
     uint64_t pace_behind;  /* turns that found more than 2 turns' worth of budget: the writer lagged */
+    /* TG_BENCH_PACED_DROPS=1: when each burst of drops began (CLOCK_MONOTONIC, for
+     * tests/bench/paced_drops.sh) and how steady the writer was just before it */
+    int report_drops;
+    bool dropping;           /* the last turn dropped */
+    double turn_t[64];       /* start times of the last 64 turns, a ring */
+    unsigned turn_n;
 };
 
 static void ds_start(tg_producer *p, uint64_t id, const struct tg_data_source_config *cfg, void *arg)
@@ -540,6 +547,25 @@ static size_t pace_budget(struct ingest *in)
     return allowed > (double)in->per_turn ? in->per_turn : (size_t)allowed;
 }
 
+/* TG_BENCH_PACED_DROPS=1: prints the start of each burst of drops with the longest gap between the
+ * writer's turns in the 2 ms before it (a writer that kept its pace shows gaps of ~33 us). */
+static void note_turn(struct ingest *in, double t, uint64_t drops)
+{
+    if (drops && !in->dropping) {
+        double gap = 0;
+        for (unsigned i = 1; i < 64 && i < in->turn_n; i++) {
+            double a = in->turn_t[(in->turn_n - i) % 64], b = in->turn_t[(in->turn_n - i - 1) % 64];
+            if (t - a > 0.002)
+                break;
+            gap = a - b > gap ? a - b : gap;
+        }
+        printf("   drop burst at %.6f (CLOCK_MONOTONIC): the writer's longest gap between turns in the 2 ms "
+               "before: %.0f us\n", t, gap * 1e6);
+    }
+    in->dropping = drops > 0;
+    in->turn_t[in->turn_n++ % 64] = t;
+}
+
 static void pump_cb(evutil_socket_t fd, short what, void *arg)
 {
     struct ingest *in = arg;
@@ -549,9 +575,12 @@ static void pump_cb(evutil_socket_t fd, short what, void *arg)
         return;
     size_t budget = in->pace_rate > 0 ? pace_budget(in) : in->per_turn;
     size_t wrote = 0;
+    double t = in->report_drops && budget > 0 ? now_s() : 0;
+    uint64_t drops = 0;
     while (wrote + in->pkt_len <= budget) {
         int rc = tg_trace_writer_write(in->w, in->pkt, in->pkt_len);
         if (in->pace_rate > 0) {
+            drops += rc != TG_TRACE_WRITER_OK;
             in->pace_offered += in->pkt_len; /* a dropped packet was offered too */
             in->pace_sched += in->pkt_len;
             wrote += in->pkt_len;
@@ -561,6 +590,8 @@ static void pump_cb(evutil_socket_t fd, short what, void *arg)
             break; /* SMB full (dropped) or inactive: give the loop a turn */
         wrote += in->pkt_len;
     }
+    if (t > 0)
+        note_turn(in, t, drops);
     static const struct timeval zero = {0, 0};
     event_add(in->pump, &zero); /* again after this loop turn's I/O (the commit) */
 }
@@ -677,6 +708,8 @@ static struct ingest_result measure_paced(struct ingest *in, struct sc *cons, si
     run_loop_for(in->base, g_seconds);
     double t1 = now_s();
     *svc_pct = 100 * (cpu_s(svc_clock) - c0) / (t1 - t0);
+    if (in->report_drops)
+        printf("   paced window %.6f %.6f (CLOCK_MONOTONIC)\n", t0, t1);
     perf_ctl("paced", "disable\n");
     uint64_t off1 = in->pace_offered;
     *behind = in->pace_behind - behind0;
@@ -900,6 +933,7 @@ static void paced_ingest(struct svc_thread *st, struct event_base *base)
     uint32_t smb_kb = getenv("TG_BENCH_PACED_SMB_KB") ? (uint32_t)atoi(getenv("TG_BENCH_PACED_SMB_KB")) : 2048;
     ingest_producer_open(&pin, st->psock, "bench_service.paced", smb_kb, "bench.paced");
     pin.per_turn = ((size_t)smb_kb << 10) / 4;
+    pin.report_drops = getenv("TG_BENCH_PACED_DROPS") != NULL;
     if (getenv("TG_BENCH_PACED_TURN_KB")) /* most a paced turn writes (default a quarter of the SMB) */
         pin.per_turn = (size_t)atoi(getenv("TG_BENCH_PACED_TURN_KB")) << 10;
     struct sc cons;
