@@ -1034,6 +1034,14 @@ int tc_cmd_record(const struct tc_opts *opts, int argc, char **argv)
      * whose fd rides on EnableTracing (wif) */
     int service_writes = cfg->write_into_file;
     int wif = service_writes && !(cfg->output_path && cfg->output_path[0]);
+    /* Producers commit their buffers only when full or flushed: without a flush period their data
+     * reaches the file late and out of order, which Perfetto's trace processor reports
+     * (config_write_into_file_no_flush) and can only fix by sorting the whole trace in memory */
+    if (service_writes && !(cfg->has_flush_period_ms && cfg->flush_period_ms > 0))
+        fprintf(stderr, "tracectl record: note: write_into_file without flush_period_ms: producers' data reaches the "
+                        "file only when their buffers fill or at the end, out of order, and trace processor reports "
+                        "the trace (config_write_into_file_no_flush); add e.g. flush_period_ms: 5000 to the "
+                        "config\n");
     if (service_writes && !wif && o.out_path)
         fprintf(stderr, "tracectl record: note: -o %s ignored: the service writes the trace to output_path %s\n",
                 o.out_path, cfg->output_path);

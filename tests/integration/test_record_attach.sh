@@ -5,6 +5,7 @@
 # Environment (from `make check`): TG_BUILDDIR. Exit 77 = skipped.
 REC_TAG=rec-att
 . "$(dirname "$0")/record_lib.sh"
+. "$(dirname "$0")/tp_lib.sh"
 
 CSOCK=$T/c.sock
 PSOCK=$T/p.sock
@@ -89,17 +90,30 @@ record_bg wif "$URL" -c "$T/wif.txtpb" -o "$T/wif.pftrace" --no-progress
 wait_new_frames "$f0"
 ctrl_c wif
 grep -q "the service wrote [0-9]* packets" "$T/wif.log" || fail "no write_into_file summary: $(cat "$T/wif.log")"
+grep -q "note: write_into_file without flush_period_ms" "$T/wif.log" ||
+    fail "no note on the missing flush_period_ms: $(cat "$T/wif.log")"
 check_trace "$T/wif.pftrace"
+# what the note says: Perfetto's trace processor reports the trace, and only for that
+if tp_available; then
+    [ "$(tp_rows "$T/wif.pftrace" "select value from stats where name = 'config_write_into_file_no_flush'")" -gt 0 ] ||
+        fail "trace processor does not report the missing flush_period_ms"
+    tp_import_ok "$T/wif.pftrace" config_write_into_file_no_flush
+fi
 echo "ok: write_into_file"
 
 # ---- 4. the perfetto CLI's detach flow: write_into_file + --detach, then attach --stop ----
+# (with flush_period_ms this time: no note, and trace processor reads it without complaint)
+cp "$T/wif.txtpb" "$T/wif2.txtpb"
+echo "flush_period_ms: 1000" >>"$T/wif2.txtpb"
 f0=$(first_frames)
-tg_timeout 30 "$TRACECTL" record "$URL" -c "$T/wif.txtpb" --duration 60s --detach k2 -o "$T/det.pftrace" \
+tg_timeout 30 "$TRACECTL" record "$URL" -c "$T/wif2.txtpb" --duration 60s --detach k2 -o "$T/det.pftrace" \
     >"$T/detach2.log" 2>&1 || fail "record --detach (write_into_file) failed: $(cat "$T/detach2.log")"
 wait_new_frames "$f0"
 tg_timeout 60 "$TRACECTL" attach "$URL" k2 --stop --no-progress >"$T/attach3.log" 2>&1 ||
     fail "attach --stop (write_into_file) failed: $(cat "$T/attach3.log")"
 check_trace "$T/det.pftrace"
+if grep -q "flush_period_ms" "$T/detach2.log"; then fail "a note on flush_period_ms although it is set: $(cat "$T/detach2.log")"; fi
+if tp_available; then tp_import_ok "$T/det.pftrace"; fi
 echo "ok: write_into_file + detach + attach --stop"
 
 # ---- 5. no service ----
