@@ -10,10 +10,15 @@
 
 static _Thread_local int g_in_hook; /* our own commits call the hook again: ignored */
 
+/* libevent 2.1 reads min(what FIONREAD reports, 4096) bytes per read (EVBUFFER_MAX_READ) */
+#define LIBEVENT_READ_MAX 4096u
+
 static void input_added(struct evbuffer *in, const struct evbuffer_cb_info *info, void *arg)
 {
     struct bufferevent *bev = arg;
-    if (g_in_hook || info->n_added == 0)
+    /* a read of less than libevent's most took all the socket held: reading on would only get
+     * EAGAIN (one system call per small message on TLS listeners and links) */
+    if (g_in_hook || info->n_added < LIBEVENT_READ_MAX)
         return;
     evutil_socket_t fd = bufferevent_getfd(bev);
     if (fd < 0 || !(bufferevent_get_enabled(bev) & EV_READ))
