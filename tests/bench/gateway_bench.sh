@@ -22,6 +22,8 @@
 #                  tracegated, e.g. 'GLIBC_TUNABLES=...' / 'no trim' (the default is glibc's heap trimming off)
 #   BENCH_GW_ENV   extra environment for tracegated (experiments), e.g. 'GLIBC_TUNABLES=...'
 #   BENCH_TRACEGATED  another tracegated binary (e.g. one installed from main, to compare builds)
+# Rows marked e: client + server used >= 90% of their shared CPU (they may bound the row); the
+# per-proxy-CPU ratios printed after the targets show the proxies' own cost.
 set -u
 
 B=${TG_BUILDDIR:-$(pwd)}
@@ -271,6 +273,7 @@ ratio() { # a b
     if [ -n "$1" ] && [ -n "$2" ]; then awk "BEGIN{printf \"%.2f\", $1/$2}"; fi
 }
 DISTURBED=0
+ENDPOINT_BOUND=0
 stream_row() { # key
     eval "lab=\$LABEL_$1 st=\${STREAM_$1:-}"
     mb=$(field mb_per_s "$st")
@@ -280,9 +283,16 @@ stream_row() { # key
         mark=" *"
         DISTURBED=1
     fi
+    # the endpoints share one CPU: at 90% or more of it, they (not the proxy) may bound the row
+    cl=$(field cpu_client "$st")
+    sv=$(field cpu_server "$st")
+    if [ -n "$cl" ] && [ -n "$sv" ] && [ $((cl + sv)) -ge 90 ] && [ "$1" != direct ]; then
+        mark="$mark e"
+        ENDPOINT_BOUND=1
+    fi
     printf '%-34s %8s %8s | %6s %6s %6s %6s%s\n' "$lab" "${mb:--}" "$(field frames_per_s "$st")" \
-        "$(field cpu_proxy "$st")" "$(field cpu_client "$st")" "$(field cpu_server "$st")" "$oth" "$mark"
-    eval "MB_$1=\${mb:-}"
+        "$(field cpu_proxy "$st")" "$cl" "$sv" "$oth" "$mark"
+    eval "MB_$1=\${mb:-} PCPU_$1=\$(field cpu_proxy \"\$st\")"
 }
 eval "base1=\$(field p50_us \"\${RR1_direct:-}\") base2=\$(field p50_us \"\${RR2_direct:-}\")"
 
@@ -292,6 +302,7 @@ printf '%-34s %8s %8s | %6s %6s %6s %6s\n' "path" "MB/s" "frames/s" "proxy" "cli
 printf '%s\n' "------------------------------------------------------------------------------------"
 for k in $ROWS $ROWS_FULL; do stream_row "$k"; done
 [ $DISTURBED = 1 ] && echo "* other processes used >= 15% of a CPU during this cell's best run: its number is low and its ratios unreliable"
+[ $ENDPOINT_BOUND = 1 ] && echo "e client + server used >= 90% of their shared CPU: the endpoints, not only the proxy, may bound this row (compare per proxy CPU below)"
 cipher=$(field cipher "${STREAM_tg_tls:-}")
 [ -n "$cipher" ] && echo "(TLS: tracegated negotiated $cipher, stunnel4 $(field cipher "${STREAM_stunnel:-}"))"
 echo
@@ -328,6 +339,19 @@ throughput_targets() { # suffix of the tracegated keys ("" or _w)
     verdict "tracegated TCP / direct UNIX" "$(ratio "$tcp" "${MB_direct:-}")" ">=" 0.4
     verdict "tracegated TLS / direct UNIX" "$(ratio "$tls" "${MB_direct:-}")" ">=" 0.4
     verdict "tracegated WS / direct UNIX" "$(ratio "$ws" "${MB_direct:-}")" ">=" 0.4
+    # no target: MB/s per proxy CPU-second, what each proxy would carry with a CPU to itself (shows
+    # the proxies' own cost where the endpoints' shared CPU bounds a row)
+    echo "  (per proxy CPU, no target: TCP $(per_cpu_ratio "tg_tcp$1" socat_b), TLS $(per_cpu_ratio "tg_tls$1" stunnel)," \
+        "WS $(per_cpu_ratio "tg_ws$1" websockify))"
+}
+per_cpu() { # key: MB/s per proxy CPU-second
+    eval "m=\${MB_$1:-} c=\${PCPU_$1:-}"
+    if [ -n "$m" ] && [ -n "$c" ] && [ "$c" -gt 0 ]; then awk "BEGIN{printf \"%.0f\", $m*100/$c}"; fi
+}
+per_cpu_ratio() { # key peer-key: "A / B = R" or n/a
+    a=$(per_cpu "$1")
+    b=$(per_cpu "$2")
+    if [ -n "$a" ] && [ -n "$b" ]; then echo "$a / $b = $(ratio "$a" "$b")x"; else echo "n/a"; fi
 }
 echo
 echo "targets (throughput ratios):"
