@@ -575,10 +575,12 @@ static void handle_invoke(struct tg_gw_session *s, const uint8_t *body, size_t l
         deny_call(s, fi, b, m);
         return;
     }
-    /* names are copied: filters may rebind services */
+    /* names are copied: filters may rebind services (both are NUL-terminated NAME_LEN arrays:
+     * a plain copy, not snprintf, on this per-call path) */
     char svc[NAME_LEN], method[NAME_LEN];
-    snprintf(svc, sizeof svc, "%s", b->name);
-    snprintf(method, sizeof method, "%s", m->name);
+    _Static_assert(sizeof svc == sizeof b->name && sizeof method == sizeof m->name, "same size names");
+    memcpy(svc, b->name, sizeof svc);
+    memcpy(method, m->name, sizeof method);
     int metric = m->metric;
     if (forward_up(s, body, len, fi, svc, method, fd, from) && !fi->drop_reply) {
         struct pending_call *pc = tg_gwb_push_call(s);
