@@ -7,8 +7,8 @@
  * tg_bev_bulk_read hooks the bufferevent's input evbuffer: as soon as libevent's own read has
  * added its full 4096 bytes, it reads on from the same socket into space reserved in the same
  * evbuffer, up to TG_BULK_READ_MAX bytes per event, before the bufferevent's read callback runs (a
- * shorter read of libevent's took all the socket held, as FIONREAD told it: no read is tried). A bufferevent
- * with a read high watermark reads as libevent alone does (its suspension at the watermark runs
+ * shorter read of libevent's took all the socket held, as FIONREAD told it: no read is tried).
+ * A bufferevent with a read high watermark reads as libevent alone does (its suspension at the watermark runs
  * from the same input callbacks, so reading on would race it). EOF and errors are left to libevent's next read, which reports
  * them as it always does. Reading stays enabled, disabled and suspended exactly as before: the
  * extra reads happen only inside a read libevent itself decided to make.

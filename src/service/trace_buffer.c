@@ -690,10 +690,6 @@ int tg_trace_buffer_apply_patches(struct tg_trace_buffer *tb, uint32_t producer_
 
 enum read_result { READ_NONE = 0, READ_PACKET = 1 };
 
-/* The reader arrives at chunk r for the first time. Reached as the head of
- * the list, a chunk whose id is not the one after the last chunk read means
- * chunks in between were lost; reached by following a packet's continuation,
- * it is contiguous by construction (check_gap false). */
 /* Most a chunk's prefetch asks for: chunks are a page or less in practice (4 KiB), 32 KiB at most. */
 #define PREFETCH_MAX (32u << 10)
 
@@ -712,8 +708,11 @@ static void prefetch_next_chunk(const struct tg_trace_buffer *tb, const struct t
         __builtin_prefetch(tb->buf + o, 0, 0);
 }
 
-/* The reader reaches chunk r for the first time: loss check, read position, and the next chunk's
- * bytes asked for. */
+/* The reader arrives at chunk r for the first time. Reached as the head of
+ * the list, a chunk whose id is not the one after the last chunk read means
+ * chunks in between were lost; reached by following a packet's continuation,
+ * it is contiguous by construction (check_gap false). The next chunk's bytes
+ * are asked for now. */
 static void enter_chunk(const struct tg_trace_buffer *tb, struct tb_seq *s, struct tb_rec *r, bool check_gap)
 {
     if (r->state & RS_ENTERED)
