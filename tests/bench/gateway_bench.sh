@@ -290,9 +290,10 @@ stream_row() { # key
         mark="$mark e"
         ENDPOINT_BOUND=1
     fi
+    pcpu=$(field cpu_proxy "$st")
     printf '%-34s %8s %8s | %6s %6s %6s %6s%s\n' "$lab" "${mb:--}" "$(field frames_per_s "$st")" \
-        "$(field cpu_proxy "$st")" "$cl" "$sv" "$oth" "$mark"
-    eval "MB_$1=\${mb:-} PCPU_$1=\$(field cpu_proxy \"\$st\")"
+        "$pcpu" "$cl" "$sv" "$oth" "$mark"
+    eval "MB_$1=\${mb:-} PCPU_$1=\${pcpu:-}"
 }
 eval "base1=\$(field p50_us \"\${RR1_direct:-}\") base2=\$(field p50_us \"\${RR2_direct:-}\")"
 

@@ -12,6 +12,7 @@
 set -u
 
 B=${TG_BUILDDIR:-$(pwd)}
+S=${TG_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 BS=$B/tests/bench/bench_service
 [ -x "$B/tests/bench/.libs/bench_service" ] && BS=$B/tests/bench/.libs/bench_service
 export LD_LIBRARY_PATH="$B/src/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -20,8 +21,9 @@ for tool in perf python3; do
 done
 [ -x "$BS" ] || { echo "paced_drops: $BS is not built (make tests/bench/bench_service)"; exit 1; }
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/tg-drops.XXXXXX") || exit 1
-trap '[ "${KEEP_TMP:-0}" = 1 ] && echo "kept $T" || rm -rf "$T"' EXIT
+ONLY=""
+. "$S/tests/bench/script_lib.sh"
+bench_init drops
 
 TG_BENCH_PACED_DROPS=1 TG_BENCH_NO_WHATIF=1 TG_BENCH_READ_ROUNDS=1 TG_BENCH_PACED_RUNS=${PACED_RUNS:-5} \
     perf record -q -a -k CLOCK_MONOTONIC -e cpu-clock -F 10000 -o "$T/perf.data" -- "$BS" >"$T/bench.out" 2>"$T/perf.err" || {
@@ -45,15 +47,15 @@ for line in open(sys.argv[2]):
 for c in times:
     times[c].sort()
 
+def silences(ts, lo, hi):
+    """The stretches of [lo, hi] with no sample: (start, length) pairs."""
+    edges = [lo] + [t for t in ts if lo <= t <= hi] + [hi]
+    return [(a, b - a) for a, b in zip(edges, edges[1:])]
+
 def longest_silence(ts, lo, hi):
-    """Longest interval inside [lo, hi] with no sample, and where it started (relative to hi)."""
-    inside = [t for t in ts if lo <= t <= hi]
-    edges = [lo] + inside + [hi]
-    best, at = 0.0, lo
-    for a, b in zip(edges, edges[1:]):
-        if b - a > best:
-            best, at = b - a, a
-    return best, at - hi
+    """Longest stretch of [lo, hi] with no sample, and where it started (relative to hi)."""
+    at, length = max(silences(ts, lo, hi), key=lambda g: g[1])
+    return length, at - hi
 
 print("\nEach burst of drops, and the longest silence (no sample of any task) in the 3 ms before it:")
 print("   %-20s %-34s %-34s" % ("burst (monotonic s)", "CPU 1 (service): silent us, from", "CPU 0 (writer): silent us, from"))
@@ -67,8 +69,7 @@ span = sum(b - a for a, b in windows)
 for c in (1, 0):
     gaps = []
     for lo, hi in windows:
-        ts = [lo] + [t for t in times[c] if lo <= t <= hi] + [hi]
-        gaps += [b - a for a, b in zip(ts, ts[1:]) if b - a >= 0.001]
+        gaps += [length for _, length in silences(times[c], lo, hi) if length >= 0.001]
     gaps.sort()
     print("CPU %d in the %d measured windows (%.1f s): %d silences of 1 ms or more (%.1f per s), median %.0f us, "
           "longest %.0f us" % (c, len(windows), span, len(gaps), len(gaps) / span if span else 0,
