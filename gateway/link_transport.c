@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "net/bulk_read.h"
+#include "net/write_through.h"
 #include "tracegate/addr.h"
 #include "net/tls.h"
 #include "tracegate/log.h"
@@ -33,6 +34,7 @@ struct tg_link_tr {
     struct event_base *base;
     struct bufferevent *in, *out; /* the same for sockets; two for stdio */
     struct bufferevent *err_bev;  /* a child's stderr */
+    struct tg_write_through *wt;  /* out, once up, when it is a socket bufferevent (not TLS) */
     struct event *deadline, *up_ev, *reap_ev;
     struct tg_link_tr_cbs cbs;
     void *arg;
@@ -49,6 +51,8 @@ static void fail(struct tg_link_tr *t, const char *why)
     t->failed = 1;
     if (t->deadline)
         event_del(t->deadline);
+    tg_write_through_free(t->wt); /* nothing more is written, as with EV_WRITE disabled below */
+    t->wt = NULL;
     bufferevent_disable(t->in, EV_READ | EV_WRITE);
     if (t->out != t->in)
         bufferevent_disable(t->out, EV_WRITE);
@@ -98,6 +102,10 @@ static void become_up(struct tg_link_tr *t)
             return;
         }
     }
+    /* connected: what the link queues in a loop turn is written in that turn (TLS: the batched
+     * path does this under its filter) */
+    if (!t->info.tls)
+        t->wt = tg_write_through_new(t->out);
     int fd = bufferevent_getfd(t->in);
     if (fd >= 0 && !t->info.stdio) {
         int one = 1;
@@ -519,6 +527,7 @@ void tg_link_tr_free(struct tg_link_tr *t)
         event_free(t->reap_ev);
     if (t->err_bev)
         bufferevent_free(t->err_bev);
+    tg_write_through_free(t->wt);
     if (t->out && t->out != t->in)
         bufferevent_free(t->out);
     if (t->in)

@@ -27,12 +27,13 @@
 #                      BENCH_PERF_CG="--call-graph dwarf,16384" for call chains through the
 #                      libraries (the default -g follows frame pointers, which they lack)
 #   BENCH_GW_ENV       extra environment for tracegated (experiments); KEEP_TMP=1 keeps logs
+#   BENCH_TRACEGATED   another tracegated binary (e.g. one built from main, to compare builds)
 set -u
 
 B=${TG_BUILDDIR:-$(pwd)}
 S=${TG_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 BG=$B/tests/bench/bench_gw
-GWD=$B/gateway/tracegated
+GWD=${BENCH_TRACEGATED:-$B/gateway/tracegated}
 TC=$B/src/tracectl/tracectl
 DEMO=$B/src/demo/tracegate-demo
 RELAY=$S/tests/bench/cut_relay.py
