@@ -1,7 +1,8 @@
 /* test_net_tls_path.c: the TLS data paths of net/tls.h (batched records; OpenSSL on the socket
  * with kernel TLS requested): a reader that stops reading makes the sender's queue stop at its
  * watermark while another connection is served, then gets every byte intact and in order; many
- * small frames both ways arrive intact; the kTLS counters match what the kernel says about each
+ * small frames both ways arrive intact; on the batched path a reply queued by a callback on an idle
+ * connection is on the wire when that loop turn ends; the kTLS counters match what the kernel says about each
  * socket (getsockopt SOL_TLS), and the kernel probe matches the test's own. */
 #include "config.h"
 
@@ -390,6 +391,69 @@ static void test_small_frames_socket(void **state)
     small_frames(TG_TLS_PATH_SOCKET);
 }
 
+/* ------------------------------------------------------------ same-turn replies */
+
+struct reply_job {
+    tg_conn *c;
+    uint32_t i;
+};
+
+static void send_reply_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct reply_job *j = arg;
+    uint8_t buf[100];
+    size_t len = body_size(j->i, 100);
+    fill_body(buf, j->i, len);
+    assert_int_equal(tg_conn_send(j->c, buf, len, -1), 0);
+}
+
+/* A reply queued by a callback on an idle connection is on the wire when that loop turn ends
+ * (libevent's socket bufferevent alone would add write interest and write it a turn later). The
+ * batched path only: libevent 2.1's bufferevent_openssl on a socket (the socket path) writes only
+ * from its write event, a turn later (docs/gateway.md, "TLS data path"). */
+static void reply_in_its_turn(enum tg_tls_path path)
+{
+    tg_tls_set_path(path);
+    struct server s;
+    struct client cl;
+    server_start(&s, SRV_ECHO, 0, 100);
+    client_open(&s, &cl, 100, 0);
+    uint8_t buf[100];
+    size_t len = body_size(0, 100);
+    fill_body(buf, 0, len);
+    assert_int_equal(tg_conn_send(cl.c, buf, len, -1), 0);
+    struct small_wait w = {&s, &cl, 1};
+    assert_true(tg_test_run_until(s.base, echoed_all, &w, 30000));
+    assert_int_equal(cl.got, 1);
+    for (uint32_t i = 1; i <= 3; i++) {
+        uint8_t peek[64];
+        assert_true(recv(cl.fd, peek, sizeof peek, MSG_PEEK | MSG_DONTWAIT) < 0); /* idle */
+        struct reply_job j = {s.conns[0].c, i};
+        struct event *ev = event_new(s.base, -1, 0, send_reply_cb, &j);
+        assert_non_null(ev);
+        event_active(ev, EV_TIMEOUT, 0);
+        assert_int_equal(event_base_loop(s.base, EVLOOP_ONCE | EVLOOP_NONBLOCK), 0);
+        event_free(ev);
+        assert_true(recv(cl.fd, peek, sizeof peek, MSG_PEEK | MSG_DONTWAIT) > 0);
+        /* the client reads it (the server echoes nothing back: it only echoes the client) */
+        struct small_wait wi = {&s, &cl, 1 + i};
+        assert_true(tg_test_run_until(s.base, echoed_all, &wi, 30000));
+    }
+    assert_int_equal(cl.got, 4);
+    assert_int_equal(cl.bad, 0);
+    tg_conn_destroy(cl.c);
+    server_stop(&s);
+    tg_tls_set_path(TG_TLS_PATH_AUTO);
+}
+
+static void test_reply_in_its_turn_batched(void **state)
+{
+    (void)state;
+    reply_in_its_turn(TG_TLS_PATH_BATCHED);
+}
+
 /* ------------------------------------------------------------ kTLS truth */
 
 /* The test's own look at the kernel: can a connected TCP socket take the tls ULP? */
@@ -518,6 +582,7 @@ int main(void)
         cmocka_unit_test(test_slow_reader_socket),
         cmocka_unit_test(test_small_frames_batched),
         cmocka_unit_test(test_small_frames_socket),
+        cmocka_unit_test(test_reply_in_its_turn_batched),
         cmocka_unit_test(test_ktls_state_is_truthful),
     };
     return cmocka_run_group_tests(tests, setup_pki, teardown_pki);
