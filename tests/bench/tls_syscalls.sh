@@ -4,11 +4,14 @@
 # tracegated (tls:// consumer listener, --tls-path P) -> bench_gw client tls://, with tracegated
 # under `strace -c -f`; prints the calls that move bytes (write, writev, sendmsg, read, readv,
 # recvmsg) and all calls, per MB forwarded. Counts, not times: valid on a busy machine.
+# TLS_RR=N counts small request/reply calls instead (N QueryCapabilities round trips; per call).
 # Not part of `make bench`. Usage, from a (preferably non-sanitizer) build directory:
 #   sh ../tests/bench/tls_syscalls.sh          (TLS_PATHS="socket batched", TLS_FRAMES=1500)
+#   TLS_RR=1000 sh ../tests/bench/tls_syscalls.sh
 set -u
 B=${TG_BUILDDIR:-$(pwd)}
 N=${TLS_FRAMES:-1500}
+RR=${TLS_RR:-0}
 PATHS=${TLS_PATHS:-socket batched}
 FRAME=65554
 command -v strace >/dev/null 2>&1 || { echo "tls_syscalls: strace is needed"; exit 1; }
@@ -19,7 +22,11 @@ bash "$(dirname "$0")/../../certs/make-dev-pki.sh" "$T/pki" >/dev/null 2>&1 || {
 
 for path in $PATHS; do
     sock=$T/s-$path.sock
-    "$B/tests/bench/bench_gw" server "$sock" --frames "$N" >"$T/server-$path.log" 2>&1 &
+    if [ "$RR" -gt 0 ]; then
+        "$B/tests/bench/bench_gw" server "$sock" >"$T/server-$path.log" 2>&1 &
+    else
+        "$B/tests/bench/bench_gw" server "$sock" --frames "$N" >"$T/server-$path.log" 2>&1 &
+    fi
     sp=$!
     PIDS="$PIDS $sp"
     port=$("$B/tests/integration/gw_testclient" free-port)
@@ -35,12 +42,30 @@ for path in $PATHS; do
         [ $i -lt 600 ] && kill -0 $gp 2>/dev/null || { echo "tls_syscalls: tracegated did not start"; cat "$T/gw-$path.log"; exit 1; }
         sleep 0.1
     done
-    "$B/tests/bench/bench_gw" client "tls://127.0.0.1:$port" --cacert "$T/pki/ca.crt" --warmup 0 --seconds 3600 \
-        >"$T/client-$path.log" 2>&1
+    if [ "$RR" -gt 0 ]; then
+        "$B/tests/bench/bench_gw" client "tls://127.0.0.1:$port" --cacert "$T/pki/ca.crt" --warmup 0 --rr "$RR" \
+            >"$T/client-$path.log" 2>&1
+    else
+        "$B/tests/bench/bench_gw" client "tls://127.0.0.1:$port" --cacert "$T/pki/ca.crt" --warmup 0 --seconds 3600 \
+            >"$T/client-$path.log" 2>&1
+    fi
     kill -TERM $(pgrep -P $gp) # tracegated, traced by strace, which then prints its table and exits
     wait $gp 2>/dev/null
     kill $sp 2>/dev/null
     wait $sp 2>/dev/null
+    if [ "$RR" -gt 0 ]; then
+        # the readiness probes above made calls too: counted per call of the measured run, the
+        # start-up (handshakes of the probes) adds a fraction of a call
+        awk -v path="$path" -v n="$RR" '
+            NR > 2 && $NF != "total" && $4 + 0 >= n / 2 { c[$NF] = $4 }
+            $NF == "total" { total = $4 }
+            END {
+                printf "tls-path %s: %d request/reply calls:", path, n
+                for (k in c) printf " %s=%.2f", k, c[k] / n
+                printf " all=%.2f per call\n", total / n
+            }' "$T/strace-$path.txt"
+        continue
+    fi
     awk -v path="$path" -v n="$N" -v f="$FRAME" '
         $NF ~ /^(write|writev|sendmsg|sendto|read|readv|recvmsg|recvfrom)$/ { c[$NF] = $4 }
         $NF == "total" { total = $4 }
