@@ -17,9 +17,10 @@
 #   BENCH_ONLY     row keys to run (space-separated): tg-tcp tg-tls tg-ws socat socat-b stunnel
 #                  websockify idle (direct always runs: it is the baseline)
 #   BENCH_FULL_CLIENT=1  also measure with tracectl's own client (direct, TCP and WS; shows why the lean client is used)
-#   BENCH_WHATIF=0  skip the what-if rows (tracegated with glibc's heap trimming off)
-#   BENCH_WHATIF_ENV / BENCH_WHATIF_LABEL  another environment (and row label) for the what-if
-#                  tracegated, e.g. 'GLIBC_TUNABLES=...' / 'no trim' (the default is glibc's heap trimming off)
+#   BENCH_WHATIF=0  skip the twin rows (a second tracegated measured interleaved with the first)
+#   BENCH_WHATIF_ENV / BENCH_WHATIF_LABEL  an environment (and row label) for that second
+#                  tracegated, e.g. 'GLIBC_TUNABLES=...' / 'no trim', to measure a what-if; by default
+#                  it runs with the same settings (an A/A twin: its spread from the first is the run's noise)
 #   BENCH_GW_ENV   extra environment for tracegated (experiments), e.g. 'GLIBC_TUNABLES=...'
 #   BENCH_TRACEGATED  another tracegated binary (e.g. one installed from main, to compare builds)
 # Rows marked e: client + server used >= 90% of their shared CPU (they may bound the row); the
@@ -35,8 +36,8 @@ REPS=${BENCH_REPS:-3}
 RR=${BENCH_RR:-3000}
 IDLE=${BENCH_IDLE_CONNS:-10000}
 ONLY=${BENCH_ONLY:-}
-WHATIF_ENV=${BENCH_WHATIF_ENV:-"GLIBC_TUNABLES=glibc.malloc.mmap_threshold=1048576:glibc.malloc.trim_threshold=33554432"}
-WHATIF_LABEL=${BENCH_WHATIF_LABEL:-malloc tuned}
+WHATIF_ENV=${BENCH_WHATIF_ENV:-}
+WHATIF_LABEL=${BENCH_WHATIF_LABEL:-twin}
 
 for bin in "$BG" "$GWD"; do
     if [ ! -x "$bin" ]; then
@@ -131,8 +132,8 @@ if want tg-tcp || want tg-tls || want tg-ws; then
         want tg-tls && add_row tg_tls "tracegated TLS" "tls://127.0.0.1:$P_TLS" "$GPID"
         want tg-ws && add_row tg_ws "tracegated WS" "ws://127.0.0.1:$P_WS/traced" "$GPID"
     fi
-    # what-if: a second tracegated with glibc's heap trimming off (the fix proposed in
-    # docs/benchmarks.md), measured interleaved with the rows above (stream only)
+    # a second tracegated (the same settings unless BENCH_WHATIF_ENV says otherwise), measured
+    # interleaved with the rows above (stream only)
     MAIN_GPID=$GPID
     if [ "${BENCH_WHATIF:-1}" = 1 ] && [ -n "$MAIN_GPID" ]; then
         start_tracegated tracegated-whatif "$WHATIF_ENV"
@@ -369,18 +370,27 @@ for cpus in 1 2; do
     done
 done
 
-# ---------------------------------------------------------------- what-if: malloc trimming off
+# ---------------------------------------------------------------- twin (A/A) or what-if rows
 if [ -n "$WROWS" ]; then
     echo
-    if [ -n "${BENCH_WHATIF_ENV:-}" ]; then
+    if [ -n "$WHATIF_ENV" ]; then
         echo "what-if: tracegated with $WHATIF_ENV (measured interleaved with the rows above):"
     else
-        echo "what-if: tracegated with glibc's heap trimming off ($WHATIF_ENV),"
-        echo "i.e. the 2-line mallopt() fix proposed in docs/benchmarks.md (measured interleaved with the rows above):"
+        echo "twin: a second tracegated with the same settings, measured interleaved with the rows above;"
+        echo "how far each twin row is from its row above is this run's noise (A/A):"
     fi
     DISTURBED=0
     for k in $WROWS; do stream_row "$k"; done
     [ $DISTURBED = 1 ] && echo "* disturbed by other processes (see above)"
+    if [ -z "$WHATIF_ENV" ]; then
+        spread=""
+        for k in tg_tcp:TCP tg_tls:TLS tg_ws:WS; do
+            eval "a=\${MB_${k%%:*}:-} b=\${MB_${k%%:*}_w:-}"
+            [ -n "$a" ] && [ -n "$b" ] &&
+                spread="$spread ${k#*:} $(awk "BEGIN{d=$a-$b; if (d<0) d=-d; m=($a>$b)?$a:$b; printf \"%.0f%%\", 100*d/m}")"
+        done
+        [ -n "$spread" ] && echo "  A/A spread (|row - twin| / the larger):$spread"
+    fi
     throughput_targets _w
 fi
 
