@@ -1,6 +1,7 @@
 /* test_net_tls_path.c: the TLS data paths of net/tls.h (batched records; OpenSSL on the socket
  * with kernel TLS requested): a reader that stops reading makes the sender's queue stop at its
- * watermark while another connection is served, then gets every byte intact and in order; many
+ * watermark while another connection is served, then gets every byte intact and in order (or,
+ * when it resets instead, the server's side ends and the server goes on serving); many
  * small frames both ways arrive intact; on the batched path a reply queued by a callback on an idle
  * connection is on the wire when that loop turn ends; the kTLS counters match what the kernel says about each
  * socket (getsockopt SOL_TLS), and the kernel probe matches the test's own. */
@@ -328,6 +329,64 @@ static void slow_reader(enum tg_tls_path path)
     server_stop(&s);
 }
 
+struct reset_wait {
+    struct srv_conn *ss;
+    struct client *cl;
+    uint32_t frames;
+};
+
+static int server_side_closed(void *arg) { return ((struct reset_wait *)arg)->ss->closed; }
+
+static int fresh_done(void *arg)
+{
+    struct reset_wait *w = arg;
+    return w->cl->got == w->frames || w->cl->closed;
+}
+
+/* A reader that stopped, with records waiting on the server for writability, then resets its
+ * connection: the server's side ends with an error (no hang, no spin), and the server goes on
+ * serving a new client its whole stream. */
+static void stalled_reader_resets(enum tg_tls_path path)
+{
+    tg_tls_set_path(path);
+    struct server s;
+    struct client slow, fast;
+    const uint32_t frames = 400;
+    server_start(&s, SRV_STREAM, frames, MAX_BODY);
+    client_open(&s, &slow, MAX_BODY, 5);
+    client_open(&s, &fast, MAX_BODY, 0);
+    struct slow_wait w = {&s, &fast, &slow};
+    assert_true(tg_test_run_until(s.base, slow_stalled_fast_done, &w, 30000));
+    struct srv_conn *ss = NULL;
+    for (int i = 0; i < s.n_conns; i++)
+        if (s.conns[i].next < s.conns[i].n)
+            ss = &s.conns[i];
+    assert_non_null(ss);
+    struct linger lg = {1, 0}; /* close sends a reset */
+    assert_int_equal(setsockopt(slow.fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg), 0);
+    tg_conn_destroy(slow.c);
+    struct reset_wait rw = {ss, NULL, frames};
+    assert_true(tg_test_run_until(s.base, server_side_closed, &rw, 30000));
+    struct client fresh;
+    client_open(&s, &fresh, MAX_BODY, 0);
+    rw.cl = &fresh;
+    assert_true(tg_test_run_until(s.base, fresh_done, &rw, 60000));
+    assert_false(fresh.closed);
+    assert_int_equal(fresh.got, frames);
+    assert_int_equal(fresh.bad, 0);
+    assert_int_equal(fast.got, frames);
+    tg_conn_destroy(fresh.c);
+    tg_conn_destroy(fast.c);
+    server_stop(&s);
+    tg_tls_set_path(TG_TLS_PATH_AUTO);
+}
+
+static void test_stalled_reader_resets_batched(void **state)
+{
+    (void)state;
+    stalled_reader_resets(TG_TLS_PATH_BATCHED);
+}
+
 static void test_slow_reader_batched(void **state)
 {
     (void)state;
@@ -585,6 +644,7 @@ int main(void)
         cmocka_unit_test(test_path_names),
         cmocka_unit_test(test_slow_reader_batched),
         cmocka_unit_test(test_slow_reader_socket),
+        cmocka_unit_test(test_stalled_reader_resets_batched),
         cmocka_unit_test(test_small_frames_batched),
         cmocka_unit_test(test_small_frames_socket),
         cmocka_unit_test(test_reply_in_its_turn_batched),
