@@ -61,10 +61,8 @@ static void flush_cb(evutil_socket_t unused, short what, void *arg)
     evbuffer_freeze(out, 1);
     if (evbuffer_get_length(out) > 0)
         bufferevent_enable(sock, EV_WRITE); /* the rest, or the error, is libevent's */
-    size_t low = 0, high = 0;
-    bufferevent_getwatermark(sock, EV_WRITE, &low, &high);
-    if (wrote && evbuffer_get_length(out) <= low)
-        bufferevent_trigger(sock, EV_WRITE, 0); /* as libevent after its writes: a filter produces more */
+    if (wrote) /* as libevent after its writes (at or under the low watermark): a filter produces more */
+        bufferevent_trigger(sock, EV_WRITE, 0);
 }
 
 struct tg_write_through *tg_write_through_new(struct bufferevent *sock)

@@ -12,6 +12,11 @@ set -u
 B=${TG_BUILDDIR:-$(pwd)}
 N=${TLS_FRAMES:-1500}
 RR=${TLS_RR:-0}
+if [ "$RR" -gt 0 ]; then
+    SERVER_ARGS="" CLIENT_ARGS="--rr $RR"
+else
+    SERVER_ARGS="--frames $N" CLIENT_ARGS="--seconds 3600" # the server's stream ends the client
+fi
 PATHS=${TLS_PATHS:-socket batched}
 FRAME=65554
 command -v strace >/dev/null 2>&1 || { echo "tls_syscalls: strace is needed"; exit 1; }
@@ -22,11 +27,8 @@ bash "$(dirname "$0")/../../certs/make-dev-pki.sh" "$T/pki" >/dev/null 2>&1 || {
 
 for path in $PATHS; do
     sock=$T/s-$path.sock
-    if [ "$RR" -gt 0 ]; then
-        "$B/tests/bench/bench_gw" server "$sock" >"$T/server-$path.log" 2>&1 &
-    else
-        "$B/tests/bench/bench_gw" server "$sock" --frames "$N" >"$T/server-$path.log" 2>&1 &
-    fi
+    # shellcheck disable=SC2086 # SERVER_ARGS is a list of arguments
+    "$B/tests/bench/bench_gw" server "$sock" $SERVER_ARGS >"$T/server-$path.log" 2>&1 &
     sp=$!
     PIDS="$PIDS $sp"
     port=$("$B/tests/integration/gw_testclient" free-port)
@@ -42,13 +44,9 @@ for path in $PATHS; do
         [ $i -lt 600 ] && kill -0 $gp 2>/dev/null || { echo "tls_syscalls: tracegated did not start"; cat "$T/gw-$path.log"; exit 1; }
         sleep 0.1
     done
-    if [ "$RR" -gt 0 ]; then
-        "$B/tests/bench/bench_gw" client "tls://127.0.0.1:$port" --cacert "$T/pki/ca.crt" --warmup 0 --rr "$RR" \
-            >"$T/client-$path.log" 2>&1
-    else
-        "$B/tests/bench/bench_gw" client "tls://127.0.0.1:$port" --cacert "$T/pki/ca.crt" --warmup 0 --seconds 3600 \
-            >"$T/client-$path.log" 2>&1
-    fi
+    # shellcheck disable=SC2086 # CLIENT_ARGS is a list of arguments
+    "$B/tests/bench/bench_gw" client "tls://127.0.0.1:$port" --cacert "$T/pki/ca.crt" --warmup 0 $CLIENT_ARGS \
+        >"$T/client-$path.log" 2>&1
     kill -TERM $(pgrep -P $gp) # tracegated, traced by strace, which then prints its table and exits
     wait $gp 2>/dev/null
     kill $sp 2>/dev/null

@@ -265,6 +265,21 @@ static void client_open(struct server *s, struct client *cl, uint32_t max_body, 
     tg_conn_set_cbs(cl->c, &k_cli, cl);
 }
 
+/* ------------------------------------------------------------ waits */
+
+/* a client got n frames (or was closed) */
+struct got_wait {
+    struct server *s;
+    struct client *cl;
+    uint32_t n;
+};
+
+static int got_all(void *arg)
+{
+    struct got_wait *w = arg;
+    return w->cl->got == w->n || w->cl->closed;
+}
+
 /* ------------------------------------------------------------ slow reader */
 
 struct slow_wait {
@@ -283,39 +298,43 @@ static int slow_stalled_fast_done(void *arg)
     return ss && w->fast->got == w->s->frames;
 }
 
-static int slow_done(void *arg)
+#define SLOW_FRAMES 400u /* ~12 MB: far more than socket buffers, staging and out_high */
+
+/* Two clients of one stream server: `slow` stops reading after 5 frames, and its sender stalls at
+ * the watermark while `fast` gets its whole stream. Returns the stalled server side. */
+static struct srv_conn *stall_slow_reader(enum tg_tls_path path, struct server *s, struct client *slow,
+                                          struct client *fast)
 {
-    struct slow_wait *w = arg;
-    return w->slow->got == w->s->frames || w->slow->closed;
+    tg_tls_set_path(path);
+    server_start(s, SRV_STREAM, SLOW_FRAMES, MAX_BODY);
+    client_open(s, slow, MAX_BODY, 5);
+    client_open(s, fast, MAX_BODY, 0);
+    struct slow_wait w = {s, fast, slow};
+    assert_true(tg_test_run_until(s->base, slow_stalled_fast_done, &w, 30000));
+    assert_int_equal(fast->bad, 0);
+    assert_int_equal(slow->got, 5);
+    struct srv_conn *ss = NULL;
+    for (int i = 0; i < s->n_conns; i++)
+        if (s->conns[i].next < s->conns[i].n)
+            ss = &s->conns[i];
+    assert_non_null(ss);
+    return ss;
 }
 
 static void slow_reader(enum tg_tls_path path)
 {
-    tg_tls_set_path(path);
     struct server s;
     struct client slow, fast;
-    const uint32_t frames = 400; /* ~12 MB: far more than socket buffers, staging and out_high */
-    server_start(&s, SRV_STREAM, frames, MAX_BODY);
-    client_open(&s, &slow, MAX_BODY, 5);
-    client_open(&s, &fast, MAX_BODY, 0);
-    struct slow_wait w = {&s, &fast, &slow};
-    /* the slow reader stops after 5 frames: its sender stalls at the watermark while the
-     * other connection gets its whole stream */
-    assert_true(tg_test_run_until(s.base, slow_stalled_fast_done, &w, 30000));
-    assert_int_equal(fast.bad, 0);
-    assert_int_equal(slow.got, 5);
-    struct srv_conn *ss = NULL;
-    for (int i = 0; i < s.n_conns; i++)
-        if (s.conns[i].next < s.conns[i].n)
-            ss = &s.conns[i];
-    assert_non_null(ss);
+    const uint32_t frames = SLOW_FRAMES;
+    struct srv_conn *ss = stall_slow_reader(path, &s, &slow, &fast);
     assert_true(ss->congested_seen);
     /* the queue stopped at its limit: never more than the high watermark plus one frame */
     assert_true(ss->max_queued <= OUT_HIGH + MAX_BODY + TG_FRAME_HEADER_SIZE);
     assert_true(tg_conn_output_len(ss->c) <= OUT_HIGH + MAX_BODY + TG_FRAME_HEADER_SIZE);
     /* the reader resumes: every frame arrives intact and in order */
     tg_conn_resume_read(slow.c);
-    assert_true(tg_test_run_until(s.base, slow_done, &w, 60000));
+    struct got_wait w = {&s, &slow, frames};
+    assert_true(tg_test_run_until(s.base, got_all, &w, 60000));
     assert_false(slow.closed);
     assert_int_equal(slow.got, frames);
     assert_int_equal(slow.bad, 0);
@@ -329,52 +348,28 @@ static void slow_reader(enum tg_tls_path path)
     server_stop(&s);
 }
 
-struct reset_wait {
-    struct srv_conn *ss;
-    struct client *cl;
-    uint32_t frames;
-};
-
-static int server_side_closed(void *arg) { return ((struct reset_wait *)arg)->ss->closed; }
-
-static int fresh_done(void *arg)
-{
-    struct reset_wait *w = arg;
-    return w->cl->got == w->frames || w->cl->closed;
-}
+static int server_side_closed(void *arg) { return ((struct srv_conn *)arg)->closed; }
 
 /* A reader that stopped, with records waiting on the server for writability, then resets its
  * connection: the server's side ends with an error (no hang, no spin), and the server goes on
  * serving a new client its whole stream. */
 static void stalled_reader_resets(enum tg_tls_path path)
 {
-    tg_tls_set_path(path);
     struct server s;
     struct client slow, fast;
-    const uint32_t frames = 400;
-    server_start(&s, SRV_STREAM, frames, MAX_BODY);
-    client_open(&s, &slow, MAX_BODY, 5);
-    client_open(&s, &fast, MAX_BODY, 0);
-    struct slow_wait w = {&s, &fast, &slow};
-    assert_true(tg_test_run_until(s.base, slow_stalled_fast_done, &w, 30000));
-    struct srv_conn *ss = NULL;
-    for (int i = 0; i < s.n_conns; i++)
-        if (s.conns[i].next < s.conns[i].n)
-            ss = &s.conns[i];
-    assert_non_null(ss);
+    struct srv_conn *ss = stall_slow_reader(path, &s, &slow, &fast);
     struct linger lg = {1, 0}; /* close sends a reset */
     assert_int_equal(setsockopt(slow.fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg), 0);
     tg_conn_destroy(slow.c);
-    struct reset_wait rw = {ss, NULL, frames};
-    assert_true(tg_test_run_until(s.base, server_side_closed, &rw, 30000));
+    assert_true(tg_test_run_until(s.base, server_side_closed, ss, 30000));
     struct client fresh;
     client_open(&s, &fresh, MAX_BODY, 0);
-    rw.cl = &fresh;
-    assert_true(tg_test_run_until(s.base, fresh_done, &rw, 60000));
+    struct got_wait fw = {&s, &fresh, SLOW_FRAMES};
+    assert_true(tg_test_run_until(s.base, got_all, &fw, 60000));
     assert_false(fresh.closed);
-    assert_int_equal(fresh.got, frames);
+    assert_int_equal(fresh.got, SLOW_FRAMES);
     assert_int_equal(fresh.bad, 0);
-    assert_int_equal(fast.got, frames);
+    assert_int_equal(fast.got, SLOW_FRAMES);
     tg_conn_destroy(fresh.c);
     tg_conn_destroy(fast.c);
     server_stop(&s);
@@ -401,18 +396,6 @@ static void test_slow_reader_socket(void **state)
 
 /* ------------------------------------------------------------ small frames */
 
-struct small_wait {
-    struct server *s;
-    struct client *cl;
-    uint32_t n;
-};
-
-static int echoed_all(void *arg)
-{
-    struct small_wait *w = arg;
-    return w->cl->got == w->n || w->cl->closed;
-}
-
 static void small_frames(enum tg_tls_path path)
 {
     tg_tls_set_path(path);
@@ -427,8 +410,8 @@ static void small_frames(enum tg_tls_path path)
         fill_body(buf, i, len);
         assert_int_equal(tg_conn_send(cl.c, buf, len, -1), 0);
     }
-    struct small_wait w = {&s, &cl, n};
-    assert_true(tg_test_run_until(s.base, echoed_all, &w, 30000));
+    struct got_wait w = {&s, &cl, n};
+    assert_true(tg_test_run_until(s.base, got_all, &w, 30000));
     assert_false(cl.closed);
     assert_int_equal(s.n_conns, 1);
     assert_int_equal(s.conns[0].echoed, n);
@@ -484,8 +467,8 @@ static void reply_in_its_turn(enum tg_tls_path path)
     size_t len = body_size(0, 100);
     fill_body(buf, 0, len);
     assert_int_equal(tg_conn_send(cl.c, buf, len, -1), 0);
-    struct small_wait w = {&s, &cl, 1};
-    assert_true(tg_test_run_until(s.base, echoed_all, &w, 30000));
+    struct got_wait w = {&s, &cl, 1};
+    assert_true(tg_test_run_until(s.base, got_all, &w, 30000));
     assert_int_equal(cl.got, 1);
     for (uint32_t i = 1; i <= 3; i++) {
         uint8_t peek[64];
@@ -502,8 +485,8 @@ static void reply_in_its_turn(enum tg_tls_path path)
         assert_int_equal(poll(&pfd, 1, tg_test_ms(5000)), 1);
         assert_true(recv(cl.fd, peek, sizeof peek, MSG_PEEK | MSG_DONTWAIT) > 0);
         /* the client reads it (the server echoes nothing back: it only echoes the client) */
-        struct small_wait wi = {&s, &cl, 1 + i};
-        assert_true(tg_test_run_until(s.base, echoed_all, &wi, 30000));
+        struct got_wait wi = {&s, &cl, 1 + i};
+        assert_true(tg_test_run_until(s.base, got_all, &wi, 30000));
     }
     assert_int_equal(cl.got, 4);
     assert_int_equal(cl.bad, 0);
@@ -574,9 +557,9 @@ static void test_ktls_state_is_truthful(void **state)
         uint8_t buf[100];
         fill_body(buf, 0, body_size(0, 100));
         tg_conn_send(cl.c, buf, body_size(0, 100), -1);
-        struct small_wait w = {&s, &cl, 1};
+        struct got_wait w = {&s, &cl, 1};
         assert_true(tg_test_run_until(s.base, one_up, &s, 10000));
-        assert_true(tg_test_run_until(s.base, echoed_all, &w, 10000)); /* both handshakes are done */
+        assert_true(tg_test_run_until(s.base, got_all, &w, 10000)); /* both handshakes are done */
         struct tg_tls_stats st;
         tg_tls_stats_get(&st);
         assert_int_equal(st.kernel_ktls, kernel);

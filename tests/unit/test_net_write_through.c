@@ -77,7 +77,8 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
     f->what = what;
 }
 
-static void fx_open(struct fx *f, int sndbuf)
+/* preload: bytes queued before write-through starts */
+static void fx_open(struct fx *f, int sndbuf, size_t preload)
 {
     memset(f, 0, sizeof *f);
     f->base = event_base_new();
@@ -94,6 +95,8 @@ static void fx_open(struct fx *f, int sndbuf)
     assert_non_null(f->bev);
     bufferevent_setcb(f->bev, NULL, on_write, on_event, f);
     bufferevent_enable(f->bev, EV_READ | EV_WRITE);
+    if (preload)
+        put_pattern(f, preload);
     f->wt = tg_write_through_new(f->bev);
     assert_non_null(f->wt);
 }
@@ -153,7 +156,7 @@ static void test_idle_socket_written_in_the_same_turn(void **state)
 {
     (void)state;
     struct fx f;
-    fx_open(&f, 0);
+    fx_open(&f, 0, 0);
     assert_false(waiting(&f)); /* an idle socket registers no write interest */
     for (int i = 1; i <= 3; i++) {
         /* libevent alone: 0 bytes here (it adds write interest, and writes next turn) */
@@ -182,7 +185,7 @@ static void test_backlog_waits_then_writes_through_again(void **state)
 {
     (void)state;
     struct fx f;
-    fx_open(&f, 32 << 10);
+    fx_open(&f, 32 << 10, 0);
     /* far more than the socket takes: the rest waits for writability */
     one_turn(&f, 4u << 20);
     assert_true(waiting(&f));
@@ -208,7 +211,7 @@ static void test_write_callback_keeps_a_filter_producing(void **state)
 {
     (void)state;
     struct fx f;
-    fx_open(&f, 0);
+    fx_open(&f, 0, 0);
     f.more = 20; /* each write callback queues 10 KiB more, 20 times */
     f.more_len = 10 << 10;
     one_turn(&f, 100);
@@ -227,7 +230,7 @@ static void test_peer_gone_is_reported(void **state)
     (void)state;
     signal(SIGPIPE, SIG_IGN);
     struct fx f;
-    fx_open(&f, 0);
+    fx_open(&f, 0, 0);
     bufferevent_disable(f.bev, EV_READ); /* the end of stream is not read: the write learns it */
     close(f.sv[0]);
     f.sv[0] = -1;
@@ -244,18 +247,7 @@ static void test_output_queued_before_start(void **state)
     /* bytes queued before write-through starts (a TLS handshake's last flight) are libevent's;
      * write-through takes over once they are out */
     struct fx f;
-    memset(&f, 0, sizeof f);
-    f.base = event_base_new();
-    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, f.sv), 0);
-    fcntl(f.sv[0], F_SETFL, O_NONBLOCK);
-    fcntl(f.sv[1], F_SETFL, O_NONBLOCK);
-    f.got = evbuffer_new();
-    f.bev = bufferevent_socket_new(f.base, f.sv[1], BEV_OPT_CLOSE_ON_FREE);
-    bufferevent_setcb(f.bev, NULL, on_write, on_event, &f);
-    bufferevent_enable(f.bev, EV_READ | EV_WRITE);
-    put_pattern(&f, 3000);
-    f.wt = tg_write_through_new(f.bev);
-    assert_non_null(f.wt);
+    fx_open(&f, 0, 3000);
     assert_true(waiting(&f));
     assert_true(tg_test_run_until(f.base, peer_has_all, &f, 5000));
     assert_true(tg_test_run_until(f.base, not_waiting, &f, 5000));
