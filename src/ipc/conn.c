@@ -243,6 +243,15 @@ static void sock_write_cb(evutil_socket_t fd, short what, void *arg)
     check_drain(c);
 }
 
+int tg_conn_write_now(tg_conn *c)
+{
+    if (c->closing || c->flushing)
+        return -1;
+    if (!c->bev && evbuffer_get_length(c->out) > 0)
+        sock_write_cb(c->fd, EV_WRITE, c);
+    return c->closing ? -1 : 0;
+}
+
 static int after_enqueue(tg_conn *c)
 {
     size_t len = tg_conn_output_len(c);

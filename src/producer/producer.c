@@ -186,12 +186,15 @@ struct cfg_view {
     uint8_t *raw;
 };
 
-static void cfg_view_init(struct cfg_view *v, const Perfetto__Protos__DataSourceConfig *c)
+static void cfg_view_init(struct cfg_view *v, const Perfetto__Protos__DataSourceConfig *c,
+                          enum tg_buffer_exhausted_policy policy)
 {
     memset(v, 0, sizeof *v);
+    v->cfg.effective_policy = policy;
     if (!c)
         return;
     v->cfg.name = c->name;
+    v->cfg.buffer_exhausted_policy = c->has_buffer_exhausted_policy ? (uint32_t)c->buffer_exhausted_policy : 0;
     v->cfg.target_buffer = c->target_buffer;
     v->cfg.trace_duration_ms = c->trace_duration_ms;
     v->cfg.stop_timeout_ms = c->stop_timeout_ms;
@@ -347,6 +350,25 @@ static void instance_remove(tg_producer *p, struct tg_pr_instance *inst)
     free(inst);
 }
 
+/* The policy an instance's writers use: the data source's, or the config's
+ * when the data source lets the config choose and it sets one. */
+static enum tg_buffer_exhausted_policy instance_policy(const struct tg_pr_ds *d,
+                                                       const Perfetto__Protos__DataSourceConfig *c)
+{
+    if (d->policy_configurable && c && c->has_buffer_exhausted_policy) {
+        switch ((int)c->buffer_exhausted_policy) {
+        case PERFETTO__PROTOS__DATA_SOURCE_CONFIG__BUFFER_EXHAUSTED_POLICY__BUFFER_EXHAUSTED_DROP:
+            return TG_BUFFER_EXHAUSTED_DROP;
+        case PERFETTO__PROTOS__DATA_SOURCE_CONFIG__BUFFER_EXHAUSTED_POLICY__BUFFER_EXHAUSTED_STALL_THEN_ABORT:
+        case PERFETTO__PROTOS__DATA_SOURCE_CONFIG__BUFFER_EXHAUSTED_POLICY__BUFFER_EXHAUSTED_STALL_THEN_DROP:
+            return TG_BUFFER_EXHAUSTED_STALL_THEN_DROP;
+        default: /* unspecified or a value this library does not know: the data source's */
+            break;
+        }
+    }
+    return d->policy;
+}
+
 static struct tg_pr_instance *setup_instance(tg_producer *p, uint64_t id, const Perfetto__Protos__DataSourceConfig *c)
 {
     struct tg_pr_ds *d = find_ds(p, c ? c->name : NULL);
@@ -378,6 +400,7 @@ static struct tg_pr_instance *setup_instance(tg_producer *p, uint64_t id, const 
     inst->id = id;
     inst->ds = d;
     inst->target_buffer = c->target_buffer;
+    inst->policy = instance_policy(d, c);
     pthread_mutex_lock(&p->mu);
     inst->next = p->instances;
     p->instances = inst;
@@ -385,7 +408,7 @@ static struct tg_pr_instance *setup_instance(tg_producer *p, uint64_t id, const 
     tg_debug(LOG, "instance %llu of %s set up (buffer %u)", (unsigned long long)id, d->name, inst->target_buffer);
     if (d->cbs.on_setup) {
         struct cfg_view v;
-        cfg_view_init(&v, c);
+        cfg_view_init(&v, c, inst->policy);
         d->cbs.on_setup(p, id, &v.cfg, d->cb_arg);
         cfg_view_free(&v);
     }
@@ -404,7 +427,7 @@ static void start_instance(tg_producer *p, uint64_t id, const Perfetto__Protos__
     tg_info(LOG, "instance %llu of %s started", (unsigned long long)id, d->name);
     if (d->cbs.on_start) {
         struct cfg_view v;
-        cfg_view_init(&v, c);
+        cfg_view_init(&v, c, inst->policy);
         d->cbs.on_start(p, id, &v.cfg, d->cb_arg);
         cfg_view_free(&v);
     }
@@ -844,6 +867,12 @@ int tg_producer_register_data_source(tg_producer *p, const struct tg_data_source
     d->will_notify_on_stop = desc->will_notify_on_stop;
     d->handles_incremental_state_clear = desc->handles_incremental_state_clear;
     d->no_flush = desc->no_flush;
+    d->policy = desc->buffer_exhausted_policy == TG_BUFFER_EXHAUSTED_STALL_THEN_DROP ? TG_BUFFER_EXHAUSTED_STALL_THEN_DROP
+                                                                                   : TG_BUFFER_EXHAUSTED_DROP;
+    d->policy_configurable = desc->buffer_exhausted_policy_configurable;
+    d->stall_max_ms = desc->stall_max_ms ? desc->stall_max_ms : TG_PR_STALL_DEFAULT_MS;
+    if (d->stall_max_ms > TG_PR_STALL_MAX_MS)
+        d->stall_max_ms = TG_PR_STALL_MAX_MS;
     d->cbs = desc->cbs;
     d->cb_arg = desc->cb_arg;
     d->descriptor_id = make_descriptor_id(d->name);

@@ -44,6 +44,9 @@ struct tg_pr_ds {
     struct tg_track_event_category *cats; /* deep copies */
     size_t n_cats;
     bool will_notify_on_start, will_notify_on_stop, handles_incremental_state_clear, no_flush;
+    enum tg_buffer_exhausted_policy policy; /* DROP or STALL_THEN_DROP */
+    bool policy_configurable;
+    unsigned stall_max_ms;
     struct tg_data_source_cbs cbs;
     void *cb_arg;
     uint64_t descriptor_id;
@@ -55,6 +58,7 @@ struct tg_pr_instance {
     uint64_t id;
     struct tg_pr_ds *ds;
     uint32_t target_buffer;
+    enum tg_buffer_exhausted_policy policy; /* its writers': DROP or STALL_THEN_DROP */
     bool started;
     bool stopping;   /* on_stop was called */
     bool stop_later; /* ... and the data source finishes it (tg_producer_stop_later/_done) */
@@ -76,11 +80,24 @@ struct tg_pr_op {
     uint8_t data[];
 };
 
+/* Most a data source may ask one stall to last, and the default. */
+#define TG_PR_STALL_MAX_MS 60000u
+#define TG_PR_STALL_DEFAULT_MS 100u
+
 struct tg_trace_writer {
     tg_producer *p;
     pthread_mutex_t mu;
     struct tg_smb_writer sw;
     bool active; /* under mu */
+    /* stall then drop (stall_max_ns > 0); fields under mu unless atomic */
+    uint64_t stall_max_ns;
+    uint64_t stall_t0_ns;   /* when the current stall began; 0 = not stalling */
+    bool stall_spent;       /* a stall gave up: drop without stalling until a packet gets a chunk */
+    uint64_t stalls;        /* stalls begun */
+    uint64_t stall_ns;      /* total time stalled */
+    uint64_t stalls_given_up;
+    atomic_bool stalling;    /* readable without mu: the loop thread does not wait for this writer */
+    atomic_bool stall_cancel; /* set by the loop thread before it retires the writer */
     uint64_t gen;
     uint64_t instance_id;
     uint16_t id;
@@ -170,6 +187,8 @@ void tg_pr_mark_incremental_reset_locked(tg_producer *p, uint64_t instance_id);
 /* Frees every writer (tg_producer_free). Caller holds p->mu. */
 void tg_pr_free_all_writers_locked(tg_producer *p);
 void tg_pr_wake_cb(int fd, short what, void *arg);
+/* The smb_writer stall hook of writers with "stall then drop" (ctx = writer). */
+bool tg_pr_writer_stall(void *ctx, unsigned attempt);
 
 /* producer.c */
 struct tg_pr_instance *tg_pr_find_instance(tg_producer *p, uint64_t id);

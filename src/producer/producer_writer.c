@@ -5,12 +5,15 @@
 
 #include <errno.h>
 #include <event2/event.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "commit_data_request.pb-c.h"
 #include "producer_port.pb-c.h"
+#include "tracegate/conn.h"
 #include "tracegate/log.h"
 
 bool tg_pr_on_loop_thread(const tg_producer *p)
@@ -253,6 +256,75 @@ static void on_writer_commit(void *ctx, const struct tg_smb_commit *c)
     push_op(w->p, op);
 }
 
+/* ---- stall then drop ---- */
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* smb_writer stall hook, with w->mu held (see smb_writer.h). The service
+ * frees a chunk only after it read the CommitData naming it: on the loop
+ * thread this sends what is queued and writes it to the socket now (the loop
+ * will not run until the write returns); elsewhere the loop thread does that
+ * (it was woken when the chunks were queued). Then it waits a little, longer
+ * each time (20 us doubling to 1 ms), and says to look again, until the stall
+ * has lasted stall_max_ns, the writer is being retired, or the connection is
+ * gone. */
+bool tg_pr_writer_stall(void *ctx, unsigned attempt)
+{
+    tg_trace_writer *w = ctx;
+    tg_producer *p = w->p;
+    uint64_t now = mono_ns();
+    if (attempt == 0) {
+        if (w->stall_spent)
+            return false; /* the last stall gave up and no packet got a chunk since */
+        if (w->stall_t0_ns) /* a second stall in one packet (its continuation) */
+            w->stall_ns += now - w->stall_t0_ns;
+        w->stall_t0_ns = now;
+        w->stalls++;
+        atomic_store(&w->stalling, true);
+    }
+    bool on_loop = tg_pr_on_loop_thread(p);
+    bool cancel = atomic_load(&w->stall_cancel) || (on_loop && (p->state != TG_PR_READY || !p->cli));
+    if (cancel || now - w->stall_t0_ns >= w->stall_max_ns) {
+        if (!cancel) {
+            w->stall_spent = true;
+            w->stalls_given_up++;
+        }
+        return false; /* the write's end accounts for the time (tg_pr_writer_stall_end) */
+    }
+    if (on_loop && attempt % 2 == 0) {
+        tg_pr_drain(p, 0);
+        tg_conn *conn = p->cli ? tg_ipc_client_conn(p->cli) : NULL;
+        if (conn)
+            (void)tg_conn_write_now(conn);
+    }
+    unsigned shift = attempt < 6 ? attempt : 6;
+    uint64_t ns = 20000ull << shift;
+    if (ns > 1000000ull)
+        ns = 1000000ull;
+    struct timespec ts = {0, (long)ns};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+    return true;
+}
+
+/* After each write (w->mu held): ends the stall accounting; a packet that got
+ * its chunks lets the next full SMB stall again. */
+static void stall_end(tg_trace_writer *w, int rc)
+{
+    if (w->stall_t0_ns) {
+        w->stall_ns += mono_ns() - w->stall_t0_ns;
+        w->stall_t0_ns = 0;
+        atomic_store(&w->stalling, false);
+    }
+    if (rc == TG_SMB_WRITER_OK)
+        w->stall_spent = false;
+}
+
 static int alloc_writer_id_locked(tg_producer *p)
 {
     for (unsigned i = 0; i < TG_SMB_MAX_WRITER_ID; i++) {
@@ -299,6 +371,10 @@ tg_trace_writer *tg_producer_create_writer(tg_producer *p, uint64_t instance_id)
     w->target_buffer = inst->target_buffer;
     w->gen = p->gen;
     atomic_init(&w->incr_reset, true);
+    atomic_init(&w->stalling, false);
+    atomic_init(&w->stall_cancel, false);
+    if (inst->policy == TG_BUFFER_EXHAUSTED_STALL_THEN_DROP && !p->emulation)
+        w->stall_max_ns = (uint64_t)inst->ds->stall_max_ms * 1000000u;
     struct tg_smb_writer_config cfg = {
         .smb = &p->smb,
         .writer_id = w->id,
@@ -307,6 +383,7 @@ tg_trace_writer *tg_producer_create_writer(tg_producer *p, uint64_t instance_id)
         .emulation = p->emulation,
         .commit = on_writer_commit,
         .commit_ctx = w,
+        .stall = w->stall_max_ns ? tg_pr_writer_stall : NULL,
     };
     if (tg_smb_writer_init(&w->sw, &cfg) != TG_SMB_WRITER_OK) {
         free_writer_id_locked(p, w->id);
@@ -401,6 +478,7 @@ int tg_trace_writer_write(tg_trace_writer *w, const void *packet, size_t len)
     } else {
         rc = tg_smb_writer_write_packet(&w->sw, packet, len);
     }
+    stall_end(w, rc);
     pthread_mutex_unlock(&w->mu);
     if (rc == TG_SMB_WRITER_OK)
         return TG_TRACE_WRITER_OK;
@@ -464,17 +542,36 @@ void tg_trace_writer_get_stats(tg_trace_writer *w, struct tg_trace_writer_stats 
     st->packets_dropped = w->sw.stats.packets_dropped;
     st->chunks_committed = w->sw.stats.chunks_committed;
     st->bytes_written = w->sw.stats.bytes_written;
+    st->stalls = w->stalls;
+    st->stall_us = w->stall_ns / 1000u;
+    st->stalls_given_up = w->stalls_given_up;
     pthread_mutex_unlock(&w->mu);
 }
 
 /* ---- loop-thread helpers over the writer list (caller holds p->mu) ---- */
+
+/* Locks w->mu unless the writer is stalling on another thread: that stall
+ * waits for this (loop) thread to send commits, so waiting for it here would
+ * only make it last its whole bound. Its current chunk is committed when the
+ * writer gets going again (and the service can scrape it meanwhile). */
+static bool lock_unless_stalling(tg_trace_writer *w)
+{
+    for (;;) {
+        if (pthread_mutex_trylock(&w->mu) == 0)
+            return true;
+        if (atomic_load(&w->stalling))
+            return false;
+        sched_yield(); /* a write in progress: it holds the lock only for one packet */
+    }
+}
 
 void tg_pr_flush_writers_locked(tg_producer *p, uint64_t instance_id)
 {
     for (tg_trace_writer *w = p->writers; w; w = w->next) {
         if (instance_id && w->instance_id != instance_id)
             continue;
-        pthread_mutex_lock(&w->mu);
+        if (!lock_unless_stalling(w))
+            continue;
         if (w->active)
             tg_smb_writer_flush(&w->sw);
         pthread_mutex_unlock(&w->mu);
@@ -486,6 +583,7 @@ void tg_pr_retire_writers_locked(tg_producer *p, uint64_t instance_id, bool comm
     for (tg_trace_writer *w = p->writers; w; w = w->next) {
         if (instance_id && w->instance_id != instance_id)
             continue;
+        atomic_store(&w->stall_cancel, true); /* a stall on another thread gives up within 1 ms */
         pthread_mutex_lock(&w->mu);
         if (w->active && commit)
             tg_smb_writer_close(&w->sw); /* no chunk stays BeingWritten */

@@ -27,8 +27,16 @@ static bool acquire_chunk(struct tg_smb_writer *w, unsigned flags, size_t *page,
         .writer_id = w->cfg.writer_id,
         .packets = tg_smb_make_packets(0, flags),
     };
-    if (tg_smb_find_free_chunk(w->cfg.smb, w->cfg.layout, &w->cursor, &hdr, page, chunk, ptr, size) != TG_SMB_OK)
-        return false;
+    for (unsigned attempt = 0;; attempt++) {
+        if (tg_smb_find_free_chunk(w->cfg.smb, w->cfg.layout, &w->cursor, &hdr, page, chunk, ptr, size) == TG_SMB_OK)
+            break;
+        if (!w->cfg.stall)
+            return false;
+        if (attempt == 0)
+            w->stats.stalls++;
+        if (!w->cfg.stall(w->cfg.commit_ctx, attempt))
+            return false;
+    }
     *chunk_id = w->next_chunk_id++;
     return true;
 }

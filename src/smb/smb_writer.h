@@ -19,7 +19,10 @@
  *   callback. In emulation mode the callback also gets the whole chunk bytes
  *   (header included, chunk_size bytes) and must copy them before returning:
  *   the writer then frees the chunk itself (Complete -> Free).
- * - SMB full (BufferExhaustedPolicy kDrop): the packet is discarded. If part of
+ * - SMB full: with a stall callback, the writer asks it whether to look again
+ *   (BufferExhaustedPolicy kStall: the callback commits, waits, and says when
+ *   to give up); without one, or once it gives up (kDrop): the packet is
+ *   discarded. If part of
  *   it was already written, that fragment's length is overwritten with the
  *   0x0FFFFFFF drop marker so the service counts the loss and drops the whole
  *   packet. A new chunk is tried again at the next packet. The writer raises a
@@ -68,6 +71,13 @@ struct tg_smb_writer_config {
     bool emulation;         /* private buffer: writer frees chunks after the commit callback */
     tg_smb_commit_fn commit;
     void *commit_ctx;
+    /* Optional. Called when no chunk is free, with commit_ctx and how many
+     * times it was called for this chunk before (0 the first time); returns
+     * true to look for a free chunk again, false to give up and drop. It runs
+     * on the writer's thread with the writer's state consistent: between
+     * packets, or in the middle of one with its current chunk still held
+     * (BeingWritten), so it must not write with this writer. */
+    bool (*stall)(void *ctx, unsigned attempt);
 };
 
 struct tg_smb_writer_stats {
@@ -75,6 +85,7 @@ struct tg_smb_writer_stats {
     uint64_t packets_dropped;
     uint64_t chunks_committed;
     uint64_t bytes_written; /* packet bytes, headers excluded */
+    uint64_t stalls;        /* chunk acquisitions that found the SMB full and called stall */
 };
 
 struct tg_smb_writer {

@@ -118,6 +118,14 @@ int tg_conn_has_fd(const tg_conn *c);
  * dispatched. */
 int tg_conn_take_fd(tg_conn *c);
 
+/* Writes queued output to the socket now, from inside a callback, instead of
+ * when the callback returns (for a caller that will not return to the loop
+ * soon, e.g. a producer waiting for the service to free SMB chunks). What the
+ * socket does not take waits for writability as usual. Bufferevent
+ * connections are left to libevent. Returns 0, or -1 when the connection is
+ * closing (a write error closes it, as from the loop). */
+int tg_conn_write_now(tg_conn *c);
+
 /* Starts the single teardown path; on_close follows from the loop. */
 void tg_conn_close(tg_conn *c, const char *reason);
 /* Stops reading, flushes queued output (bounded by send timeout, or 5 s),

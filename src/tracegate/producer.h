@@ -47,11 +47,15 @@
  * - Packets are written whole: the app serializes a TracePacket and hands the
  *   bytes over (no streaming protozero-style writer, hence no chunk patches).
  *   Packets larger than a chunk are fragmented across chunks.
- * - Buffer-exhausted policy is always "drop" (the SDK default): when the SMB
- *   is full the packet is discarded, and the writer's next packet carries
- *   previous_packet_dropped = DATA_LOSS_PRESENT|DATA_LOSS_SMB_FULL. A loop
- *   thread that writes more than the SMB holds in one callback will drop,
- *   because the service can only free chunks once the loop runs again.
+ * - Buffer-exhausted policy (what a write does when the SMB has no free
+ *   chunk), per data source, see tg_buffer_exhausted_policy: "drop" (the SDK
+ *   default) discards the packet, and the writer's next packet carries
+ *   previous_packet_dropped = DATA_LOSS_PRESENT|DATA_LOSS_SMB_FULL;
+ *   "stall then drop" waits for the service to free a chunk (on the loop
+ *   thread it sends the pending CommitData and writes it to the socket first,
+ *   so a loop thread may write more than the SMB holds in one callback), up
+ *   to stall_max_ms per chunk, then drops like "drop" and does not stall
+ *   again until a packet got a chunk. Stalling never aborts the process.
  * - A writer is bound to one data source instance; when the instance stops or
  *   the connection drops, the writer becomes inactive (writes return
  *   TG_TRACE_WRITER_INACTIVE) and the app should destroy it.
@@ -138,12 +142,26 @@ const char *tg_producer_socket(const tg_producer *p);
 /* ---- data sources ---- */
 
 /* DataSourceConfig as the service sent it (decoded); valid during the callback. */
+/* What a trace writer does when the SMB has no free chunk. The values are
+ * DataSourceConfig.BufferExhaustedPolicy's. */
+enum tg_buffer_exhausted_policy {
+    TG_BUFFER_EXHAUSTED_DEFAULT = 0, /* drop */
+    TG_BUFFER_EXHAUSTED_DROP = 1,
+    /* The config value STALL_THEN_ABORT (2) is taken as STALL_THEN_DROP: a
+     * library does not abort its host process because a config asked. */
+    TG_BUFFER_EXHAUSTED_STALL_THEN_DROP = 3,
+};
+
 struct tg_data_source_config {
     const char *name;
     uint32_t target_buffer;
     uint32_t trace_duration_ms;
     uint32_t stop_timeout_ms;
     uint64_t tracing_session_id;
+    /* DataSourceConfig.buffer_exhausted_policy as sent (0 = not set), and the
+     * policy this instance's writers use (see tg_data_source_desc). */
+    uint32_t buffer_exhausted_policy;
+    enum tg_buffer_exhausted_policy effective_policy;
     /* TrackEventConfig, if present (else n = 0). */
     const char *const *enabled_categories;
     size_t n_enabled_categories;
@@ -199,6 +217,14 @@ struct tg_data_source_desc {
     bool will_notify_on_stop;
     bool handles_incremental_state_clear;
     bool no_flush; /* ask the service not to send Flush for this source */
+    /* The writers' policy when the SMB is full (default: drop). With
+     * buffer_exhausted_policy_configurable, a config that sets
+     * DataSourceConfig.buffer_exhausted_policy chooses instead (the consumer
+     * then decides whether this app's writers may block). stall_max_ms bounds
+     * one stall (default 100 ms, at most 60000). */
+    enum tg_buffer_exhausted_policy buffer_exhausted_policy;
+    bool buffer_exhausted_policy_configurable;
+    unsigned stall_max_ms;
     struct tg_data_source_cbs cbs;
     void *cb_arg;
 };
@@ -245,7 +271,9 @@ tg_trace_writer *tg_producer_create_writer(tg_producer *p, uint64_t instance_id)
 void tg_trace_writer_destroy(tg_trace_writer *w);
 
 /* Writes one serialized TracePacket (the producer must not set trusted
- * fields: 3, 10, 79, ...). Returns a tg_trace_writer_result. */
+ * fields: 3, 10, 79, ...). Returns a tg_trace_writer_result. With "stall then
+ * drop" it may block (up to stall_max_ms per chunk) while the SMB is full; a
+ * stall ends early when the instance stops or the connection drops. */
 int tg_trace_writer_write(tg_trace_writer *w, const void *packet, size_t len);
 /* Same, packing a protobuf-c message (normally a Perfetto__Protos__TracePacket). */
 int tg_trace_writer_write_msg(tg_trace_writer *w, const ProtobufCMessage *packet);
@@ -267,6 +295,11 @@ struct tg_trace_writer_stats {
     uint64_t packets_dropped;
     uint64_t chunks_committed;
     uint64_t bytes_written;
+    /* stall then drop: chunk acquisitions that waited, their total wait, and
+     * how many waits gave up (each dropped a packet) */
+    uint64_t stalls;
+    uint64_t stall_us;
+    uint64_t stalls_given_up;
 };
 void tg_trace_writer_get_stats(tg_trace_writer *w, struct tg_trace_writer_stats *st);
 

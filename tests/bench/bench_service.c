@@ -31,6 +31,7 @@
  * Environment: TG_BENCH_NO_WHATIF=1, TG_BENCH_NO_PIN=1, TG_BENCH_SMB_KB=N (SMB size hint),
  * TG_BENCH_READ_ROUNDS=N (fill/read rounds, default 5; more to profile the read-out),
  * TG_BENCH_PACE_MBS=N (paced rate, default 1000), TG_BENCH_PACED_SMB_KB=N (default 2048),
+ * TG_BENCH_PACED_POLICY=drop|stall (only that buffer-exhausted policy's paced runs; default both),
  * TG_BENCH_PACED_RUNS=N (default 3), TG_BENCH_PACED_TURN_KB=N (most a paced turn writes, default a
  * quarter of the SMB), TG_BENCH_PACED_DROPS=1 (print when each burst of paced drops began: see
  * tests/bench/paced_drops.sh), TG_BENCH_PERF_CTL=FIFO [TG_BENCH_PERF_ACK=FIFO] with
@@ -467,7 +468,9 @@ struct ingest {
     double pace_rate, pace_t0;
     uint64_t pace_offered; /* bytes of packets attempted (written or dropped) */
     uint64_t pace_sched;   /* bytes the schedule counts as offered since pace_t0 (debt forgiven) */
-    uint64_t pace_behind;  /* turns that found more than 2 turns' worth of budget: the writer lagged */
+    uint64_t pace_behind;  /* turns that found more than pace_slack turns' worth of budget: the writer lagged */
+    double pace_slack;     /* turns of debt caught up before it is forgiven (2; 8 when the writer stalls) */
+    enum tg_buffer_exhausted_policy policy;
     /* TG_BENCH_PACED_DROPS=1: when each burst of drops began (CLOCK_MONOTONIC, for
      * tests/bench/paced_drops.sh) and how steady the writer was just before it */
     int report_drops;
@@ -537,9 +540,11 @@ static size_t pace_budget(struct ingest *in)
     double allowed = in->pace_rate * (now_s() - in->pace_t0) - (double)in->pace_sched;
     if (allowed < (double)PACE_MIN_BURST)
         return 0;
-    if (allowed > 2.0 * (double)in->per_turn) {
-        /* more than two turns late: the writer's own loop could not keep up. Forgive the debt
-         * rather than catch up in a burst above the rate. */
+    if (allowed > in->pace_slack * (double)in->per_turn) {
+        /* more than pace_slack turns late: the writer's own loop could not keep up. Forgive the
+         * debt rather than catch up in a burst above the rate. A stalling writer (stall then
+         * drop) waits for the service on purpose: it catches up on up to 8 turns (8 ms at 1 GB/s
+         * with a 2 MiB SMB), a quarter of the SMB per turn, so its average is still the rate. */
         in->pace_behind++;
         in->pace_sched = (uint64_t)(in->pace_rate * (now_s() - in->pace_t0)) - in->per_turn;
         return in->per_turn;
@@ -894,7 +899,7 @@ static int whatif(int argc, char **argv)
 /* Connects in->p as producer `name` (SMB size hint smb_kb, 0 = the service's default) with the
  * data source `ds`, on in->base; dies if it does not connect. */
 static void ingest_producer_open(struct ingest *in, const char *psock, const char *name, uint32_t smb_kb,
-                                 const char *ds)
+                                 const char *ds, enum tg_buffer_exhausted_policy policy)
 {
     in->pump = event_new(in->base, -1, 0, pump_cb, in);
     struct tg_producer_opts po;
@@ -914,6 +919,9 @@ static void ingest_producer_open(struct ingest *in, const char *psock, const cha
     dd.cbs.on_start = ds_start;
     dd.cbs.on_stop = ds_stop;
     dd.cb_arg = in;
+    dd.buffer_exhausted_policy = policy;
+    in->policy = policy;
+    in->pace_slack = policy == TG_BUFFER_EXHAUSTED_STALL_THEN_DROP ? 8.0 : 2.0;
     tg_producer_register_data_source(in->p, &dd);
     run_loop_for(in->base, 5.0); /* until on_connected */
     if (!tg_producer_connected(in->p))
@@ -924,14 +932,18 @@ static void ingest_producer_open(struct ingest *in, const char *psock, const cha
 
 /* A second producer with its own SMB size (TG_BENCH_PACED_SMB_KB, default 2048) and session (64 MiB
  * ring buffer) offers 1 KiB packets at TG_BENCH_PACE_MBS MB/s (default 1000, i.e. 1 GB/s): the drop
- * % at that rate is the issue-11 target (0%). Three runs, each printed. */
-static void paced_ingest(struct svc_thread *st, struct event_base *base)
+ * % at that rate is the issue-11 target (0%). Three runs per policy, each printed: the writer drops
+ * when the SMB is full (the SDK default), then it stalls until the service frees a chunk (stall
+ * then drop, 100 ms at most per stall). TG_BENCH_PACED_POLICY=drop|stall runs only one. */
+static void paced_ingest(struct svc_thread *st, struct event_base *base, enum tg_buffer_exhausted_policy policy)
 {
     struct ingest pin;
     memset(&pin, 0, sizeof pin);
     pin.base = base;
+    bool stall = policy == TG_BUFFER_EXHAUSTED_STALL_THEN_DROP;
     uint32_t smb_kb = getenv("TG_BENCH_PACED_SMB_KB") ? (uint32_t)atoi(getenv("TG_BENCH_PACED_SMB_KB")) : 2048;
-    ingest_producer_open(&pin, st->psock, "bench_service.paced", smb_kb, "bench.paced");
+    ingest_producer_open(&pin, st->psock, stall ? "bench_service.paced_stall" : "bench_service.paced", smb_kb,
+                         "bench.paced", policy);
     pin.per_turn = ((size_t)smb_kb << 10) / 4;
     pin.report_drops = getenv("TG_BENCH_PACED_DROPS") != NULL;
     if (getenv("TG_BENCH_PACED_TURN_KB")) /* most a paced turn writes (default a quarter of the SMB) */
@@ -944,24 +956,32 @@ static void paced_ingest(struct svc_thread *st, struct event_base *base)
     if (!pin.started || !pin.w)
         die("the paced data source did not start");
     double mbs = getenv("TG_BENCH_PACE_MBS") ? atof(getenv("TG_BENCH_PACE_MBS")) : 1000.0;
-    printf("\n1b. Paced SMB ingest: 1 KiB packets offered at %.0f MB/s, %u KiB SMB hint (target: 0%% drops):\n", mbs,
-           smb_kb);
-    printf("   %-5s %10s %12s %14s %10s %12s %9s %8s\n", "run", "offered", "stored MB/s", "writer drops", "drop %",
-           "late turns", "svc CPU", "others");
+    printf("\n1b. Paced SMB ingest: 1 KiB packets offered at %.0f MB/s, %u KiB SMB hint (target: 0%% drops), "
+           "policy: %s\n",
+           mbs, smb_kb, stall ? "stall then drop (the writer waits for a free chunk)" : "drop (the SDK default)");
+    printf("   %-5s %10s %12s %14s %10s %12s %9s %8s%s\n", "run", "offered", "stored MB/s", "writer drops", "drop %",
+           "late turns", "svc CPU", "others", stall ? "   stalls  stalled ms" : "");
     int runs = getenv("TG_BENCH_PACED_RUNS") ? atoi(getenv("TG_BENCH_PACED_RUNS")) : 3;
     for (int rep = 0; rep < runs; rep++) {
         double offered = 0, svc_pct = 0;
         uint64_t behind = 0;
+        struct tg_trace_writer_stats s0, s1;
+        tg_trace_writer_get_stats(pin.w, &s0);
         struct ingest_result r =
             measure_paced(&pin, &cons, 1024, mbs * 1e6, &offered, &behind, st->cpu_clock, &svc_pct);
-        printf("   %-5d %10.1f %12.1f %14llu %9.2f%% %12llu %8.0f%% %7.0f%%%s\n", rep + 1, offered, r.mb_per_s,
+        tg_trace_writer_get_stats(pin.w, &s1);
+        printf("   %-5d %10.1f %12.1f %14llu %9.2f%% %12llu %8.0f%% %7.0f%%", rep + 1, offered, r.mb_per_s,
                (unsigned long long)r.dropped,
                r.written + r.dropped ? 100.0 * (double)r.dropped / (double)(r.written + r.dropped) : 0.0,
-               (unsigned long long)behind, svc_pct, r.others, r.others >= 15 ? " (disturbed by other processes)" : "");
+               (unsigned long long)behind, svc_pct, r.others);
+        if (stall)
+            printf(" %8llu %11.1f", (unsigned long long)(s1.stalls - s0.stalls), (double)(s1.stall_us - s0.stall_us) / 1e3);
+        printf("%s\n", r.others >= 15 ? " (disturbed by other processes)" : "");
         fflush(stdout);
     }
     printf("   (offered = the writer's attempted MB/s; late turns = loop turns that found the writer more than\n"
-           "    two turns behind its schedule, i.e. the writer itself could not keep the rate)\n");
+           "    %s turns behind its schedule, i.e. the writer itself could not keep the rate%s)\n",
+           stall ? "eight" : "two", stall ? "; stalls and stalled ms include\n    the warm-up" : "");
     sc_close(&cons);
     if (pin.w)
         tg_trace_writer_destroy(pin.w);
@@ -1003,7 +1023,7 @@ int main(int argc, char **argv)
     memset(&in, 0, sizeof in);
     in.base = event_base_new();
     uint32_t smb_kb = getenv("TG_BENCH_SMB_KB") ? (uint32_t)atoi(getenv("TG_BENCH_SMB_KB")) : 0; /* experiments */
-    ingest_producer_open(&in, st.psock, "bench_service", smb_kb, "bench.ingest");
+    ingest_producer_open(&in, st.psock, "bench_service", smb_kb, "bench.ingest", TG_BUFFER_EXHAUSTED_DROP);
     size_t smb = smb_kb ? (size_t)smb_kb << 10 : 256u << 10; /* default: as the SDK */
     in.per_turn = smb / 4;
 
@@ -1033,7 +1053,11 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
 
-    paced_ingest(&st, in.base);
+    const char *paced_policy = getenv("TG_BENCH_PACED_POLICY");
+    if (!paced_policy || strcmp(paced_policy, "stall") != 0)
+        paced_ingest(&st, in.base, TG_BUFFER_EXHAUSTED_DROP);
+    if (!paced_policy || strcmp(paced_policy, "drop") != 0)
+        paced_ingest(&st, in.base, TG_BUFFER_EXHAUSTED_STALL_THEN_DROP);
 
     /* ReadBuffers: fill the ring buffer (64 MiB), read it all back; best of 3 rounds */
     struct read_result best;
