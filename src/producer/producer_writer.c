@@ -528,6 +528,11 @@ bool tg_trace_writer_active(const tg_trace_writer *w)
     return a;
 }
 
+bool tg_trace_writer_stalling(const tg_trace_writer *w)
+{
+    return w && atomic_load(&((tg_trace_writer *)w)->stalling);
+}
+
 uint16_t tg_trace_writer_id(const tg_trace_writer *w) { return w ? w->id : 0; }
 uint32_t tg_trace_writer_target_buffer(const tg_trace_writer *w) { return w ? w->target_buffer : 0; }
 uint64_t tg_trace_writer_instance_id(const tg_trace_writer *w) { return w ? w->instance_id : 0; }

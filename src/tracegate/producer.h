@@ -286,6 +286,9 @@ int tg_trace_writer_flush(tg_trace_writer *w);
  * re-emit descriptors / interned data. */
 bool tg_trace_writer_take_incremental_reset(tg_trace_writer *w);
 bool tg_trace_writer_active(const tg_trace_writer *w);
+/* True while a write of w waits for the service to free a chunk (stall then
+ * drop); readable from any thread without waiting for that write. */
+bool tg_trace_writer_stalling(const tg_trace_writer *w);
 uint16_t tg_trace_writer_id(const tg_trace_writer *w);
 uint32_t tg_trace_writer_target_buffer(const tg_trace_writer *w);
 uint64_t tg_trace_writer_instance_id(const tg_trace_writer *w);

@@ -6,7 +6,9 @@
  * must complete promptly (NotifyDataSourceStopped), and ReadBuffers must
  * return exactly the bytes each writer wrote (plus the service's trusted
  * fields) on stable per-writer sequences >= 2, including a packet larger
- * than a chunk. */
+ * than a chunk. With the service on a thread of its own: a loop-thread
+ * writer with "stall then drop" writes far more than its SMB holds in one
+ * callback and loses nothing (with "drop" the same flood loses packets). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -48,6 +50,14 @@ struct e2e {
     char dir[64];
     char psock[128], csock[128], tcp[64];
     tg_service *svc;
+    /* the service on a thread of its own (setup_threaded) */
+    struct event_base *svc_base;
+    pthread_t svc_thread;
+    int svc_stop[2];
+    struct event *svc_stop_ev;
+    /* producer options */
+    enum tg_buffer_exhausted_policy policy;
+    uint32_t smb_kb;
     /* producer */
     tg_producer *p;
     unsigned connected, starts, stops;
@@ -115,6 +125,7 @@ static int start_producer(struct e2e *e, const char *addr)
     o.name = "e2e-producer";
     o.on_connected = on_connected;
     o.cb_arg = e;
+    o.smb_size_hint_kb = e->smb_kb;
     char err[256];
     e->p = tg_producer_new(e->base, &o, err, sizeof err);
     if (!e->p) {
@@ -132,6 +143,8 @@ static int start_producer(struct e2e *e, const char *addr)
     d.cbs.on_start = ds_start;
     d.cbs.on_stop = ds_stop;
     d.cb_arg = e;
+    d.buffer_exhausted_policy = e->policy;
+    d.stall_max_ms = 60000; /* a stall that ends ends because the service freed a chunk */
     return tg_producer_register_data_source(e->p, &d);
 }
 
@@ -266,11 +279,27 @@ static void consumer_enable(struct e2e *e)
     assert_true(tg_ipc_client_invoke(e->cc, e->cproxy, "EnableTracing", &req.base, -1, on_enable, e) != 0);
 }
 
-static int setup(void **state)
+static void on_svc_stop(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    event_base_loopbreak(arg);
+}
+
+static void *svc_main(void *arg)
+{
+    event_base_dispatch(((struct e2e *)arg)->svc_base);
+    return NULL;
+}
+
+/* The service on e->base, or with threaded on a base and thread of its own (created here, run
+ * only by that thread until teardown stops it). */
+static int setup_common(void **state, bool threaded)
 {
     struct e2e *e = calloc(1, sizeof *e);
     tg_log_set_level(TG_LOG_WARN);
     e->base = event_base_new();
+    e->svc_base = threaded ? event_base_new() : e->base;
     snprintf(e->dir, sizeof e->dir, "/tmp/tgpe2eXXXXXX");
     if (!mkdtemp(e->dir))
         return -1;
@@ -285,15 +314,26 @@ static int setup(void **state)
         struct tg_service_opts so = {0};
         so.producer_socks = plist;
         so.consumer_socks = e->csock;
-        e->svc = tg_service_new(e->base, &so, err, sizeof err);
+        e->svc = tg_service_new(e->svc_base, &so, err, sizeof err);
     }
     if (!e->svc) {
         fprintf(stderr, "service: %s\n", err);
         return -1;
     }
+    if (threaded) {
+        if (pipe(e->svc_stop) != 0)
+            return -1;
+        e->svc_stop_ev = event_new(e->svc_base, e->svc_stop[0], EV_READ, on_svc_stop, e->svc_base);
+        event_add(e->svc_stop_ev, NULL);
+        if (pthread_create(&e->svc_thread, NULL, svc_main, e) != 0)
+            return -1;
+    }
     *state = e;
     return 0;
 }
+
+static int setup(void **state) { return setup_common(state, false); }
+static int setup_threaded(void **state) { return setup_common(state, true); }
 
 static int teardown(void **state)
 {
@@ -305,8 +345,17 @@ static int teardown(void **state)
     if (e->cc)
         tg_ipc_client_free(e->cc);
     tg_test_run_until(e->base, NULL, NULL, 30);
+    if (e->svc_base != e->base) {
+        assert_int_equal(write(e->svc_stop[1], "x", 1), 1);
+        pthread_join(e->svc_thread, NULL);
+        event_free(e->svc_stop_ev);
+        close(e->svc_stop[0]);
+        close(e->svc_stop[1]);
+    }
     tg_service_free(e->svc);
-    tg_test_run_until(e->base, NULL, NULL, 30);
+    tg_test_run_until(e->svc_base, NULL, NULL, 30);
+    if (e->svc_base != e->base)
+        event_base_free(e->svc_base);
     event_base_free(e->base);
     for (size_t i = 0; i < e->n_wr; i++)
         free(e->wr[i].data);
@@ -341,8 +390,8 @@ static void *writer_thread(void *arg)
     return NULL;
 }
 
-/* The whole journey over one producer address. */
-static void run_session(struct e2e *e, const char *addr, bool expect_emulation)
+/* Producer connected over addr, a consumer bound, tracing enabled, both writers created. */
+static void open_session(struct e2e *e, const char *addr, bool expect_emulation)
 {
     assert_int_equal(start_producer(e, addr), 0);
     assert_true(tg_test_run_until(e->base, f_connected, e, 5000));
@@ -359,53 +408,24 @@ static void run_session(struct e2e *e, const char *addr, bool expect_emulation)
     assert_true(tg_test_run_until(e->base, f_writers, e, 5000));
     assert_non_null(e->w[1]);
     assert_int_equal(e->starts, 1);
+}
 
-    /* Writer 0 on the loop thread: descriptor, slices, counters, a packet
-     * bigger than a chunk; writer 1 on another thread. */
-    {
-        size_t len;
-        uint8_t *d = make_test_packet(1, TE_INSTANT, "first", 11, 0, 0, &len);
-        write_one(e, 0, d, len);
-    }
-    for (int i = 0; i < 300; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "ev%d", i);
-        size_t len;
-        uint8_t *d = make_test_packet(1000 + (uint64_t)i * 10, TE_INSTANT, name, 11, 0, 0, &len);
-        write_one(e, 0, d, len);
-        d = make_test_packet(1000 + (uint64_t)i * 10 + 5, TE_COUNTER, "fps", 12, 60 + i % 3, 0, &len);
-        write_one(e, 0, d, len);
-        if (i == 150) {
-            d = make_test_packet(5000000, TE_INSTANT, "big", 11, 0, 10 * 1024, &len);
-            write_one(e, 0, d, len);
-        }
-    }
-    struct thread_arg ta = {e->w[1], &e->wr[e->n_wr], 40};
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, writer_thread, &ta), 0);
-    pthread_join(th, NULL);
-    for (int i = 0; i < ta.n; i++)
-        assert_true(e->wr[e->n_wr + (size_t)i].len > 0);
-    e->n_wr += (size_t)ta.n;
-
-    /* Consumer Flush: succeeds only if the producer acked the service's flush (a flush timeout
-     * fails it, and is far beyond the wait anyway). */
+/* Consumer Flush: succeeds only if the producer acked the service's flush (a flush timeout
+ * fails it, and is far beyond the wait anyway). */
+static void consumer_flush(struct e2e *e)
+{
     Perfetto__Protos__FlushRequest fr = PERFETTO__PROTOS__FLUSH_REQUEST__INIT;
     fr.has_timeout_ms = 1;
     fr.timeout_ms = 600000;
     assert_true(tg_ipc_client_invoke(e->cc, e->cproxy, "Flush", &fr.base, -1, on_flush, e) != 0);
     assert_true(tg_test_run_until(e->base, f_flush, e, 10000));
     assert_true(e->flush_ok);
+}
 
-    /* Written after the flush: committed at stop. */
-    {
-        size_t len;
-        uint8_t *d = make_test_packet(3000000, TE_INSTANT, "after-flush", 11, 0, 0, &len);
-        write_one(e, 0, d, len);
-    }
-
-    /* DisableTracing: the producer commits, then NotifyDataSourceStopped lets
-     * the service end the session (the stop timeout is 10 minutes away). */
+/* DisableTracing: the producer commits, then NotifyDataSourceStopped lets the service end the
+ * session (the stop timeout is 10 minutes away); then the whole buffer is read. */
+static void disable_and_read(struct e2e *e)
+{
     assert_true(tg_ipc_client_invoke(e->cc, e->cproxy, "DisableTracing", NULL, -1, on_disable, e) != 0);
     assert_true(tg_test_run_until(e->base, f_enable, e, 10000));
     assert_true(e->enable_ok);
@@ -415,14 +435,17 @@ static void run_session(struct e2e *e, const char *addr, bool expect_emulation)
     assert_true(tg_ipc_client_invoke(e->cc, e->cproxy, "ReadBuffers", NULL, -1, on_read, e) != 0);
     assert_true(tg_test_run_until(e->base, f_read, e, 10000));
     assert_true(e->read_ok);
+}
 
-    /* Match: every producer packet starts with exactly the bytes written (the
-     * service appends trusted fields), in order per writer; each writer has
-     * one stable sequence id >= 2. */
+/* Match: every producer packet starts with exactly the bytes written (the service appends trusted
+ * fields), in order per writer, and nothing else arrived; each writer that wrote has one stable
+ * sequence id >= 2 (seq[k], 0 for a writer that wrote nothing). */
+static void match_read(struct e2e *e, uint32_t seq[2])
+{
     size_t next[2] = {0, 0};
-    uint32_t seq[2] = {0, 0};
+    seq[0] = seq[1] = 0;
     size_t matched = 0;
-    size_t idx[2][MAX_WRITTEN];
+    static size_t idx[2][MAX_WRITTEN];
     size_t n_idx[2] = {0, 0};
     for (size_t i = 0; i < e->n_wr; i++)
         idx[e->wr[i].writer][n_idx[e->wr[i].writer]++] = i;
@@ -473,6 +496,53 @@ static void run_session(struct e2e *e, const char *addr, bool expect_emulation)
     assert_int_equal(next[0], n_idx[0]);
     assert_int_equal(next[1], n_idx[1]);
     assert_int_equal(matched, e->n_wr);
+}
+
+/* The whole journey over one producer address. */
+static void run_session(struct e2e *e, const char *addr, bool expect_emulation)
+{
+    open_session(e, addr, expect_emulation);
+
+    /* Writer 0 on the loop thread: descriptor, slices, counters, a packet
+     * bigger than a chunk; writer 1 on another thread. */
+    {
+        size_t len;
+        uint8_t *d = make_test_packet(1, TE_INSTANT, "first", 11, 0, 0, &len);
+        write_one(e, 0, d, len);
+    }
+    for (int i = 0; i < 300; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "ev%d", i);
+        size_t len;
+        uint8_t *d = make_test_packet(1000 + (uint64_t)i * 10, TE_INSTANT, name, 11, 0, 0, &len);
+        write_one(e, 0, d, len);
+        d = make_test_packet(1000 + (uint64_t)i * 10 + 5, TE_COUNTER, "fps", 12, 60 + i % 3, 0, &len);
+        write_one(e, 0, d, len);
+        if (i == 150) {
+            d = make_test_packet(5000000, TE_INSTANT, "big", 11, 0, 10 * 1024, &len);
+            write_one(e, 0, d, len);
+        }
+    }
+    struct thread_arg ta = {e->w[1], &e->wr[e->n_wr], 40};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, writer_thread, &ta), 0);
+    pthread_join(th, NULL);
+    for (int i = 0; i < ta.n; i++)
+        assert_true(e->wr[e->n_wr + (size_t)i].len > 0);
+    e->n_wr += (size_t)ta.n;
+
+    consumer_flush(e);
+
+    /* Written after the flush: committed at stop. */
+    {
+        size_t len;
+        uint8_t *d = make_test_packet(3000000, TE_INSTANT, "after-flush", 11, 0, 0, &len);
+        write_one(e, 0, d, len);
+    }
+
+    disable_and_read(e);
+    uint32_t seq[2];
+    match_read(e, seq);
     assert_true(seq[0] >= 2 && seq[1] >= 2);
     assert_int_not_equal(seq[0], seq[1]);
 
@@ -492,11 +562,69 @@ static void test_e2e_tcp_emulation(void **state)
     run_session(e, e->tcp, true);
 }
 
+/* From the producer's loop thread, in one callback (the loop does not run meanwhile), 2,000
+ * packets of about 1 KiB into a 16 KiB SMB: about 128 times what it holds. Returns how many
+ * writes were dropped; every accepted packet must be read back, in order. */
+static size_t flood_from_loop_thread(struct e2e *e, enum tg_buffer_exhausted_policy policy,
+                                     struct tg_trace_writer_stats *st)
+{
+    e->policy = policy;
+    e->smb_kb = 16;
+    open_session(e, e->psock, false);
+    size_t dropped = 0;
+    for (int i = 0; i < 2000; i++) {
+        size_t len;
+        uint8_t *d = make_test_packet(10 + (uint64_t)i, TE_INSTANT, "flood", 11, 0, 900, &len);
+        int rc = tg_trace_writer_write(e->w[0], d, len);
+        if (rc == TG_TRACE_WRITER_OK) {
+            e->wr[e->n_wr].writer = 0;
+            e->wr[e->n_wr].data = d;
+            e->wr[e->n_wr].len = len;
+            e->n_wr++;
+        } else {
+            assert_int_equal(rc, TG_TRACE_WRITER_DROPPED);
+            free(d);
+            dropped++;
+        }
+    }
+    tg_trace_writer_get_stats(e->w[0], st);
+    consumer_flush(e);
+    disable_and_read(e);
+    uint32_t seq[2];
+    match_read(e, seq);
+    assert_true(seq[0] >= 2);
+    return dropped;
+}
+
+static void test_e2e_loop_thread_stall(void **state)
+{
+    struct e2e *e = *state;
+    struct tg_trace_writer_stats st;
+    assert_int_equal(flood_from_loop_thread(e, TG_BUFFER_EXHAUSTED_STALL_THEN_DROP, &st), 0);
+    assert_int_equal(st.packets_dropped, 0);
+    assert_true(st.stalls > 0); /* the SMB was full, many times */
+    assert_int_equal(st.stalls_given_up, 0);
+    assert_int_equal(e->n_wr, 2000 + 1); /* and the stop callback's final packet */
+}
+
+/* The control: the same flood with "drop" loses what the SMB cannot hold until the loop runs. */
+static void test_e2e_loop_thread_drop(void **state)
+{
+    struct e2e *e = *state;
+    struct tg_trace_writer_stats st;
+    size_t dropped = flood_from_loop_thread(e, TG_BUFFER_EXHAUSTED_DROP, &st);
+    assert_true(dropped > 1000);
+    assert_int_equal(st.packets_dropped, dropped);
+    assert_int_equal(st.stalls, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_e2e_unix_smb, setup, teardown),
         cmocka_unit_test_setup_teardown(test_e2e_tcp_emulation, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_e2e_loop_thread_stall, setup_threaded, teardown),
+        cmocka_unit_test_setup_teardown(test_e2e_loop_thread_drop, setup_threaded, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

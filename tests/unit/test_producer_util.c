@@ -387,6 +387,10 @@ int fake_start_ds(struct fake_svc *fs, uint64_t inst, const char *name, uint32_t
     cfg.tracing_session_id = 1;
     cfg.has_stop_timeout_ms = 1;
     cfg.stop_timeout_ms = 5000;
+    if (fs->ds_policy > 0) {
+        cfg.has_buffer_exhausted_policy = 1;
+        cfg.buffer_exhausted_policy = (Perfetto__Protos__DataSourceConfig__BufferExhaustedPolicy)fs->ds_policy;
+    }
     Perfetto__Protos__GetAsyncCommandResponse r = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
     Perfetto__Protos__GetAsyncCommandResponse__SetupDataSource su =
         PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__SETUP_DATA_SOURCE__INIT;

@@ -56,6 +56,7 @@ struct fake_svc {
     bool hold_init_reply;  /* keep InitializeConnection pending (see init_call) */
     bool hold_chunks;      /* SMB mode: read chunks but leave them BeingRead */
     bool unsealed_smb;     /* SMB mode: hand out a memfd without seals (a hostile service) */
+    int ds_policy;         /* fake_start_ds: DataSourceConfig.buffer_exhausted_policy when > 0 */
     /* calls */
     struct fake_rec recs[FAKE_MAX_RECS];
     size_t n_recs;

@@ -1,6 +1,7 @@
 /* test_smb_writer.c: the producer-side chunk writer: exact chunk bytes,
- * splitting with continuation flags, SMB-full drop behaviour, emulation mode,
- * flush/close and the fragment-count limit. */
+ * splitting with continuation flags, SMB-full drop behaviour, the stall hook
+ * (waiting for a free chunk between packets and in the middle of one, giving
+ * up), emulation mode, flush/close and the fragment-count limit. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -253,6 +254,133 @@ static void test_full_drop_mid_packet(void **state)
     teardown(&fx);
 }
 
+/* ---- stall hook ---- */
+
+struct staller {
+    struct fixture *fx;
+    unsigned calls;
+    unsigned free_at;      /* attempt at which it frees the oldest unread chunk (like the service) */
+    unsigned give_up_at;   /* attempt at which it says to drop */
+    size_t next_unread;    /* index into fx->sink->commits */
+    bool had_chunk[8];     /* the writer's have_chunk at each call */
+};
+
+static bool stall_hook(void *ctx, unsigned attempt)
+{
+    struct staller *st = ctx;
+    assert_true(st->calls < 8);
+    st->had_chunk[st->calls++] = st->fx->w.have_chunk;
+    if (attempt == st->give_up_at)
+        return false;
+    if (attempt == st->free_at) {
+        const struct tg_smb_commit *c = &st->fx->sink->commits[st->next_unread++];
+        assert_int_equal(tg_smb_acquire_chunk_for_reading(&st->fx->smb, c->page, c->chunk, NULL), TG_SMB_OK);
+        assert_int_equal(tg_smb_release_chunk_as_free(&st->fx->smb, c->page, c->chunk), TG_SMB_OK);
+    }
+    return true;
+}
+
+/* The hook gets commit_ctx, which is the sink in these fixtures: it finds its staller here. */
+static struct staller *g_staller;
+static bool stall_trampoline(void *ctx, unsigned attempt)
+{
+    (void)ctx;
+    return stall_hook(g_staller, attempt);
+}
+
+static void setup_stalling(struct fixture *fx, struct staller *st, unsigned free_at, unsigned give_up_at)
+{
+    setup(fx, 2, 4096, false, false); /* two chunks, nobody frees them but the staller */
+    memset(st, 0, sizeof *st);
+    st->fx = fx;
+    st->free_at = free_at;
+    st->give_up_at = give_up_at;
+    g_staller = st;
+    struct tg_smb_writer_config cfg = fx->w.cfg;
+    cfg.stall = stall_trampoline;
+    assert_int_equal(tg_smb_writer_init(&fx->w, &cfg), TG_SMB_WRITER_OK);
+}
+
+static void test_stall_mid_packet_then_write(void **state)
+{
+    (void)state;
+    struct fixture fx;
+    struct staller st;
+    setup_stalling(&fx, &st, 2, 100);
+    uint8_t pkt[12000];
+    fill(pkt, sizeof(pkt), 5);
+    /* chunk 0 and chunk 1 hold 8152 bytes; the third chunk is found only once
+     * the "service" freed chunk 0, on the third call */
+    assert_int_equal(tg_smb_writer_write_packet(&fx.w, pkt, sizeof(pkt)), TG_SMB_WRITER_OK);
+    assert_false(tg_smb_writer_take_data_lost(&fx.w));
+    assert_int_equal(st.calls, 3);
+    assert_true(st.had_chunk[0] && st.had_chunk[2]); /* chunk 1 was held, BeingWritten, meanwhile */
+    assert_int_equal(fx.w.stats.stalls, 1);
+    assert_int_equal(fx.w.stats.packets_dropped, 0);
+    tg_smb_writer_flush(&fx.w);
+    assert_int_equal(fx.sink->n, 3);
+    size_t got = 0;
+    for (size_t i = 0; i < 3; i++) {
+        const struct tg_smb_commit *c = &fx.sink->commits[i];
+        assert_int_equal(c->chunk_id, i);
+        unsigned want_flags = (i > 0 ? TG_SMB_CHUNK_FIRST_CONTINUES : 0) | (i < 2 ? TG_SMB_CHUNK_LAST_CONTINUES : 0);
+        assert_int_equal(tg_smb_packets_flags(c->packets), want_flags);
+        struct tg_smb_frag_iter it;
+        struct tg_smb_fragment f;
+        tg_smb_frag_iter_init(&it, fx.sink->copies[i] + 8, c->chunk_size - 8, 1, want_flags);
+        assert_int_equal(tg_smb_frag_next(&it, &f), TG_SMB_FRAG_OK);
+        assert_false(f.is_drop);
+        assert_memory_equal(f.data, pkt + got, f.len);
+        got += f.len;
+    }
+    assert_int_equal(got, sizeof(pkt));
+    assert_int_equal(fx.sink->commits[2].page, 0); /* the chunk the staller freed */
+    teardown(&fx);
+}
+
+static void test_stall_between_packets(void **state)
+{
+    (void)state;
+    struct fixture fx;
+    struct staller st;
+    setup_stalling(&fx, &st, 0, 100);
+    uint8_t pkt[4076]; /* exactly one chunk's payload */
+    fill(pkt, sizeof(pkt), 6);
+    assert_int_equal(tg_smb_writer_write_packet(&fx.w, pkt, sizeof(pkt)), TG_SMB_WRITER_OK);
+    assert_int_equal(tg_smb_writer_write_packet(&fx.w, pkt, sizeof(pkt)), TG_SMB_WRITER_OK);
+    assert_int_equal(st.calls, 0);
+    assert_int_equal(fx.sink->n, 2); /* both chunks full and released: the SMB is full */
+    assert_int_equal(tg_smb_writer_write_packet(&fx.w, "next", 4), TG_SMB_WRITER_OK);
+    assert_int_equal(st.calls, 1);
+    assert_false(st.had_chunk[0]); /* between packets the writer holds no chunk */
+    assert_int_equal(fx.w.stats.stalls, 1);
+    tg_smb_writer_flush(&fx.w);
+    assert_int_equal(fx.sink->n, 3);
+    assert_int_equal(fx.sink->commits[2].chunk_id, 2);
+    assert_int_equal(tg_smb_packets_flags(fx.sink->commits[2].packets), 0);
+    teardown(&fx);
+}
+
+static void test_stall_gives_up(void **state)
+{
+    (void)state;
+    struct fixture fx;
+    struct staller st;
+    setup_stalling(&fx, &st, 100, 3);
+    uint8_t pkt[12000];
+    fill(pkt, sizeof(pkt), 7);
+    /* asked four times (attempts 0..3), nothing freed: dropped as without the hook */
+    assert_int_equal(tg_smb_writer_write_packet(&fx.w, pkt, sizeof(pkt)), TG_SMB_WRITER_DROPPED);
+    assert_int_equal(st.calls, 4);
+    assert_true(tg_smb_writer_take_data_lost(&fx.w));
+    assert_int_equal(fx.sink->n, 2);
+    const uint8_t drop[4] = {0xff, 0xff, 0xff, 0x7f};
+    assert_memory_equal(fx.sink->copies[1] + 8, drop, 4);
+    assert_int_equal(fx.w.stats.stalls, 1);
+    assert_int_equal(fx.w.stats.packets_dropped, 1);
+    teardown(&fx);
+}
+
 static void test_emulation_frees_chunks(void **state)
 {
     (void)state;
@@ -349,6 +477,9 @@ int main(void)
         cmocka_unit_test(test_split_across_chunks),
         cmocka_unit_test(test_full_drop_without_fragment),
         cmocka_unit_test(test_full_drop_mid_packet),
+        cmocka_unit_test(test_stall_mid_packet_then_write),
+        cmocka_unit_test(test_stall_between_packets),
+        cmocka_unit_test(test_stall_gives_up),
         cmocka_unit_test(test_emulation_frees_chunks),
         cmocka_unit_test(test_emulation_needs_two_chunks_to_split),
         cmocka_unit_test(test_fragment_limit),
