@@ -278,17 +278,17 @@ bool tg_pr_writer_stall(void *ctx, unsigned attempt)
     tg_trace_writer *w = ctx;
     tg_producer *p = w->p;
     uint64_t now = mono_ns();
+    bool on_loop = tg_pr_on_loop_thread(p);
+    bool cancel = atomic_load(&w->stall_cancel) || (on_loop && (p->state != TG_PR_READY || !p->cli));
     if (attempt == 0) {
-        if (w->stall_spent)
-            return false; /* the last stall gave up and no packet got a chunk since */
+        if (w->stall_spent || cancel)
+            return false; /* the last stall gave up and no packet got a chunk since, or stopping */
         if (w->stall_t0_ns) /* a second stall in one packet (its continuation) */
             w->stall_ns += now - w->stall_t0_ns;
         w->stall_t0_ns = now;
         w->stalls++;
         atomic_store(&w->stalling, true);
     }
-    bool on_loop = tg_pr_on_loop_thread(p);
-    bool cancel = atomic_load(&w->stall_cancel) || (on_loop && (p->state != TG_PR_READY || !p->cli));
     if (cancel || now - w->stall_t0_ns >= w->stall_max_ns) {
         if (!cancel) {
             w->stall_spent = true;
