@@ -561,6 +561,10 @@ void tg_trace_writer_get_stats(tg_trace_writer *w, struct tg_trace_writer_stats 
  * writer gets going again (and the service can scrape it meanwhile). */
 static bool lock_unless_stalling(tg_trace_writer *w)
 {
+    if (!w->stall_max_ns) { /* never stalls (set at creation) */
+        pthread_mutex_lock(&w->mu);
+        return true;
+    }
     for (;;) {
         if (pthread_mutex_trylock(&w->mu) == 0)
             return true;

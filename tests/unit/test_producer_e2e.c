@@ -7,8 +7,9 @@
  * return exactly the bytes each writer wrote (plus the service's trusted
  * fields) on stable per-writer sequences >= 2, including a packet larger
  * than a chunk. With the service on a thread of its own: a loop-thread
- * writer with "stall then drop" writes far more than its SMB holds in one
- * callback and loses nothing (with "drop" the same flood loses packets). */
+ * writer with "stall then drop" (asked for by the consumer's config, passed
+ * through the service) writes far more than its SMB holds in one callback
+ * and loses nothing (with "drop" the same flood loses packets). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -57,7 +58,10 @@ struct e2e {
     struct event *svc_stop_ev;
     /* producer options */
     enum tg_buffer_exhausted_policy policy;
+    bool policy_configurable;
     uint32_t smb_kb;
+    int cfg_policy; /* the consumer's DataSourceConfig.buffer_exhausted_policy (0: not set) */
+    enum tg_buffer_exhausted_policy effective;
     /* producer */
     tg_producer *p;
     unsigned connected, starts, stops;
@@ -92,7 +96,7 @@ static void on_connected(tg_producer *p, void *arg)
 static void ds_start(tg_producer *p, uint64_t id, const struct tg_data_source_config *cfg, void *arg)
 {
     struct e2e *e = arg;
-    (void)cfg;
+    e->effective = cfg->effective_policy;
     e->starts++;
     e->instance = id;
     e->w[0] = tg_producer_create_writer(p, id);
@@ -144,6 +148,7 @@ static int start_producer(struct e2e *e, const char *addr)
     d.cbs.on_stop = ds_stop;
     d.cb_arg = e;
     d.buffer_exhausted_policy = e->policy;
+    d.buffer_exhausted_policy_configurable = e->policy_configurable;
     d.stall_max_ms = 60000; /* a stall that ends ends because the service freed a chunk */
     return tg_producer_register_data_source(e->p, &d);
 }
@@ -261,6 +266,10 @@ static void consumer_enable(struct e2e *e)
     buf.fill_policy = PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__FILL_POLICY__DISCARD;
     Perfetto__Protos__DataSourceConfig dsc = PERFETTO__PROTOS__DATA_SOURCE_CONFIG__INIT;
     dsc.name = (char *)"track_event";
+    if (e->cfg_policy) {
+        dsc.has_buffer_exhausted_policy = 1;
+        dsc.buffer_exhausted_policy = (Perfetto__Protos__DataSourceConfig__BufferExhaustedPolicy)e->cfg_policy;
+    }
     Perfetto__Protos__TraceConfig__DataSource ds = PERFETTO__PROTOS__TRACE_CONFIG__DATA_SOURCE__INIT;
     Perfetto__Protos__TraceConfig__DataSource *dss[1] = {&ds};
     ds.config = &dsc;
@@ -565,10 +574,8 @@ static void test_e2e_tcp_emulation(void **state)
 /* From the producer's loop thread, in one callback (the loop does not run meanwhile), 2,000
  * packets of about 1 KiB into a 16 KiB SMB: about 128 times what it holds. Returns how many
  * writes were dropped; every accepted packet must be read back, in order. */
-static size_t flood_from_loop_thread(struct e2e *e, enum tg_buffer_exhausted_policy policy,
-                                     struct tg_trace_writer_stats *st)
+static size_t flood_from_loop_thread(struct e2e *e, struct tg_trace_writer_stats *st)
 {
-    e->policy = policy;
     e->smb_kb = 16;
     open_session(e, e->psock, false);
     size_t dropped = 0;
@@ -600,7 +607,12 @@ static void test_e2e_loop_thread_stall(void **state)
 {
     struct e2e *e = *state;
     struct tg_trace_writer_stats st;
-    assert_int_equal(flood_from_loop_thread(e, TG_BUFFER_EXHAUSTED_STALL_THEN_DROP, &st), 0);
+    /* the consumer's config asks for it, through the real service, and the data source lets it */
+    e->policy = TG_BUFFER_EXHAUSTED_DROP;
+    e->policy_configurable = true;
+    e->cfg_policy = PERFETTO__PROTOS__DATA_SOURCE_CONFIG__BUFFER_EXHAUSTED_POLICY__BUFFER_EXHAUSTED_STALL_THEN_DROP;
+    assert_int_equal(flood_from_loop_thread(e, &st), 0);
+    assert_int_equal(e->effective, TG_BUFFER_EXHAUSTED_STALL_THEN_DROP);
     assert_int_equal(st.packets_dropped, 0);
     assert_true(st.stalls > 0); /* the SMB was full, many times */
     assert_int_equal(st.stalls_given_up, 0);
@@ -612,7 +624,9 @@ static void test_e2e_loop_thread_drop(void **state)
 {
     struct e2e *e = *state;
     struct tg_trace_writer_stats st;
-    size_t dropped = flood_from_loop_thread(e, TG_BUFFER_EXHAUSTED_DROP, &st);
+    e->policy = TG_BUFFER_EXHAUSTED_DROP;
+    size_t dropped = flood_from_loop_thread(e, &st);
+    assert_int_equal(e->effective, TG_BUFFER_EXHAUSTED_DROP);
     assert_true(dropped > 1000);
     assert_int_equal(st.packets_dropped, dropped);
     assert_int_equal(st.stalls, 0);

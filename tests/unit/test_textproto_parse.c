@@ -23,7 +23,8 @@
 static const char k_sample[] =
     "buffers { size_kb: 4096 fill_policy: RING_BUFFER }\n"
     "buffers: { size_kb: 1024, fill_policy: DISCARD }\n"
-    "data_sources { config { name: \"track_event\" target_buffer: 0 track_event_config { enabled_categories: "
+    "data_sources { config { name: \"track_event\" target_buffer: 0 buffer_exhausted_policy: "
+    "BUFFER_EXHAUSTED_STALL_THEN_DROP track_event_config { enabled_categories: "
     "\"*\" disabled_categories: [\"slow\", \"debug\"] } } producer_name_filter: \"demo\" }\n"
     "duration_ms: 2500  # comment\n"
     "write_into_file: true\n"
@@ -94,6 +95,9 @@ static void test_trace_config_sample(void **state)
     assert_string_equal(ds->config->name, "track_event");
     assert_true(ds->config->has_target_buffer);
     assert_int_equal(ds->config->target_buffer, 0);
+    assert_true(ds->config->has_buffer_exhausted_policy); /* what the producer library reads (service.md) */
+    assert_int_equal(ds->config->buffer_exhausted_policy,
+                     PERFETTO__PROTOS__DATA_SOURCE_CONFIG__BUFFER_EXHAUSTED_POLICY__BUFFER_EXHAUSTED_STALL_THEN_DROP);
     assert_non_null(ds->config->track_event_config);
     assert_int_equal(ds->config->track_event_config->n_enabled_categories, 1);
     assert_string_equal(ds->config->track_event_config->enabled_categories[0], "*");
