@@ -159,6 +159,30 @@ static void test_exact_bytes(void **state)
     teardown(&fx);
 }
 
+/* The first n commits are chunk ids 0..n-1 carrying one packet, pkt, split across them with the
+ * continuation flags, one fragment each (each but the last full_len bytes), no drop marker. */
+static void assert_one_split_packet(const struct fixture *fx, size_t n, const uint8_t *pkt, size_t len,
+                                    size_t full_len)
+{
+    size_t got = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct tg_smb_commit *c = &fx->sink->commits[i];
+        assert_int_equal(c->chunk_id, i);
+        unsigned want_flags = (i > 0 ? TG_SMB_CHUNK_FIRST_CONTINUES : 0) | (i + 1 < n ? TG_SMB_CHUNK_LAST_CONTINUES : 0);
+        assert_int_equal(tg_smb_packets_flags(c->packets), want_flags);
+        assert_int_equal(tg_smb_packets_count(c->packets), 1);
+        struct tg_smb_frag_iter it;
+        struct tg_smb_fragment f;
+        tg_smb_frag_iter_init(&it, fx->sink->copies[i] + 8, c->chunk_size - 8, 1, want_flags);
+        assert_int_equal(tg_smb_frag_next(&it, &f), TG_SMB_FRAG_OK);
+        assert_false(f.is_drop);
+        assert_int_equal(f.len, i + 1 < n ? full_len : len - (n - 1) * full_len);
+        assert_memory_equal(f.data, pkt + got, f.len);
+        got += f.len;
+    }
+    assert_int_equal(got, len);
+}
+
 static void test_split_across_chunks(void **state)
 {
     (void)state;
@@ -170,22 +194,7 @@ static void test_split_across_chunks(void **state)
     tg_smb_writer_flush(&fx.w);
     /* 4080-byte payloads: 4076 + 4076 + 1848 */
     assert_int_equal(fx.sink->n, 3);
-    size_t got = 0;
-    for (size_t i = 0; i < 3; i++) {
-        const struct tg_smb_commit *c = &fx.sink->commits[i];
-        assert_int_equal(c->chunk_id, i);
-        unsigned want_flags = (i > 0 ? TG_SMB_CHUNK_FIRST_CONTINUES : 0) | (i < 2 ? TG_SMB_CHUNK_LAST_CONTINUES : 0);
-        assert_int_equal(tg_smb_packets_flags(c->packets), want_flags);
-        assert_int_equal(tg_smb_packets_count(c->packets), 1);
-        struct tg_smb_frag_iter it;
-        struct tg_smb_fragment f;
-        tg_smb_frag_iter_init(&it, fx.sink->copies[i] + 8, c->chunk_size - 8, 1, want_flags);
-        assert_int_equal(tg_smb_frag_next(&it, &f), TG_SMB_FRAG_OK);
-        assert_int_equal(f.len, i < 2 ? 4076 : 10000 - 2 * 4076);
-        assert_memory_equal(f.data, pkt + got, f.len);
-        got += f.len;
-    }
-    assert_int_equal(got, sizeof(pkt));
+    assert_one_split_packet(&fx, 3, pkt, sizeof(pkt), 4076);
     teardown(&fx);
 }
 
@@ -319,21 +328,7 @@ static void test_stall_mid_packet_then_write(void **state)
     assert_int_equal(fx.w.stats.packets_dropped, 0);
     tg_smb_writer_flush(&fx.w);
     assert_int_equal(fx.sink->n, 3);
-    size_t got = 0;
-    for (size_t i = 0; i < 3; i++) {
-        const struct tg_smb_commit *c = &fx.sink->commits[i];
-        assert_int_equal(c->chunk_id, i);
-        unsigned want_flags = (i > 0 ? TG_SMB_CHUNK_FIRST_CONTINUES : 0) | (i < 2 ? TG_SMB_CHUNK_LAST_CONTINUES : 0);
-        assert_int_equal(tg_smb_packets_flags(c->packets), want_flags);
-        struct tg_smb_frag_iter it;
-        struct tg_smb_fragment f;
-        tg_smb_frag_iter_init(&it, fx.sink->copies[i] + 8, c->chunk_size - 8, 1, want_flags);
-        assert_int_equal(tg_smb_frag_next(&it, &f), TG_SMB_FRAG_OK);
-        assert_false(f.is_drop);
-        assert_memory_equal(f.data, pkt + got, f.len);
-        got += f.len;
-    }
-    assert_int_equal(got, sizeof(pkt));
+    assert_one_split_packet(&fx, 3, pkt, sizeof(pkt), 4076);
     assert_int_equal(fx.sink->commits[2].page, 0); /* the chunk the staller freed */
     teardown(&fx);
 }
