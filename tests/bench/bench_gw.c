@@ -848,8 +848,12 @@ static int cmp_double(const void *a, const void *b)
 
 static void print_latency(long n, double *lat)
 {
+    double sum = 0;
+    for (long i = 0; i < n; i++)
+        sum += lat[i];
     qsort(lat, (size_t)n, sizeof *lat, cmp_double);
-    printf("calls=%ld p50_us=%.1f p90_us=%.1f p99_us=%.1f", n, lat[n / 2], lat[(n * 9) / 10], lat[(n * 99) / 100]);
+    printf("calls=%ld p50_us=%.1f p90_us=%.1f p99_us=%.1f p10_us=%.1f mean_us=%.1f", n, lat[n / 2],
+           lat[(n * 9) / 10], lat[(n * 99) / 100], lat[n / 10], n ? sum / (double)n : 0.0);
 }
 
 /* Opens url and binds ConsumerPort (s in capture mode, its body allocated by the caller).
