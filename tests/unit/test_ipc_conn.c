@@ -2,7 +2,8 @@
  * several fd frames are queued back to back), extra/truncated fds, the single close path (close from
  * a callback, close after flush, EOF with frames buffered), send timeout, hard limit, congestion and
  * on_drain, pause/resume, idle timeout, the bufferevent backend, and a reply queued from a callback
- * written in the same loop turn, and how long unread output has been stalled. */
+ * written in the same loop turn, written at once (tg_conn_write_now), and how long unread output
+ * has been stalled. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -980,12 +981,67 @@ static void test_output_stalled_until_peer_reads(void **state)
     tg_conn_destroy(r.conn);
 }
 
+/* tg_conn_write_now: queued frames reach the socket inside the caller's callback, without a loop
+ * turn; what the socket does not take waits and arrives whole and in order once the loop runs; a
+ * write error closes the connection from the loop, as any other; a closing connection refuses. */
+static void test_write_now(void **state)
+{
+    struct fx *f = *state;
+    struct rec r = {.base = f->base};
+    r.conn = tg_conn_new_fd(f->base, f->sp[0], NULL, &k_rec_cbs, &r);
+    assert_non_null(r.conn);
+    f->sp[0] = -1;
+    assert_int_equal(tg_conn_send(r.conn, "now", 3, -1), 0);
+    assert_int_equal(tg_conn_write_now(r.conn), 0);
+    uint8_t back[16];
+    assert_int_equal(recv(f->sp[1], back, sizeof back, MSG_DONTWAIT), 7); /* no loop turn ran */
+    assert_memory_equal(back + 4, "now", 3);
+    assert_int_equal(tg_conn_output_len(r.conn), 0);
+
+    /* more than the socket takes: the rest waits for the loop */
+    static uint8_t body[60000];
+    for (int i = 0; i < 64; i++) {
+        put_seq(body, (uint32_t)i);
+        assert_int_equal(tg_conn_send(r.conn, body, sizeof body, -1), 0);
+    }
+    assert_int_equal(tg_conn_write_now(r.conn), 0);
+    size_t total = 64 * (sizeof body + 4), left = tg_conn_output_len(r.conn);
+    assert_true(left > 0 && left < total);
+    static uint8_t got[64 * (60000 + 4)];
+    size_t n = 0;
+    while (n < total) {
+        ssize_t k = recv(f->sp[1], got + n, total - n, MSG_DONTWAIT);
+        if (k > 0)
+            n += (size_t)k;
+        else
+            event_base_loop(f->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+    }
+    for (int i = 0; i < 64; i++) { /* whole and in order */
+        const uint8_t *fr = got + (size_t)i * (sizeof body + 4);
+        assert_int_equal(fr[0] | fr[1] << 8 | fr[2] << 16 | (uint32_t)fr[3] << 24, sizeof body);
+        uint8_t want[4];
+        put_seq(want, (uint32_t)i);
+        assert_memory_equal(fr + 4, want, 4);
+    }
+
+    /* the peer is gone: the error closes the connection, from the loop */
+    close(f->sp[1]);
+    f->sp[1] = -1;
+    assert_int_equal(tg_conn_send(r.conn, "late", 4, -1), 0);
+    assert_int_equal(tg_conn_write_now(r.conn), -1);
+    assert_int_equal(r.closes, 0);
+    assert_int_equal(tg_conn_write_now(r.conn), -1); /* closing: refused */
+    assert_true(tg_test_run_until(f->base, rec_closed, &r, TIMEOUT_MS));
+    assert_non_null(strstr(r.reason, "write error"));
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         T(test_fd_on_first_byte_back_to_back),
+        T(test_write_now),
         T(test_fd_receive_extras_and_truncation),
         T(test_fd_goes_to_its_own_frame),
         T(test_fd_slot_replaced_not_leaked),
