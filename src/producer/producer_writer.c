@@ -299,8 +299,8 @@ bool tg_pr_writer_stall(void *ctx, unsigned attempt)
     if (on_loop && attempt % 2 == 0) {
         tg_pr_drain(p, 0);
         tg_conn *conn = p->cli ? tg_ipc_client_conn(p->cli) : NULL;
-        if (conn)
-            (void)tg_conn_write_now(conn);
+        if (!conn || tg_conn_write_now(conn) != 0)
+            return false; /* the connection is closing (a write error): nobody will free a chunk */
     }
     unsigned shift = attempt < 6 ? attempt : 6;
     uint64_t ns = 20000ull << shift;

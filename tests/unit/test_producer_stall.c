@@ -3,7 +3,8 @@
  * writer on a thread of its own and the service holding the SMB's chunks:
  * a stall waits for the service and loses nothing; a stall that lasts its
  * bound drops, later writes drop at once until one gets a chunk, and the next
- * full SMB stalls again; stopping the instance ends a stall at once; the
+ * full SMB stalls again; stopping the instance ends a stall at once, and so
+ * does losing the connection for a stall on the loop thread; the
  * config may choose the policy only when the data source lets it
  * (STALL_THEN_ABORT is taken as stall then drop). */
 #include <setjmp.h>
@@ -292,6 +293,32 @@ static void test_stop_ends_a_stall(void **state)
     assert_false(tg_trace_writer_active(c->writer));
 }
 
+/* A stall on the loop thread whose connection is gone gives up at once, not at its 60 s bound:
+ * nobody is left to free a chunk. */
+static void test_lost_connection_ends_a_loop_thread_stall(void **state)
+{
+    struct ctx *c = *state;
+    bring_up(c);
+    for (int i = 0; i < 8; i++) { /* the loop does not run: the two chunks stay full */
+        size_t len;
+        uint8_t *b = make_test_packet((uint64_t)i, TE_COUNTER, "x", 1, i, 950, &len);
+        assert_int_equal(tg_trace_writer_write(c->writer, b, len), TG_TRACE_WRITER_OK);
+        free(b);
+    }
+    fake_svc_free(c->fs); /* the service's end of the connection closes */
+    c->fs = NULL;
+    uint64_t t0 = tg_test_now_ms();
+    size_t len;
+    uint8_t *b = make_test_packet(8, TE_COUNTER, "x", 1, 8, 950, &len);
+    assert_int_equal(tg_trace_writer_write(c->writer, b, len), TG_TRACE_WRITER_DROPPED);
+    free(b);
+    assert_true(tg_test_now_ms() - t0 < 30000); /* well before the stall's 60 s bound */
+    struct tg_trace_writer_stats st;
+    tg_trace_writer_get_stats(c->writer, &st);
+    assert_int_equal(st.stalls, 1);
+    assert_int_equal(st.stalls_given_up, 0);
+}
+
 /* Writes N_PACKETS from the loop thread into an SMB whose chunks the fake holds. */
 static void write_into_held_smb(struct ctx *c, int *ok, int *dropped)
 {
@@ -378,6 +405,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stall_waits_for_the_service, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stall_bound_then_drop_then_stall_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_ends_a_stall, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lost_connection_ends_a_loop_thread_stall, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_stall_when_allowed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_abort_is_stall_then_drop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_ignored_unless_allowed, setup, teardown),
