@@ -294,7 +294,7 @@ bool tg_pr_writer_stall(void *ctx, unsigned attempt)
             w->stall_spent = true;
             w->stalls_given_up++;
         }
-        return false; /* the write's end accounts for the time (tg_pr_writer_stall_end) */
+        return false; /* the write's end accounts for the time (stall_end) */
     }
     if (on_loop && attempt % 2 == 0) {
         tg_pr_drain(p, 0);
