@@ -470,7 +470,6 @@ struct ingest {
     uint64_t pace_sched;   /* bytes the schedule counts as offered since pace_t0 (debt forgiven) */
     uint64_t pace_behind;  /* turns that found more than pace_slack turns' worth of budget: the writer lagged */
     double pace_slack;     /* turns of debt caught up before it is forgiven (2; 8 when the writer stalls) */
-    enum tg_buffer_exhausted_policy policy;
     /* TG_BENCH_PACED_DROPS=1: when each burst of drops began (CLOCK_MONOTONIC, for
      * tests/bench/paced_drops.sh) and how steady the writer was just before it */
     int report_drops;
@@ -920,7 +919,6 @@ static void ingest_producer_open(struct ingest *in, const char *psock, const cha
     dd.cbs.on_stop = ds_stop;
     dd.cb_arg = in;
     dd.buffer_exhausted_policy = policy;
-    in->policy = policy;
     in->pace_slack = policy == TG_BUFFER_EXHAUSTED_STALL_THEN_DROP ? 8.0 : 2.0;
     tg_producer_register_data_source(in->p, &dd);
     run_loop_for(in->base, 5.0); /* until on_connected */

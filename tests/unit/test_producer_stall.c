@@ -191,6 +191,25 @@ static int count_rc(const struct ctx *c, int rc)
     return n;
 }
 
+/* The fake reads chunks but frees none; a writer thread writes until it stalls on the full SMB
+ * (it has not dropped anything and is not done). */
+static void start_stalled_writer(struct ctx *c)
+{
+    c->fs->hold_chunks = true;
+    start_writer(c, 0);
+    assert_true(run_until_polled(c, stalling_on_held, 5000));
+    assert_int_equal(atomic_load(&c->done), 0);
+}
+
+/* The service catches up: the stalled writer gets going and every packet is written. */
+static void release_and_join(struct ctx *c)
+{
+    c->fs->hold_chunks = false;
+    fake_release_held(c->fs);
+    join_writer(c);
+    assert_int_equal(count_rc(c, TG_TRACE_WRITER_OK), N_PACKETS);
+}
+
 static unsigned g_acks;
 static int have_acks(void *arg) { return ((struct ctx *)arg)->fs->flush_acks >= g_acks; }
 static void flush_and_wait(struct ctx *c, uint64_t rid)
@@ -207,16 +226,8 @@ static void test_stall_waits_for_the_service(void **state)
 {
     struct ctx *c = *state;
     bring_up(c);
-    c->fs->hold_chunks = true; /* the service reads chunks but frees none */
-    start_writer(c, 0);
-    /* the SMB filled and the writer waits: it has not dropped anything */
-    assert_true(run_until_polled(c, stalling_on_held, 5000));
-    assert_int_equal(atomic_load(&c->done), 0);
-    /* the service catches up */
-    c->fs->hold_chunks = false;
-    fake_release_held(c->fs);
-    join_writer(c);
-    assert_int_equal(count_rc(c, TG_TRACE_WRITER_OK), N_PACKETS);
+    start_stalled_writer(c);
+    release_and_join(c);
     flush_and_wait(c, 7);
     assert_int_equal(c->fs->n_packets, N_PACKETS);
     for (size_t i = 0; i < c->fs->n_packets; i++) {
@@ -272,9 +283,7 @@ static void test_stop_ends_a_stall(void **state)
 {
     struct ctx *c = *state; /* stall bound: 60 s, far beyond the waits below */
     bring_up(c);
-    c->fs->hold_chunks = true;
-    start_writer(c, 0);
-    assert_true(run_until_polled(c, stalling_on_held, 5000));
+    start_stalled_writer(c);
     /* the service stops the instance while the writer waits: the stop retires the writer, which
      * gives up its stall at once (the loop thread does not wait 60 s for it) */
     assert_int_equal(fake_stop_ds(c->fs, 1), 0);
@@ -319,19 +328,25 @@ static void test_lost_connection_ends_a_loop_thread_stall(void **state)
     assert_int_equal(st.stalls_given_up, 0);
 }
 
-/* Writes N_PACKETS from the loop thread into an SMB whose chunks the fake holds. */
-static void write_into_held_smb(struct ctx *c, int *ok, int *dropped)
+/* N_PACKETS from the loop thread into an SMB whose chunks the fake holds (a stall there could not
+ * end): 8 fit, the other 4 are dropped at once, with no stall. */
+static void assert_drops_without_stalling(struct ctx *c)
 {
     c->fs->hold_chunks = true;
-    *ok = *dropped = 0;
+    int ok = 0, dropped = 0;
     for (int i = 0; i < N_PACKETS; i++) {
         size_t len;
         uint8_t *b = make_test_packet((uint64_t)i, TE_COUNTER, "x", 1, i, 950, &len);
         int rc = tg_trace_writer_write(c->writer, b, len);
         free(b);
-        *ok += rc == TG_TRACE_WRITER_OK;
-        *dropped += rc == TG_TRACE_WRITER_DROPPED;
+        ok += rc == TG_TRACE_WRITER_OK;
+        dropped += rc == TG_TRACE_WRITER_DROPPED;
     }
+    assert_int_equal(ok, 8);
+    assert_int_equal(dropped, 4);
+    struct tg_trace_writer_stats st;
+    tg_trace_writer_get_stats(c->writer, &st);
+    assert_int_equal(st.stalls, 0);
 }
 
 /* The config's policy (send) with the data source's (desc, configurable): returns the effective one. */
@@ -350,14 +365,8 @@ static void test_config_stall_when_allowed(void **state)
 {
     struct ctx *c = *state;
     assert_int_equal(config_case(c, TG_BUFFER_EXHAUSTED_DROP, true, 3), TG_BUFFER_EXHAUSTED_STALL_THEN_DROP);
-    /* and the writer really stalls */
-    c->fs->hold_chunks = true;
-    start_writer(c, 0);
-    assert_true(run_until_polled(c, stalling_on_held, 5000));
-    c->fs->hold_chunks = false;
-    fake_release_held(c->fs);
-    join_writer(c);
-    assert_int_equal(count_rc(c, TG_TRACE_WRITER_OK), N_PACKETS);
+    start_stalled_writer(c); /* and the writer really stalls */
+    release_and_join(c);
 }
 
 static void test_config_abort_is_stall_then_drop(void **state)
@@ -370,26 +379,14 @@ static void test_config_ignored_unless_allowed(void **state)
 {
     struct ctx *c = *state;
     assert_int_equal(config_case(c, TG_BUFFER_EXHAUSTED_DROP, false, 3), TG_BUFFER_EXHAUSTED_DROP);
-    int ok, dropped;
-    write_into_held_smb(c, &ok, &dropped);
-    assert_int_equal(ok, 8);
-    assert_int_equal(dropped, 4);
-    struct tg_trace_writer_stats st;
-    tg_trace_writer_get_stats(c->writer, &st);
-    assert_int_equal(st.stalls, 0);
+    assert_drops_without_stalling(c);
 }
 
 static void test_config_drop_over_stall(void **state)
 {
     struct ctx *c = *state;
     assert_int_equal(config_case(c, TG_BUFFER_EXHAUSTED_STALL_THEN_DROP, true, 1), TG_BUFFER_EXHAUSTED_DROP);
-    int ok, dropped;
-    write_into_held_smb(c, &ok, &dropped); /* on the loop thread: a stall could not end */
-    assert_int_equal(ok, 8);
-    assert_int_equal(dropped, 4);
-    struct tg_trace_writer_stats st;
-    tg_trace_writer_get_stats(c->writer, &st);
-    assert_int_equal(st.stalls, 0);
+    assert_drops_without_stalling(c);
 }
 
 static void test_config_unknown_value_keeps_the_data_sources(void **state)
