@@ -424,8 +424,17 @@ static char *ws_metrics_text(void)
                      "did not keep up; the client's WebSocket was not read).\n"
                      "# TYPE tracegated_ws_paused_total counter\n"
                      "tracegated_ws_paused_total{direction=\"to_client\"} %llu\n"
-                     "tracegated_ws_paused_total{direction=\"from_client\"} %llu\n",
-                     tg_ws_link_count(), st.out_messages, st.out_bytes, st.out_pauses, st.in_pauses);
+                     "tracegated_ws_paused_total{direction=\"from_client\"} %llu\n"
+                     "# HELP tracegated_ws_send_tails_total Messages to clients written straight from the "
+                     "gateway's buffers whose end the socket did not take at once (that end was copied and "
+                     "sent later).\n"
+                     "# TYPE tracegated_ws_send_tails_total counter\n"
+                     "tracegated_ws_send_tails_total %llu\n"
+                     "# HELP tracegated_ws_send_tail_bytes_total Bytes of those ends.\n"
+                     "# TYPE tracegated_ws_send_tail_bytes_total counter\n"
+                     "tracegated_ws_send_tail_bytes_total %llu\n",
+                     tg_ws_link_count(), st.out_messages, st.out_bytes, st.out_pauses, st.in_pauses, st.out_tails,
+                     st.out_tail_bytes);
     return n < 0 ? NULL : t;
 }
 

@@ -5,10 +5,12 @@
 #include <stdio.h>
 #include <fcntl.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "net/atomic_max.h"
@@ -66,7 +68,7 @@ struct tg_ws_link {
 };
 
 static atomic_int g_links;
-static atomic_ullong g_out_messages, g_out_bytes, g_out_pauses, g_in_pauses;
+static atomic_ullong g_out_messages, g_out_bytes, g_out_pauses, g_in_pauses, g_out_tails, g_out_tail_bytes;
 static atomic_size_t g_out_largest, g_out_peak, g_in_peak;
 
 int tg_ws_link_count(void) { return atomic_load(&g_links); }
@@ -78,6 +80,8 @@ void tg_ws_link_stats(struct tg_ws_link_stats *out)
     out->out_largest = atomic_load(&g_out_largest);
     out->out_queue_peak = atomic_load(&g_out_peak);
     out->out_pauses = atomic_load(&g_out_pauses);
+    out->out_tails = atomic_load(&g_out_tails);
+    out->out_tail_bytes = atomic_load(&g_out_tail_bytes);
     out->in_queue_peak = atomic_load(&g_in_peak);
     out->in_pauses = atomic_load(&g_in_pauses);
     /* links over a seam queue in the seam (net/ws_seam.h) */
@@ -232,26 +236,112 @@ static int close_when_sent(struct tg_ws_link *l, size_t sent)
     return -1;
 }
 
+/* One message straight from the gateway's buffers, for a WebSocket without TLS (seam_writeable). */
+struct direct_send {
+    struct lws *ws;
+    int fd;
+    int choked; /* the socket took less than the whole message */
+};
+
+/* The header of an unmasked, final binary frame of len bytes (RFC 6455 5.2). Returns its length. */
+static size_t binary_frame_header(unsigned char *h, size_t len)
+{
+    h[0] = 0x82;
+    if (len < 126) {
+        h[1] = (unsigned char)len;
+        return 2;
+    }
+    if (len < 65536) {
+        h[1] = 126;
+        h[2] = (unsigned char)(len >> 8);
+        h[3] = (unsigned char)len;
+        return 4;
+    }
+    h[1] = 127;
+    for (int k = 0; k < 8; k++)
+        h[2 + k] = (unsigned char)((uint64_t)len >> (56 - 8 * k));
+    return 10;
+}
+
+/* tg_ws_seam_take's consumer: the frame header and the payload's pieces in one sendmsg. What the
+ * kernel does not take of the frame goes to lws as raw bytes (LWS_WRITE_RAW): lws copies that tail
+ * and sends it before anything else on this connection, its own pongs and close frame included (a
+ * pending tail comes first in its writeable handling), so nothing lws writes can land inside our
+ * frame. Returns len (all of it sent or left with lws), 0 (the socket took nothing: the frame was
+ * not started) or -1. */
+static ssize_t direct_take(void *arg, const struct iovec *iov, int n, size_t len)
+{
+    struct direct_send *d = arg;
+    unsigned char hdr[10];
+    struct iovec v[1 + 64];
+    if (n > 64)
+        return -1; /* tg_ws_seam_take hands at most 64 */
+    v[0].iov_base = hdr;
+    v[0].iov_len = binary_frame_header(hdr, len);
+    memcpy(v + 1, iov, (size_t)n * sizeof *iov);
+    size_t total = v[0].iov_len + len;
+    struct msghdr mh = {.msg_iov = v, .msg_iovlen = (size_t)n + 1};
+    ssize_t w;
+    do
+        w = sendmsg(d->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    while (w < 0 && errno == EINTR);
+    if (w < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return -1;
+        d->choked = 1;
+        return 0;
+    }
+    if ((size_t)w < total) {
+        d->choked = 1;
+        atomic_fetch_add_explicit(&g_out_tails, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&g_out_tail_bytes, total - (size_t)w, memory_order_relaxed);
+        size_t skip = (size_t)w;
+        for (int k = 0; k <= n; k++) {
+            if (skip >= v[k].iov_len) {
+                skip -= v[k].iov_len;
+                continue;
+            }
+            /* lws_write's result for bytes it queued behind others is not their count: only
+             * failure means something here */
+            if (lws_write(d->ws, (unsigned char *)v[k].iov_base + skip, v[k].iov_len - skip, LWS_WRITE_RAW) < 0)
+                return -1;
+            skip = 0;
+        }
+    }
+    return (ssize_t)len;
+}
+
 /* Sends what the gateway wrote, as messages of up to out_cap bytes, as many as the socket takes
  * (up to OUT_HIGH bytes per turn); closes the WebSocket once the gateway side ended and all of
- * it was sent. */
+ * it was sent. Without TLS each message goes from the gateway's buffers to the socket (see
+ * direct_take); with TLS lws encrypts it from a copy in the link's message buffer. */
 static int seam_writeable(struct tg_ws_link *l)
 {
     struct lws *ws = l->ws;
+    int direct = !lws_is_ssl(ws);
     size_t sent = 0;
     for (;;) {
-        if (sent && (sent >= TG_WS_LINK_OUT_HIGH || lws_send_pipe_choked(ws))) {
+        if (sent && (sent >= TG_WS_LINK_OUT_HIGH || (!direct && lws_send_pipe_choked(ws)))) {
             lws_callback_on_writable(ws);
             return 0;
         }
-        if (!l->spare && !(l->spare = malloc(sizeof *l->spare + LWS_PRE + l->out_cap)))
-            return -1;
-        size_t more = 0;
-        int ended = 0;
-        size_t n = tg_ws_seam_pull(l->seam, l->spare->buf + LWS_PRE, l->out_cap, &more, &ended);
-        if (n) {
-            if (lws_write(ws, l->spare->buf + LWS_PRE, n, LWS_WRITE_BINARY) < (int)n)
+        size_t more = 0, n;
+        int ended = 0, choked = 0;
+        if (direct) {
+            struct direct_send d = {ws, lws_get_socket_fd(ws), 0};
+            ssize_t r = tg_ws_seam_take(l->seam, l->out_cap, direct_take, &d, &more, &ended);
+            if (r < 0)
                 return -1;
+            n = (size_t)r;
+            choked = d.choked;
+        } else {
+            if (!l->spare && !(l->spare = malloc(sizeof *l->spare + LWS_PRE + l->out_cap)))
+                return -1;
+            n = tg_ws_seam_pull(l->seam, l->spare->buf + LWS_PRE, l->out_cap, &more, &ended);
+            if (n && lws_write(ws, l->spare->buf + LWS_PRE, n, LWS_WRITE_BINARY) < (int)n)
+                return -1;
+        }
+        if (n) {
             atomic_fetch_add_explicit(&g_out_messages, 1, memory_order_relaxed);
             atomic_fetch_add_explicit(&g_out_bytes, n, memory_order_relaxed);
             tg_atomic_size_max(&g_out_largest, n);
@@ -259,6 +349,10 @@ static int seam_writeable(struct tg_ws_link *l)
         }
         if (ended)
             return close_when_sent(l, sent);
+        if (choked) {
+            lws_callback_on_writable(ws); /* the rest when the socket has room */
+            return 0;
+        }
         if (!n || !more)
             break;
     }

@@ -47,7 +47,10 @@
  *
  * Used by the server (gw_ws_proto.c). Its /traced and
  * /producer WebSockets use a seam instead of the socketpair (tg_ws_link_attach_seam): the same
- * WebSocket side, the far side in memory (net/ws_seam.h).
+ * WebSocket side, the far side in memory (net/ws_seam.h). Without TLS a seam's outbound messages
+ * are not copied: each is written with one sendmsg from the seam's buffers (frame header and
+ * payload), and only what the kernel does not take of it is given to lws (LWS_WRITE_RAW), which
+ * keeps that tail and sends it before any frame of its own.
  * Threading: everything here runs on the lws service thread of the link's
  * context, except tg_ws_link_socketpair() and tg_ws_link_count/stats (any
  * thread). */
@@ -136,6 +139,9 @@ struct tg_ws_link_stats {
     size_t out_largest;                         /* the largest outbound message */
     size_t out_queue_peak;                      /* the most one link held queued outbound */
     unsigned long long out_pauses;              /* raw side paused at TG_WS_LINK_OUT_HIGH */
+    unsigned long long out_tails, out_tail_bytes; /* messages written from the gateway's buffers whose
+                                                   * end the socket did not take at once, and those
+                                                   * ends' bytes (lws kept a copy and sent it) */
     size_t in_queue_peak;                       /* the most one link held queued inbound */
     unsigned long long in_pauses;               /* WebSocket reader paused at TG_WS_LINK_IN_HIGH */
 };

@@ -11,7 +11,9 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/eventfd.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "net/atomic_max.h"
@@ -379,15 +381,32 @@ int tg_ws_seam_push(struct tg_ws_seam *m, const void *data, size_t len, size_t l
     return full;
 }
 
-size_t tg_ws_seam_pull(struct tg_ws_seam *m, void *buf, size_t cap, size_t *more, int *ended)
+/* Most pieces one take hands over (a range that spans more chains is cut at the last one). */
+#define TAKE_IOV_MAX 64
+
+ssize_t tg_ws_seam_take(struct tg_ws_seam *m, size_t cap, tg_ws_seam_take_fn take, void *arg, size_t *more,
+                        int *ended)
 {
     struct tg_ws_seams *s = m->set;
     pthread_mutex_lock(&s->mu);
-    ev_ssize_t got = 0;
+    ssize_t got = 0;
     struct evbuffer_ptr at;
-    if (evbuffer_get_length(m->out) > m->out_taken &&
-        evbuffer_ptr_set(m->out, &at, m->out_taken, EVBUFFER_PTR_SET) == 0)
-        got = evbuffer_copyout_from(m->out, &at, buf, cap);
+    size_t avail = evbuffer_get_length(m->out) - m->out_taken;
+    if (avail && cap && evbuffer_ptr_set(m->out, &at, m->out_taken, EVBUFFER_PTR_SET) == 0) {
+        struct evbuffer_iovec v[TAKE_IOV_MAX];
+        int n = evbuffer_peek(m->out, (ev_ssize_t)(avail < cap ? avail : cap), &at, v, TAKE_IOV_MAX);
+        if (n > TAKE_IOV_MAX)
+            n = TAKE_IOV_MAX;
+        struct iovec iov[TAKE_IOV_MAX];
+        size_t len = 0, want = avail < cap ? avail : cap;
+        int k = 0;
+        for (; k < n && len < want; k++) {
+            iov[k].iov_base = v[k].iov_base;
+            iov[k].iov_len = v[k].iov_len < want - len ? v[k].iov_len : want - len; /* the last may run past */
+            len += iov[k].iov_len;
+        }
+        got = take(arg, iov, k, len);
+    }
     if (got > 0)
         m->out_taken += (size_t)got;
     size_t left = evbuffer_get_length(m->out) - m->out_taken;
@@ -404,6 +423,27 @@ size_t tg_ws_seam_pull(struct tg_ws_seam *m, void *buf, size_t cap, size_t *more
     pthread_mutex_unlock(&s->mu);
     if (wake)
         signal_ev(s);
+    return got;
+}
+
+struct copy_to {
+    unsigned char *buf;
+};
+
+static ssize_t copy_take(void *arg, const struct iovec *iov, int n, size_t len)
+{
+    struct copy_to *c = arg;
+    for (int k = 0; k < n; k++) {
+        memcpy(c->buf, iov[k].iov_base, iov[k].iov_len);
+        c->buf += iov[k].iov_len;
+    }
+    return (ssize_t)len;
+}
+
+size_t tg_ws_seam_pull(struct tg_ws_seam *m, void *buf, size_t cap, size_t *more, int *ended)
+{
+    struct copy_to c = {buf};
+    ssize_t got = tg_ws_seam_take(m, cap, copy_take, &c, more, ended);
     return got > 0 ? (size_t)got : 0;
 }
 

@@ -35,6 +35,7 @@
 #define TRACEGATE_NET_WS_SEAM_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 struct bufferevent;
 struct event_base;
@@ -71,6 +72,18 @@ int tg_ws_seam_push(struct tg_ws_seam *m, const void *data, size_t len, size_t l
 /* lws thread: takes up to cap bytes of `out` into buf. Returns how many; *more = bytes left;
  * *ended = 1 once the libevent side ended and everything it wrote was taken. */
 size_t tg_ws_seam_pull(struct tg_ws_seam *m, void *buf, size_t cap, size_t *more, int *ended);
+/* lws thread: the same without the copy. Hands the next bytes of `out` not taken yet (at most cap,
+ * in at most 64 pieces: fewer if they span more chains) to `take` as iovecs pointing into the
+ * gateway's buffers, with the set's lock held: the libevent side cannot append to, drain or free
+ * `out` while `take` runs, so it may write them to a socket (and every seam of the set waits for
+ * that one system call). `take` returns how many of the len bytes it took, from the first (0:
+ * none, e.g. the socket is full), or -1 (none; returned as is). Not called when there is nothing
+ * to take. Returns what `take` returned (0 if not called); *more and *ended as for
+ * tg_ws_seam_pull. */
+struct iovec;
+typedef ssize_t (*tg_ws_seam_take_fn)(void *arg, const struct iovec *iov, int n, size_t len);
+ssize_t tg_ws_seam_take(struct tg_ws_seam *m, size_t cap, tg_ws_seam_take_fn take, void *arg, size_t *more,
+                        int *ended);
 /* lws thread: the WebSocket is gone; the lws side lets go of the seam (the libevent side sees the
  * end of stream after what `in` holds). */
 void tg_ws_seam_ws_closed(struct tg_ws_seam *m);

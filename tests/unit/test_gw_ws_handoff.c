@@ -524,6 +524,101 @@ static void test_slow_reader_bounded_others_served(void **state)
     tws_close(slow);
 }
 
+/* The gateway's end of the client's connection: the descriptor of this process whose peer is the
+ * client's own address (the gateway runs in this process), or -1. */
+static int gateway_end_of(int client)
+{
+    struct sockaddr_storage mine, theirs, a;
+    socklen_t ml = sizeof mine, tl = sizeof theirs, al;
+    if (getsockname(client, (struct sockaddr *)&mine, &ml) != 0 ||
+        getpeername(client, (struct sockaddr *)&theirs, &tl) != 0)
+        return -1;
+    for (int fd = 3; fd < 4096; fd++) {
+        al = sizeof a;
+        if (fd == client || getpeername(fd, (struct sockaddr *)&a, &al) != 0 || al != ml || memcmp(&a, &mine, ml) != 0)
+            continue;
+        al = sizeof a;
+        if (getsockname(fd, (struct sockaddr *)&a, &al) == 0 && al == tl && memcmp(&a, &theirs, tl) == 0)
+            return fd;
+    }
+    return -1;
+}
+
+/* A client with a small receive window and pings in flight: the gateway's messages leave its
+ * buffers straight for the socket, whose send buffer is made smaller than one message so the
+ * kernel takes many of them only in part (their ends wait in lws), and lws' pongs must still come
+ * between whole messages, never inside one. Every byte arrives in order and the last ping gets
+ * its pong. */
+static void test_pings_between_partly_sent_messages(void **state)
+{
+    (void)state;
+    struct tg_ws_link_stats st0, st1;
+    tg_ws_link_stats(&st0);
+    int fd = open_ws();
+    int small = 16 * 1024;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    int gw_end = gateway_end_of(fd);
+    assert_true(gw_end >= 0);
+    assert_int_equal(setsockopt(gw_end, SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
+    const unsigned frames = 256, size = 65536; /* 16 MiB */
+    char cmd[64];
+    int n = snprintf(cmd, sizeof cmd, "!source:%u:%u", frames, size);
+    assert_int_equal(tws_send_ipc(fd, cmd, (size_t)n), 0);
+
+    const size_t want = (size_t)frames * (size + 4);
+    uint8_t *stream = malloc(want);
+    size_t off = 0;
+    /* a pong may answer only the latest of several pings (RFC 6455 5.5.3): pongs come in order,
+     * and the last one answers the last ping */
+    unsigned pings = 0, pongs = 0;
+    long last_pong = -1;
+    while (off < want || last_pong + 1 < (long)pings) {
+        if (off < want && off / (512u * 1024u) >= pings) { /* a ping every 512 KiB received */
+            char ping[16];
+            int k = snprintf(ping, sizeof ping, "p%u", pings++);
+            assert_int_equal(tws_send_frame(fd, TWS_PING, 1, ping, (size_t)k), 0);
+        }
+        uint8_t *p;
+        size_t len;
+        int op = tws_recv(fd, &p, &len, 10000);
+        if (op == TWS_PONG) {
+            char text[16];
+            unsigned idx;
+            char extra;
+            if (len == 0 || len >= sizeof text)
+                fail_msg("a pong of %zu bytes", len);
+            memcpy(text, p, len);
+            text[len] = '\0';
+            if (sscanf(text, "p%u%c", &idx, &extra) != 1 || (long)idx <= last_pong || idx >= pings)
+                fail_msg("pong \"%s\" after pong %ld, %u pings sent", text, last_pong, pings);
+            last_pong = idx;
+            pongs++;
+        } else if (op == TWS_BINARY) {
+            if (len > want - off)
+                fail_msg("%zu bytes more than were sent", len - (want - off));
+            memcpy(stream + off, p, len);
+            off += len;
+        } else {
+            fail_msg("got opcode %d after %zu of %zu bytes, %u pongs to %u pings", op, off, want, pongs, pings);
+        }
+        free(p);
+    }
+    for (size_t f = 0; f < frames; f++) {
+        const uint8_t *h = stream + f * (size + 4);
+        assert_int_equal(h[0] | h[1] << 8 | h[2] << 16 | (uint32_t)h[3] << 24, size);
+        for (size_t k = 0; k < size; k++)
+            if (h[4 + k] != (uint8_t)(((f * size + k) * 7 + 3) & 0xff))
+                fail_msg("byte %zu of frame %zu differs", k, f);
+    }
+    free(stream);
+    tg_ws_link_stats(&st1);
+    print_message("%u pings, %u pongs; %llu messages the socket took in part (%llu bytes left to lws)\n", pings,
+                  pongs, st1.out_tails - st0.out_tails, st1.out_tail_bytes - st0.out_tail_bytes);
+    assert_true(pings >= 30);
+    assert_true(st1.out_tails > st0.out_tails); /* the path under test was taken */
+    tws_close(fd);
+}
+
 static int no_links(void) { return tg_ws_link_count() == 0; }
 
 static void test_many_connections(void **state)
@@ -567,6 +662,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_many_connections, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stream_messages_split_and_join_frames, setup, teardown),
         cmocka_unit_test_setup_teardown(test_slow_reader_bounded_others_served, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pings_between_partly_sent_messages, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
