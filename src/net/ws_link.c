@@ -58,6 +58,8 @@ struct tg_ws_link {
     int eof;               /* the socket side ended: close the WebSocket once out is sent */
 
     int text_ok;     /* text messages are bytes too */
+    int closing;     /* a callback of ours returned -1: lws is closing the WebSocket (it may still
+                      * be sending its close frame), so nothing is written from a wake-up */
     struct tg_ws_close_note *note; /* close code and reason left by the socket side, or NULL */
 
     int adopting;
@@ -361,6 +363,19 @@ static int seam_writeable(struct tg_ws_link *l)
     return 0;
 }
 
+/* The gateway wrote to a seam: on a plain WebSocket where lws holds no unsent bytes (a tail of
+ * ours or a frame of its own: lws_partial_buffered), send now rather than ask for the writeable
+ * callback, which costs lws another round of its poll loop (asking for POLLOUT, polling,
+ * dispatching) per batch. Whether the socket has room is the sendmsg's answer. Whatever
+ * seam_writeable cannot finish here (a full socket, more than a turn's worth, the end of the
+ * stream, an error) goes to the writeable callback as before, which looks again and closes the
+ * WebSocket when it must. */
+static void seam_wake_writable(struct tg_ws_link *l)
+{
+    if (l->closing || lws_is_ssl(l->ws) || lws_partial_buffered(l->ws) || seam_writeable(l) < 0)
+        lws_callback_on_writable(l->ws);
+}
+
 void tg_ws_link_service_seams(struct tg_ws_seams *seams)
 {
     struct tg_ws_seam_wake w[64];
@@ -376,7 +391,7 @@ void tg_ws_link_service_seams(struct tg_ws_seams *seams)
                 lws_rx_flow_control(l->ws, 1);
             }
             if (w[i].writable)
-                lws_callback_on_writable(l->ws);
+                seam_wake_writable(l);
         }
     } while (n == 64);
 }
@@ -436,7 +451,17 @@ static int queue_in(struct tg_ws_link *l, const unsigned char *p, size_t n)
     return 0;
 }
 
+static int link_rx(struct tg_ws_link *l, const void *in, size_t len);
+
 int tg_ws_link_on_rx(struct tg_ws_link *l, const void *in, size_t len)
+{
+    int r = link_rx(l, in, len);
+    if (r < 0)
+        l->closing = 1;
+    return r;
+}
+
+static int link_rx(struct tg_ws_link *l, const void *in, size_t len)
 {
     struct lws *ws = l->ws;
     if (!ws)
@@ -518,7 +543,17 @@ static void out_resume_raw(struct tg_ws_link *l)
     }
 }
 
+static int link_writeable(struct tg_ws_link *l);
+
 int tg_ws_link_on_writeable(struct tg_ws_link *l)
+{
+    int r = link_writeable(l);
+    if (r < 0)
+        l->closing = 1;
+    return r;
+}
+
+static int link_writeable(struct tg_ws_link *l)
 {
     struct lws *ws = l->ws;
     if (!ws)
