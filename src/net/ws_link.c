@@ -317,10 +317,14 @@ static ssize_t direct_take(void *arg, const struct iovec *iov, int n, size_t len
  * (up to OUT_HIGH bytes per turn); closes the WebSocket once the gateway side ended and all of
  * it was sent. Without TLS each message goes from the gateway's buffers to the socket (see
  * direct_take); with TLS lws encrypts it from a copy in the link's message buffer. */
+/* A WebSocket this side may write to its socket itself: no TLS, and its own TCP connection (not a
+ * stream multiplexed on another's: the vhost offers only HTTP/1.1, this holds that). */
+static int writes_direct(struct lws *ws) { return !lws_is_ssl(ws) && lws_get_network_wsi(ws) == ws; }
+
 static int seam_writeable(struct tg_ws_link *l)
 {
     struct lws *ws = l->ws;
-    int direct = !lws_is_ssl(ws);
+    int direct = writes_direct(ws);
     size_t sent = 0;
     for (;;) {
         if (sent && (sent >= TG_WS_LINK_OUT_HIGH || (!direct && lws_send_pipe_choked(ws)))) {
@@ -372,7 +376,7 @@ static int seam_writeable(struct tg_ws_link *l)
  * WebSocket when it must. */
 static void seam_wake_writable(struct tg_ws_link *l)
 {
-    if (l->closing || lws_is_ssl(l->ws) || lws_partial_buffered(l->ws) || seam_writeable(l) < 0)
+    if (l->closing || !writes_direct(l->ws) || lws_partial_buffered(l->ws) || seam_writeable(l) < 0)
         lws_callback_on_writable(l->ws);
 }
 
