@@ -4,14 +4,15 @@
  *
  * Debian's libwebsockets runs on a thread of its own (no libevent integration), so every byte a
  * WebSocket carries crosses threads. A socketpair did that with two kernel copies and two system
- * calls per direction; a seam does it with one copy in user space:
+ * calls per direction; a seam does it with at most one copy in user space:
  *
  *   lws thread                          libevent thread
  *   WS message ──copy──► in ─────────────► pair end B ══► pair end A (tg_conn: the gateway's client)
- *   lws_write ◄──copy── out ◄──────────── pair end B ◄══ pair end A
+ *   socket ◄──sendmsg── out ◄──────────── pair end B ◄══ pair end A   (plain ws: tg_ws_seam_take)
+ *   lws_write ◄──copy── out                                             (TLS: tg_ws_seam_pull)
  *
  * `in` and `out` are evbuffers that only ever change under the seam's mutex; each thread moves
- * whole chains in or out of them (no copy besides the two marked above). Wake-ups: the libevent
+ * whole chains in or out of them (no copy besides those marked above). Wake-ups: the libevent
  * thread is woken through one eventfd per seam set (tg_ws_seams), the lws thread with
  * lws_cancel_service() (its protocol callback then calls tg_ws_seams_service()); each side asks
  * for a wake-up only when the other is not already due to look, so a busy stream costs a few per
