@@ -405,7 +405,11 @@ ssize_t tg_ws_seam_take(struct tg_ws_seam *m, size_t cap, tg_ws_seam_take_fn tak
             iov[k].iov_len = v[k].iov_len < want - len ? v[k].iov_len : want - len; /* the last may run past */
             len += iov[k].iov_len;
         }
-        got = take(arg, iov, k, len);
+        if (len) {
+            got = take(arg, iov, k, len);
+            if (got > (ssize_t)len)
+                got = (ssize_t)len; /* a consumer cannot take more than it was given */
+        }
     }
     if (got > 0)
         m->out_taken += (size_t)got;

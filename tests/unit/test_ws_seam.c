@@ -8,7 +8,9 @@
  * thread only (their release callbacks are not thread-safe); the WebSocket's end reaches A after
  * every byte; A's end reaches the WebSocket after every byte; a seam abandoned before it was
  * opened ends the WebSocket; a WebSocket gone before the hand-off ends A at once; no seam is left
- * (ASan checks the frees). */
+ * (ASan checks the frees). The stand-in takes the gateway's bytes both ways a WebSocket does:
+ * copied out (tg_ws_seam_pull, TLS) and in place, all, part or none of what it is handed
+ * (tg_ws_seam_take, plain ws). */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +24,7 @@
 #include <event2/event.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <time.h>
 
 #include "net/ws_seam.h"
@@ -40,6 +43,28 @@ static uint32_t rnd(uint64_t *s)
 }
 
 /* ------------------------------------------------------------ the stand-in lws thread */
+
+/* A tg_ws_seam_take consumer, as a plain WebSocket's writer is: checks the bytes in place (in the
+ * gateway's chains, under the seam's lock) and takes only the first `limit` of them, as a socket
+ * that takes part of a message (or none) does. */
+struct part_take {
+    size_t at;    /* stream offset of the first byte handed over */
+    size_t limit; /* most bytes to take */
+    size_t took;  /* what it took: the seam must say the same, and hand the rest over again */
+    int bad;
+};
+
+static ssize_t part_take(void *arg, const struct iovec *iov, int n, size_t len)
+{
+    struct part_take *p = arg;
+    size_t take = len < p->limit ? len : p->limit, off = 0;
+    for (int k = 0; k < n && off < take; k++)
+        for (size_t j = 0; j < iov[k].iov_len && off < take; j++, off++)
+            if (((const uint8_t *)iov[k].iov_base)[j] != pattern(p->at + off, 2))
+                p->bad = 1;
+    p->took = take;
+    return (ssize_t)take;
+}
 
 struct lws_side {
     struct tg_ws_seams *set;
@@ -82,13 +107,23 @@ static void *lws_thread(void *arg)
                 atomic_fetch_add(&w->pauses, 1);
             }
         }
-        /* writeable: take what the gateway wrote, in messages of up to 256 KiB */
-        size_t more = 0;
+        /* writeable: take what the gateway wrote, in messages of up to 256 KiB: copied out (as for
+         * TLS), or in place by a socket that takes all, part or none of a message (plain) */
+        size_t more = 0, got, cap = 1 + rnd(&seed) % (256 * 1024);
         int ended = 0;
-        size_t got = tg_ws_seam_pull(w->m, buf, 1 + rnd(&seed) % (256 * 1024), &more, &ended);
-        for (size_t j = 0; j < got; j++)
-            if (buf[j] != pattern(w->got + j, 2))
+        if (rnd(&seed) & 1) {
+            got = tg_ws_seam_pull(w->m, buf, cap, &more, &ended);
+            for (size_t j = 0; j < got; j++)
+                if (buf[j] != pattern(w->got + j, 2))
+                    w->bad = 1;
+        } else {
+            uint32_t r = rnd(&seed) % 4;
+            struct part_take pt = {w->got, r == 0 ? 0 : r == 1 ? rnd(&seed) % cap : cap, 0, 0};
+            ssize_t t = tg_ws_seam_take(w->m, cap, part_take, &pt, &more, &ended);
+            got = t > 0 ? (size_t)t : 0;
+            if (t < 0 || pt.bad || got != pt.took)
                 w->bad = 1;
+        }
         w->got += got;
         if (ended) {
             w->ended = 1;
