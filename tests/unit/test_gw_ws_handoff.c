@@ -1,4 +1,4 @@
-/* test_gw_ws_handoff.c: a /traced WebSocket through the lws thread, the in-memory seam and the tg_conn of the gateway double: bytes both ways, split frames, messages that split and join frames both ways, large transfers with backpressure, a slow reader (bounded, others served), close both ways, many connections. */
+/* test_gw_ws_handoff.c: a /traced WebSocket through the lws thread, the in-memory seam and the tg_conn of the gateway double: bytes both ways, split frames, messages that split and join frames both ways, large transfers with backpressure, a slow reader (bounded, others served), close both ways, many connections, messages the socket takes in part (pings answered between them; a reader that vanishes meanwhile). */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -621,6 +621,50 @@ static void test_pings_between_partly_sent_messages(void **state)
 
 static int no_links(void) { return tg_ws_link_count() == 0; }
 
+static unsigned long long g_tails_before;
+static int tail_sent(void)
+{
+    struct tg_ws_link_stats st;
+    tg_ws_link_stats(&st);
+    return st.out_tails > g_tails_before;
+}
+
+/* A client that vanishes (a reset, no WebSocket close) while the gateway streams to it and lws
+ * holds the unsent tail of a message written straight from the gateway's buffers: that one
+ * WebSocket and its gateway connection close, nothing leaks (ASan), another client is served. */
+static void test_reader_vanishes_with_a_tail_pending(void **state)
+{
+    (void)state;
+    struct tg_ws_link_stats st0;
+    tg_ws_link_stats(&st0);
+    g_tails_before = st0.out_tails;
+    int base_closed = tdbl_closed();
+    int fd = open_ws();
+    int small = 16 * 1024;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    int gw_end = gateway_end_of(fd);
+    assert_true(gw_end >= 0);
+    assert_int_equal(setsockopt(gw_end, SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
+    char cmd[64];
+    int n = snprintf(cmd, sizeof cmd, "!source:%u:%u", 256u, 65536u);
+    assert_int_equal(tws_send_ipc(fd, cmd, (size_t)n), 0);
+    /* the client reads nothing: the first message the socket takes in part leaves its tail in lws,
+     * where it stays */
+    assert_true(tdbl_wait_count(tail_sent, 1, 30000));
+    struct linger lg = {1, 0};
+    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg), 0);
+    tws_close(fd); /* a reset */
+    assert_true(tdbl_wait_count(tdbl_closed, base_closed + 1, 10000));
+    assert_true(tdbl_wait_count(no_links, 1, 10000));
+
+    int other = open_ws();
+    const char msg[] = "served after the reset";
+    assert_int_equal(tws_send_ipc(other, msg, sizeof msg - 1), 0);
+    expect_ipc(other, msg, sizeof msg - 1);
+    tws_close(other);
+    assert_true(tdbl_wait_count(no_links, 1, 10000));
+}
+
 static void test_many_connections(void **state)
 {
     (void)state;
@@ -663,6 +707,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stream_messages_split_and_join_frames, setup, teardown),
         cmocka_unit_test_setup_teardown(test_slow_reader_bounded_others_served, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pings_between_partly_sent_messages, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reader_vanishes_with_a_tail_pending, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
