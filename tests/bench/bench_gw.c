@@ -8,7 +8,7 @@
  *       costs one sendmsg per ~1 MiB and no copies in user space.
  *
  *   bench_gw client URL [--seconds S] [--warmup S] [--rr N] [--cacert FILE] [--token T] [--full]
- *                       [--watch NAME=PID]... [--conns N] [--stalls MS [--pace US]]
+ *                       [--watch NAME=PID]... [--conns N] [--stalls MS [--pace US]] [--upload BYTES]
  *       URL: unix:PATH, tcp://H:P, tls://H:P, ws://H:P/PATH. Binds ConsumerPort, then either
  *       measures a ReadBuffers stream for S seconds after a warm-up (default), or N sequential
  *       QueryCapabilities calls (--rr: p50/p99 latency). The default client is a lean blocking
@@ -24,6 +24,10 @@
  *       QueryCapabilities calls US microseconds apart (default 1000) for S seconds (or --rr N calls);
  *       prints `stall start=T end=T` (CLOCK_MONOTONIC) for every gap of MS or more between replies,
  *       and stops with `wrong_reply=1` if a reply is not the answer to the call just made.
+ *       --upload BYTES: the other direction: QueryCapabilities calls carrying BYTES of arguments
+ *       (a field the server skips), 16 in flight, for S seconds; MB/s of IPC bytes sent. Through
+ *       tracegated, its --rate (messages a second per client, default 10,000) bounds this unless
+ *       lifted.
  *
  *   bench_gw idle tcp://H:P --conns N [--pid PID] [--hold S]
  *       Opens N connections, binds ConsumerPort on each, and reports PID's RSS before and after
@@ -657,19 +661,34 @@ static ssize_t rc_pump(struct rc *r, struct sink *s, uint8_t *buf)
 
 static int rc_send_frame(struct rc *r, const uint8_t *body, size_t len)
 {
-    uint8_t out[512];
+    uint8_t small[512], *out = small;
+    static uint8_t *big; /* --upload's frames (this program is single-threaded) */
+    static size_t big_cap;
     size_t n = 0;
-    if (len + 4 + 14 > sizeof out)
-        return -1;
+    if (len + 4 + 14 > sizeof small) {
+        if (len + 4 + 14 > big_cap) {
+            free(big);
+            big_cap = len + 4 + 14;
+            if (!(big = malloc(big_cap))) {
+                big_cap = 0;
+                return -1;
+            }
+        }
+        out = big;
+    }
     if (r->ws) { /* one masked binary message per frame, like the Perfetto UI */
         size_t plen = len + 4;
         out[n++] = 0x82;
         if (plen < 126) {
             out[n++] = (uint8_t)(0x80 | plen);
-        } else {
+        } else if (plen < 65536) {
             out[n++] = 0x80 | 126;
             out[n++] = (uint8_t)(plen >> 8);
             out[n++] = (uint8_t)plen;
+        } else {
+            out[n++] = 0x80 | 127;
+            for (int k = 0; k < 8; k++)
+                out[n++] = (uint8_t)((uint64_t)plen >> (56 - 8 * k));
         }
         static const uint8_t mask[4] = {0x12, 0x34, 0x56, 0x78};
         memcpy(out + n, mask, 4);
@@ -921,8 +940,81 @@ static int run_stalls(struct rc *r, struct sink *s, uint8_t *buf, uint32_t sid, 
     return 0;
 }
 
+/* --upload BYTES: QueryCapabilities calls whose arguments carry BYTES of payload (one field the
+ * server does not know and skips), UPLOAD_WINDOW of them in flight, for `seconds` after the
+ * warm-up. Request ids are 5-byte varints from 2^28 up, so the frame is encoded once and only its
+ * id is rewritten per call. Prints the same line as the stream, counting the IPC bytes sent. */
+#define UPLOAD_WINDOW 16
+static int run_upload(struct rc *r, struct sink *s, uint8_t *buf, uint32_t sid, uint32_t method, size_t size,
+                      double seconds, double warmup)
+{
+    size_t args_len = 1 + (size_t)tg_pb_varint_size(size) + size;
+    uint8_t *args = malloc(args_len), *f = malloc(args_len + 64);
+    int rc = 1;
+    if (!args || !f)
+        goto out;
+    size_t a = 0;
+    args[a++] = (15u << 3) | 2u; /* field 15, length-delimited */
+    for (uint64_t v = size; ; v >>= 7) {
+        args[a++] = (uint8_t)(v < 0x80 ? v : (v & 0x7f) | 0x80);
+        if (v < 0x80)
+            break;
+    }
+    memset(args + a, 'u', size);
+    uint64_t rid = 1ull << 28;
+    size_t fl = tg_ipc_encode_invoke(f, args_len + 64, rid, sid, method, args, args_len, 0);
+    if (!fl || f[0] != ((2u << 3) | 0u) || fl + 4 > TG_FRAME_MAX_DEFAULT) {
+        fprintf(stderr, "bench_gw: --upload %zu: the frame does not fit (at most %u bytes)\n", size,
+                TG_FRAME_MAX_DEFAULT);
+        goto out;
+    }
+    double t_start = now_s(), t0 = 0, c0 = 0;
+    uint64_t calls = 0, c_at0 = 0, inflight = 0;
+    int measuring = 0;
+    for (;;) {
+        while (inflight < UPLOAD_WINDOW) {
+            uint64_t id = rid + calls;
+            for (int k = 0; k < 5; k++) /* the id's 5-byte varint, after the field key */
+                f[1 + k] = (uint8_t)(k < 4 ? ((id >> (7 * k)) & 0x7f) | 0x80 : (id >> 28) & 0x7f);
+            if (rc_send_frame(r, f, fl) != 0) {
+                fprintf(stderr, "bench_gw: upload call %llu: %s\n", (unsigned long long)calls, r->err);
+                goto out;
+            }
+            calls++;
+            inflight++;
+        }
+        if (rc_wait_frame(r, s, buf) != 0) {
+            fprintf(stderr, "bench_gw: upload: %s\n", r->err);
+            goto out;
+        }
+        inflight--;
+        double t = now_s();
+        if (!measuring && t - t_start >= warmup) {
+            measuring = 1;
+            t0 = t;
+            c_at0 = calls - inflight; /* counted once answered */
+            c0 = self_cpu();
+            watch_start();
+        } else if (measuring && t - t0 >= seconds) {
+            break;
+        }
+    }
+    double dt = now_s() - t0;
+    uint64_t done = calls - inflight - c_at0;
+    printf("frames=%llu bytes=%llu seconds=%.3f frames_per_s=%.0f mb_per_s=%.1f cpu_client=%.0f",
+           (unsigned long long)done, (unsigned long long)(done * (fl + 4)), dt, (double)done / dt,
+           (double)(done * (fl + 4)) / dt / 1e6, (self_cpu() - c0) / dt * 100);
+    watch_print(dt);
+    printf(" upload=1\n");
+    rc = 0;
+out:
+    free(args);
+    free(f);
+    return rc;
+}
+
 static int run_lean(const char *url, long rr, double seconds, double warmup, const char *cacert, const char *token,
-                    double stall_ms, long pace_us)
+                    double stall_ms, long pace_us, size_t upload)
 {
     struct rc r;
     uint8_t *buf = malloc(RBUF);
@@ -942,6 +1034,10 @@ static int run_lean(const char *url, long rr, double seconds, double warmup, con
     const char *cipher = r.ssl ? SSL_get_cipher_name(r.ssl) : NULL;
     if (stall_ms > 0) {
         rc = run_stalls(&r, &s, buf, sid, m.query_caps, rr > 0 ? rr : 1L << 40, seconds, stall_ms, pace_us);
+        goto out;
+    }
+    if (upload > 0) {
+        rc = run_upload(&r, &s, buf, sid, m.query_caps, upload, seconds, warmup);
         goto out;
     }
     if (rr > 0) {
@@ -1335,6 +1431,7 @@ int main(int argc, char **argv)
         memset(&opts, 0, sizeof opts);
         opts.timeout_ms = 10000;
         long rr = 0, pace_us = 1000;
+        size_t upload = 0;
         double seconds = 2.0, warmup = 0.3, stall_ms = 0;
         int full = 0, conns = 0;
         for (int i = 3; i < argc; i++) {
@@ -1354,6 +1451,8 @@ int main(int argc, char **argv)
                 stall_ms = atof(argv[++i]);
             } else if (strcmp(argv[i], "--pace") == 0 && i + 1 < argc) {
                 pace_us = atol(argv[++i]);
+            } else if (strcmp(argv[i], "--upload") == 0 && i + 1 < argc) {
+                upload = (size_t)atol(argv[++i]);
             } else if (strcmp(argv[i], "--full") == 0) {
                 full = 1;
             } else if (strcmp(argv[i], "--watch") == 0 && i + 1 < argc && g_nwatch < MAX_WATCH) {
@@ -1369,7 +1468,7 @@ int main(int argc, char **argv)
             return run_full(argv[2], rr, seconds, warmup, &opts);
         if (conns > 1 && rr == 0 && stall_ms <= 0)
             return run_multi(argv[2], conns, seconds, warmup, opts.creds.cacert, opts.creds.token);
-        return run_lean(argv[2], rr, seconds, warmup, opts.creds.cacert, opts.creds.token, stall_ms, pace_us);
+        return run_lean(argv[2], rr, seconds, warmup, opts.creds.cacert, opts.creds.token, stall_ms, pace_us, upload);
     }
     if (argc >= 3 && strcmp(argv[1], "idle") == 0) {
         long conns = 10000;
@@ -1388,7 +1487,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "usage: bench_gw server ADDR [--frames N] [--size BYTES]\n"
                     "       bench_gw client URL [--seconds S] [--warmup S] [--rr N] [--cacert FILE] [--token T]\n"
                     "                           [--full] [--watch NAME=PID]... [--conns N]\n"
-                    "                           [--stalls MS [--pace US]]\n"
+                    "                           [--stalls MS [--pace US]] [--upload BYTES]\n"
                     "       bench_gw idle tcp://HOST:PORT [--conns N] [--pid PID] [--hold S]\n");
     return 2;
 }

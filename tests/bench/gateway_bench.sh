@@ -1,6 +1,7 @@
 #!/bin/sh
 # gateway_bench.sh: tracegated next to the generic bridges a user would pick instead, in one run:
-# a stream of 64 KiB IPC frames (MB/s) and small request/reply calls (p50/p99 latency) through
+# a stream of 64 KiB IPC frames (MB/s), the other direction (calls carrying 130,000 bytes each:
+# upload MB/s) and small request/reply calls (p50/p99 latency) through
 #   direct UNIX (no proxy) | tracegated TCP, TLS, WS | socat TCP (default and -b 262144) |
 #   stunnel4 TLS | websockify WS
 # all in front of the same bench_gw server's UNIX socket; then 10,000 idle bound consumer
@@ -13,6 +14,7 @@
 #   BENCH_REPS     runs per cell, best kept (default 3)
 #   BENCH_RR       calls per latency run (default 3000)
 #   BENCH_IDLE_CONNS  idle connections (default 10000; 0 skips)
+#   BENCH_UPLOAD=0 skip the upload rows
 #   BENCH_CPU_ENDPOINTS / BENCH_CPU_PROXY  CPUs to pin to (default 0 and 1); BENCH_PIN=0: no pinning
 #   BENCH_ONLY     row keys to run (space-separated): tg-tcp tg-tls tg-ws socat socat-b stunnel
 #                  websockify idle (direct always runs: it is the baseline)
@@ -244,6 +246,19 @@ while [ $r -lt "$REPS" ]; do
         stream_once "$k" "$url" "$ppid" $(extra_of "$k")
     done
 done
+# The other direction (client -> proxy -> server): QueryCapabilities calls carrying UP_SIZE bytes
+# of arguments, 16 in flight (bench_gw --upload). No target; BENCH_UPLOAD=0 skips it.
+UP_SIZE=130000
+if [ "${BENCH_UPLOAD:-1}" = 1 ]; then
+    r=0
+    while [ $r -lt "$REPS" ]; do
+        r=$((r + 1))
+        for k in $ROWS; do
+            eval "url=\$URL_$k ppid=\$PPID_$k"
+            stream_once "up_$k" "$url" "$ppid" --upload "$UP_SIZE"
+        done
+    done
+fi
 r=0
 while [ $r -lt "$REPS" ]; do
     r=$((r + 1))
@@ -287,7 +302,7 @@ stream_row() { # key
     # the endpoints share one CPU: at 90% or more of it, they (not the proxy) may bound the row
     cl=$(field cpu_client "$st")
     sv=$(field cpu_server "$st")
-    if [ -n "$cl" ] && [ -n "$sv" ] && [ $((cl + sv)) -ge 90 ] && [ "$1" != direct ]; then
+    if [ -n "$cl" ] && [ -n "$sv" ] && [ $((cl + sv)) -ge 90 ] && [ "${1#up_}" != direct ]; then
         mark="$mark e"
         ENDPOINT_BOUND=1
     fi
@@ -307,6 +322,28 @@ for k in $ROWS $ROWS_FULL; do stream_row "$k"; done
 [ $ENDPOINT_BOUND = 1 ] && echo "e client + server used >= 90% of their shared CPU: the endpoints, not only the proxy, may bound this row (compare per proxy CPU below)"
 cipher=$(field cipher "${STREAM_tg_tls:-}")
 [ -n "$cipher" ] && echo "(TLS: tracegated negotiated $cipher, stunnel4 $(field cipher "${STREAM_stunnel:-}"))"
+if [ "${BENCH_UPLOAD:-1}" = 1 ]; then
+    echo
+    echo "upload: calls carrying $UP_SIZE bytes each, 16 in flight (MB/s of IPC bytes sent; no target;"
+    echo "tracegated's --rate, 10,000 messages a second per client by default, would cap this at $((UP_SIZE / 100)) MB/s):"
+    printf '%-34s %8s %8s | %6s %6s %6s %6s\n' "path" "MB/s" "frames/s" "proxy" "client" "server" "others"
+    printf '%s\n' "------------------------------------------------------------------------------------"
+    DISTURBED=0
+    ENDPOINT_BOUND=0
+    for k in $ROWS; do
+        eval "LABEL_up_$k=\$LABEL_$k"
+        stream_row "up_$k"
+    done
+    [ $DISTURBED = 1 ] && echo "* other processes used >= 15% of a CPU during this cell's best run"
+    [ $ENDPOINT_BOUND = 1 ] && echo "e client + server used >= 90% of their shared CPU"
+    up_tcp=$(ratio "${MB_up_tg_tcp:-}" "${MB_up_socat_b:-}")
+    up_tls=$(ratio "${MB_up_tg_tls:-}" "${MB_up_stunnel:-}")
+    up_ws=$(ratio "${MB_up_tg_ws:-}" "${MB_up_websockify:-}")
+    echo "  upload ratios (no target): TCP / socat -b 262144 ${up_tcp:-n/a}, TLS / stunnel4 ${up_tls:-n/a}," \
+        "WS / websockify ${up_ws:-n/a}"
+    DISTURBED=0
+    ENDPOINT_BOUND=0
+fi
 echo
 echo "QueryCapabilities round trip, $RR calls (us; +p50 = added to direct UNIX):"
 printf '%-34s | %8s %8s %8s | %8s %8s %8s\n' "" "one CPU" "" "" "across" "CPUs" ""
