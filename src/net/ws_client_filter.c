@@ -14,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "net/ws_wire.h"
 #include "tracegate/log.h"
 
 #define LOG "ws-client"
@@ -102,20 +103,8 @@ static int fail(struct wsf *f, const char *why)
  * data, when src is NULL). */
 static int put_frame(struct evbuffer *dst, int opcode, struct evbuffer *src, const void *data, size_t n)
 {
-    uint8_t h[14];
-    size_t hl = 0;
-    h[hl++] = (uint8_t)(0x80 | opcode);
-    if (n < 126) {
-        h[hl++] = (uint8_t)(0x80 | n);
-    } else if (n <= 0xffff) {
-        h[hl++] = 0x80 | 126;
-        h[hl++] = (uint8_t)(n >> 8);
-        h[hl++] = (uint8_t)n;
-    } else {
-        h[hl++] = 0x80 | 127;
-        for (int i = 7; i >= 0; i--)
-            h[hl++] = (uint8_t)((uint64_t)n >> (8 * i));
-    }
+    uint8_t h[TG_WS_FRAME_HEADER_MAX + 4];
+    size_t hl = tg_ws_frame_header(h, (unsigned)opcode, 1, n);
     uint8_t mask[4];
     if (RAND_bytes(mask, sizeof mask) != 1)
         return -1;

@@ -16,6 +16,7 @@
 #include "net/atomic_max.h"
 #include "net/ws_close_note.h"
 #include "net/ws_seam.h"
+#include "net/ws_wire.h"
 #include "base/log_sample.h"
 #include "tracegate/clock.h"
 #include "tracegate/log.h"
@@ -245,26 +246,6 @@ struct direct_send {
     int choked; /* the socket took less than the whole message */
 };
 
-/* The header of an unmasked, final binary frame of len bytes (RFC 6455 5.2). Returns its length. */
-static size_t binary_frame_header(unsigned char *h, size_t len)
-{
-    h[0] = 0x82;
-    if (len < 126) {
-        h[1] = (unsigned char)len;
-        return 2;
-    }
-    if (len < 65536) {
-        h[1] = 126;
-        h[2] = (unsigned char)(len >> 8);
-        h[3] = (unsigned char)len;
-        return 4;
-    }
-    h[1] = 127;
-    for (int k = 0; k < 8; k++)
-        h[2 + k] = (unsigned char)((uint64_t)len >> (56 - 8 * k));
-    return 10;
-}
-
 /* tg_ws_seam_take's consumer: the frame header and the payload's pieces in one sendmsg. What the
  * kernel does not take of the frame goes to lws as raw bytes (LWS_WRITE_RAW): lws copies that tail
  * and sends it before anything else on this connection, its own pongs and close frame included (a
@@ -274,12 +255,12 @@ static size_t binary_frame_header(unsigned char *h, size_t len)
 static ssize_t direct_take(void *arg, const struct iovec *iov, int n, size_t len)
 {
     struct direct_send *d = arg;
-    unsigned char hdr[10];
-    struct iovec v[1 + 64];
-    if (n > 64)
-        return -1; /* tg_ws_seam_take hands at most 64 */
+    uint8_t hdr[TG_WS_FRAME_HEADER_MAX];
+    struct iovec v[1 + TG_WS_SEAM_TAKE_IOV_MAX];
+    if (n > TG_WS_SEAM_TAKE_IOV_MAX)
+        return -1;
     v[0].iov_base = hdr;
-    v[0].iov_len = binary_frame_header(hdr, len);
+    v[0].iov_len = tg_ws_frame_header(hdr, 2 /* binary */, 0, len);
     memcpy(v + 1, iov, (size_t)n * sizeof *iov);
     size_t total = v[0].iov_len + len;
     struct msghdr mh = {.msg_iov = v, .msg_iovlen = (size_t)n + 1};

@@ -381,9 +381,6 @@ int tg_ws_seam_push(struct tg_ws_seam *m, const void *data, size_t len, size_t l
     return full;
 }
 
-/* Most pieces one take hands over (a range that spans more chains is cut at the last one). */
-#define TAKE_IOV_MAX 64
-
 ssize_t tg_ws_seam_take(struct tg_ws_seam *m, size_t cap, tg_ws_seam_take_fn take, void *arg, size_t *more,
                         int *ended)
 {
@@ -393,11 +390,11 @@ ssize_t tg_ws_seam_take(struct tg_ws_seam *m, size_t cap, tg_ws_seam_take_fn tak
     struct evbuffer_ptr at;
     size_t avail = evbuffer_get_length(m->out) - m->out_taken;
     if (avail && cap && evbuffer_ptr_set(m->out, &at, m->out_taken, EVBUFFER_PTR_SET) == 0) {
-        struct evbuffer_iovec v[TAKE_IOV_MAX];
-        int n = evbuffer_peek(m->out, (ev_ssize_t)(avail < cap ? avail : cap), &at, v, TAKE_IOV_MAX);
-        if (n > TAKE_IOV_MAX)
-            n = TAKE_IOV_MAX;
-        struct iovec iov[TAKE_IOV_MAX];
+        struct evbuffer_iovec v[TG_WS_SEAM_TAKE_IOV_MAX];
+        int n = evbuffer_peek(m->out, (ev_ssize_t)(avail < cap ? avail : cap), &at, v, TG_WS_SEAM_TAKE_IOV_MAX);
+        if (n > TG_WS_SEAM_TAKE_IOV_MAX)
+            n = TG_WS_SEAM_TAKE_IOV_MAX;
+        struct iovec iov[TG_WS_SEAM_TAKE_IOV_MAX];
         size_t len = 0, want = avail < cap ? avail : cap;
         int k = 0;
         for (; k < n && len < want; k++) {

@@ -73,8 +73,10 @@ int tg_ws_seam_push(struct tg_ws_seam *m, const void *data, size_t len, size_t l
 /* lws thread: takes up to cap bytes of `out` into buf. Returns how many; *more = bytes left;
  * *ended = 1 once the libevent side ended and everything it wrote was taken. */
 size_t tg_ws_seam_pull(struct tg_ws_seam *m, void *buf, size_t cap, size_t *more, int *ended);
+/* Most pieces one tg_ws_seam_take hands over (a range that spans more chains is cut at the last). */
+#define TG_WS_SEAM_TAKE_IOV_MAX 64
 /* lws thread: the same without the copy. Hands the next bytes of `out` not taken yet (at most cap,
- * in at most 64 pieces: fewer if they span more chains) to `take` as iovecs pointing into the
+ * in at most TG_WS_SEAM_TAKE_IOV_MAX pieces: fewer if they span more chains) to `take` as iovecs pointing into the
  * gateway's buffers, with the set's lock held: the libevent side cannot append to, drain or free
  * `out` while `take` runs, so it may write them to a socket (and every seam of the set waits for
  * that one system call). `take` returns how many of the len bytes it took, from the first (0:

@@ -56,6 +56,7 @@
 
 #include "base/malloc_tune.h"
 #include "consumer_port.pb-c.h"
+#include "net/ws_wire.h"
 #include "tracectl_rpc.h"
 #include "tracegate/addr.h"
 #include "tracegate/frame.h"
@@ -665,10 +666,11 @@ static int rc_send_frame(struct rc *r, const uint8_t *body, size_t len)
     static uint8_t *big; /* --upload's frames (this program is single-threaded) */
     static size_t big_cap;
     size_t n = 0;
-    if (len + 4 + 14 > sizeof small) {
-        if (len + 4 + 14 > big_cap) {
+    size_t most = len + 4 + TG_WS_FRAME_HEADER_MAX + 4; /* length prefix, header, mask key */
+    if (most > sizeof small) {
+        if (most > big_cap) {
             free(big);
-            big_cap = len + 4 + 14;
+            big_cap = most;
             if (!(big = malloc(big_cap))) {
                 big_cap = 0;
                 return -1;
@@ -678,18 +680,7 @@ static int rc_send_frame(struct rc *r, const uint8_t *body, size_t len)
     }
     if (r->ws) { /* one masked binary message per frame, like the Perfetto UI */
         size_t plen = len + 4;
-        out[n++] = 0x82;
-        if (plen < 126) {
-            out[n++] = (uint8_t)(0x80 | plen);
-        } else if (plen < 65536) {
-            out[n++] = 0x80 | 126;
-            out[n++] = (uint8_t)(plen >> 8);
-            out[n++] = (uint8_t)plen;
-        } else {
-            out[n++] = 0x80 | 127;
-            for (int k = 0; k < 8; k++)
-                out[n++] = (uint8_t)((uint64_t)plen >> (56 - 8 * k));
-        }
+        n = tg_ws_frame_header(out, 2 /* binary */, 1, plen);
         static const uint8_t mask[4] = {0x12, 0x34, 0x56, 0x78};
         memcpy(out + n, mask, 4);
         n += 4;
@@ -953,13 +944,8 @@ static int run_upload(struct rc *r, struct sink *s, uint8_t *buf, uint32_t sid, 
     int rc = 1;
     if (!args || !f)
         goto out;
-    size_t a = 0;
-    args[a++] = (15u << 3) | 2u; /* field 15, length-delimited */
-    for (uint64_t v = size; ; v >>= 7) {
-        args[a++] = (uint8_t)(v < 0x80 ? v : (v & 0x7f) | 0x80);
-        if (v < 0x80)
-            break;
-    }
+    size_t a = tg_pb_put_tag(args, 15, TG_PB_LEN); /* a field the server does not know */
+    a += tg_pb_put_varint(args + a, size);
     memset(args + a, 'u', size);
     uint64_t rid = 1ull << 28;
     size_t fl = tg_ipc_encode_invoke(f, args_len + 64, rid, sid, method, args, args_len, 0);
@@ -973,9 +959,7 @@ static int run_upload(struct rc *r, struct sink *s, uint8_t *buf, uint32_t sid, 
     int measuring = 0;
     for (;;) {
         while (inflight < UPLOAD_WINDOW) {
-            uint64_t id = rid + calls;
-            for (int k = 0; k < 5; k++) /* the id's 5-byte varint, after the field key */
-                f[1 + k] = (uint8_t)(k < 4 ? ((id >> (7 * k)) & 0x7f) | 0x80 : (id >> 28) & 0x7f);
+            tg_pb_put_varint(f + 1, rid + calls); /* after the field key; 5 bytes from 2^28 to 2^35 */
             if (rc_send_frame(r, f, fl) != 0) {
                 fprintf(stderr, "bench_gw: upload call %llu: %s\n", (unsigned long long)calls, r->err);
                 goto out;

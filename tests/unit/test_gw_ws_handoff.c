@@ -544,6 +544,23 @@ static int gateway_end_of(int client)
     return -1;
 }
 
+/* A WebSocket with a small receive window whose gateway end gets a send buffer smaller than one
+ * message (so the kernel takes the gateway's messages in part), after asking the test peer for a
+ * source of `frames` frames of `size` bytes. */
+static int open_ws_sending_in_part(unsigned frames, unsigned size)
+{
+    int fd = open_ws();
+    int small = 16 * 1024;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    int gw_end = gateway_end_of(fd);
+    assert_true(gw_end >= 0);
+    assert_int_equal(setsockopt(gw_end, SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
+    char cmd[64];
+    int n = snprintf(cmd, sizeof cmd, "!source:%u:%u", frames, size);
+    assert_int_equal(tws_send_ipc(fd, cmd, (size_t)n), 0);
+    return fd;
+}
+
 /* A client with a small receive window and pings in flight: the gateway's messages leave its
  * buffers straight for the socket, whose send buffer is made smaller than one message so the
  * kernel takes many of them only in part (their ends wait in lws), and lws' pongs must still come
@@ -554,16 +571,8 @@ static void test_pings_between_partly_sent_messages(void **state)
     (void)state;
     struct tg_ws_link_stats st0, st1;
     tg_ws_link_stats(&st0);
-    int fd = open_ws();
-    int small = 16 * 1024;
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
-    int gw_end = gateway_end_of(fd);
-    assert_true(gw_end >= 0);
-    assert_int_equal(setsockopt(gw_end, SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
     const unsigned frames = 256, size = 65536; /* 16 MiB */
-    char cmd[64];
-    int n = snprintf(cmd, sizeof cmd, "!source:%u:%u", frames, size);
-    assert_int_equal(tws_send_ipc(fd, cmd, (size_t)n), 0);
+    int fd = open_ws_sending_in_part(frames, size);
 
     const size_t want = (size_t)frames * (size + 4);
     uint8_t *stream = malloc(want);
@@ -639,15 +648,7 @@ static void test_reader_vanishes_with_a_tail_pending(void **state)
     tg_ws_link_stats(&st0);
     g_tails_before = st0.out_tails;
     int base_closed = tdbl_closed();
-    int fd = open_ws();
-    int small = 16 * 1024;
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
-    int gw_end = gateway_end_of(fd);
-    assert_true(gw_end >= 0);
-    assert_int_equal(setsockopt(gw_end, SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
-    char cmd[64];
-    int n = snprintf(cmd, sizeof cmd, "!source:%u:%u", 256u, 65536u);
-    assert_int_equal(tws_send_ipc(fd, cmd, (size_t)n), 0);
+    int fd = open_ws_sending_in_part(256, 65536);
     /* the client reads nothing: the first message the socket takes in part leaves its tail in lws,
      * where it stays */
     assert_true(tdbl_wait_count(tail_sent, 1, 30000));
