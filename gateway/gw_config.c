@@ -26,7 +26,7 @@ enum opt_id {
     O_CONFIG = 1, O_CHECK_CONFIG, O_HASH_TOKEN, O_GEN_TOKEN, O_HELP, O_VERSION,
     O_PRODUCER_SOCKET, O_CONSUMER_SOCKET, O_PRODUCER_MODE, O_CONSUMER_MODE, O_MAX_BUFFER_MEMORY,
     O_UPSTREAM_CONSUMER, O_UPSTREAM_PRODUCER, O_PROBE_INTERVAL,
-    O_LISTEN, O_HTTP, O_NO_HTTP, O_HTTP_TLS, O_WEB_ROOT, O_WS_MAX_MESSAGE, O_ALLOW_ORIGIN,
+    O_LISTEN, O_HTTP, O_NO_HTTP, O_HTTP_TLS, O_WEB_ROOT, O_WS_MAX_MESSAGE, O_WS_DATA_PATH, O_ALLOW_ORIGIN,
     O_HTTP_HOST, O_HTTP_MAX_PENDING, O_HTTP_MAX_PENDING_PER_SOURCE, O_HTTP_ADB, O_ADB_SERVER, O_ADB_NODE, O_ADB_ROLES,
     O_TOKEN_FILE, O_LOCAL_ROLES, O_LOCAL_USER_ROLES, O_CERT_ROLES, O_INSECURE,
     O_TLS_CERT, O_TLS_KEY, O_TLS_CA, O_TLS_REQUIRE_CLIENT_CERT, O_TLS_PATH,
@@ -79,6 +79,9 @@ static const struct opt_def k_opts[] = {
     {O_HTTP_TLS, "http-tls", NULL, 0, "serve https/wss with --tls-cert/--tls-key"},
     {O_WEB_ROOT, "web-root", "DIR", 0, "static files served at / (default: built-in page)"},
     {O_WS_MAX_MESSAGE, "ws-max-message", "SIZE", 0, "largest inbound WebSocket message (default 1m)"},
+    {O_WS_DATA_PATH, "ws-data-path", "native|lws",
+     0, "who carries plain ws:// /traced and /producer WebSockets once upgraded: native = the gateway's own loop "
+        "(default), lws = libwebsockets' thread (wss:// always uses lws)"},
     {O_ALLOW_ORIGIN, "allow-origin", "ORIGIN",
      0, "allow WebSocket clients from ORIGIN (repeatable; ui.perfetto.dev is always allowed)"},
     {O_HTTP_HOST, "http-host", "NAME",
@@ -380,6 +383,14 @@ int tg_gw_config_set(struct tg_gw_config *c, const char *name, const char *value
             c->http_adb = b ? 1 : -1;
         else
             return tg_errf(err, errlen, "http-adb: '%s' is not auto, on or off", value);
+        return 0;
+    case O_WS_DATA_PATH:
+        if (!strcmp(value, "native"))
+            c->ws_lws_data_path = 0;
+        else if (!strcmp(value, "lws"))
+            c->ws_lws_data_path = 1;
+        else
+            return tg_errf(err, errlen, "ws-data-path: '%s' is not native or lws", value);
         return 0;
     case O_ADB_SERVER: return set_str(&c->adb_server, value, name, err, errlen); /* checked by validate */
     case O_ADB_NODE: return set_str(&c->adb_node, value, name, err, errlen);

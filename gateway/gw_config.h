@@ -73,6 +73,7 @@ struct tg_gw_config {
     int http_tls;
     char *web_root;
     size_t ws_max_message;
+    int ws_lws_data_path; /* --ws-data-path lws: plain WebSockets stay on the lws thread */
     char **allow_origins;
     size_t n_allow_origins;
     char **http_hosts;      /* Host names the front end answers to, besides loopback names */

@@ -16,6 +16,7 @@
 #include "gw_ws_policy.h"
 #include "net/tls_files.h"
 #include "net/ws_close_note.h"
+#include "net/ws_filter.h"
 #include "net/ws_link.h"
 #include "net/ws_seam.h"
 #include "tracegate/conn.h"
@@ -33,11 +34,22 @@ static const struct lws_protocols k_protocols[] = {
 
 /* ------------------------------------------------ libevent side of the hand-off */
 
-static void on_handoff(void *arg, int fd, struct tg_ws_seam *seam, const struct tg_gw_client_info *info,
-                       struct tg_ws_close_note *note)
+/* A native WebSocket's socket: the server side of the WebSocket as a filter on this loop. */
+static struct bufferevent *open_native(struct tg_gw_ws *ws, int fd, const struct tg_gw_client_info *info)
+{
+    char what[192];
+    snprintf(what, sizeof what, "WebSocket %s from %s", info->port == TG_GW_PORT_PRODUCER ? "/producer" : "/traced",
+             info->peer);
+    struct tg_ws_server_filter_cfg fc = {.what = what, .max_message = ws->cfg.max_message,
+                                         .out_message = TG_WS_LINK_MSG_MAX};
+    return tg_ws_server_filter_new(ws->base, fd, &fc); /* closes fd on failure */
+}
+
+static void on_handoff(void *arg, enum tg_ws_handoff_kind kind, int fd, struct tg_ws_seam *seam,
+                       const struct tg_gw_client_info *info, struct tg_ws_close_note *note)
 {
     struct tg_gw_ws *ws = arg;
-    if (!seam) { /* an /adb pipe */
+    if (kind == TG_WS_HANDOFF_ADB) {
         if (ws->adb) {
             tg_gw_adb_accept(ws->adb, fd, info, note);
         } else { /* cannot happen: the route is refused when /adb is off */
@@ -49,7 +61,8 @@ static void on_handoff(void *arg, int fd, struct tg_ws_seam *seam, const struct 
     struct tg_conn_opts o;
     tg_gw_client_conn_opts(ws->gw, &o); /* the gateway's configured limits apply to WebSockets too */
     o.no_fd_passing = 1;
-    struct bufferevent *a = tg_ws_seam_open(seam); /* on failure the WebSocket closes */
+    struct bufferevent *a = kind == TG_WS_HANDOFF_NATIVE ? open_native(ws, fd, info)
+                            : tg_ws_seam_open(seam); /* on failure the WebSocket closes */
     tg_conn *c = a ? tg_conn_new_bev(ws->base, a, &o, NULL, NULL) : NULL;
     if (!c) {
         tg_warn(TG_WS_LOG, "cannot create a connection for %s: out of memory", info->peer);

@@ -38,6 +38,11 @@ struct tg_gw_ws_config {
     unsigned local_roles;
     unsigned local_user_roles; /* roles of other local uids (same rule) */
     size_t max_message;       /* max inbound WS message (default 1 MiB) */
+    /* Plain ws:// /traced and /producer WebSockets: 0 = once lws has answered the upgrade, the
+     * socket moves to the gateway's libevent loop (net/ws_filter.h; docs/gateway.md "Native
+     * WebSockets"); 1 = they stay on the lws thread (the in-memory seam). wss:// and /adb always
+     * stay. */
+    int lws_data_path;
     unsigned cert_roles;
     /* Host names (or address literals) besides loopback names, "localhost"
      * and a non-wildcard bind_host that clients may use in the Host header

@@ -15,6 +15,7 @@
 #define LOG "ws"
 
 struct item {
+    enum tg_ws_handoff_kind kind;
     int fd;
     struct tg_ws_seam *seam;
     struct tg_gw_client_info info;
@@ -43,7 +44,7 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
         size_t cnt = (size_t)n / sizeof batch[0];
         for (size_t i = 0; i < cnt; i++) {
             struct item *it = batch[i];
-            h->fn(h->arg, it->fd, it->seam, &it->info, it->note);
+            h->fn(h->arg, it->kind, it->fd, it->seam, &it->info, it->note);
             tg_ws_close_note_unref(it->note);
             free(it);
         }
@@ -74,8 +75,8 @@ struct tg_ws_handoff *tg_ws_handoff_new(struct event_base *base, tg_ws_handoff_f
     return h;
 }
 
-static int post(struct tg_ws_handoff *h, int fd, struct tg_ws_seam *seam, const struct tg_gw_client_info *info,
-                struct tg_ws_close_note *note)
+static int post(struct tg_ws_handoff *h, enum tg_ws_handoff_kind kind, int fd, struct tg_ws_seam *seam,
+                const struct tg_gw_client_info *info, struct tg_ws_close_note *note)
 {
     struct item *it = malloc(sizeof *it);
     if (!it) {
@@ -85,6 +86,7 @@ static int post(struct tg_ws_handoff *h, int fd, struct tg_ws_seam *seam, const 
             close(fd);
         return -1;
     }
+    it->kind = kind;
     it->fd = fd;
     it->seam = seam;
     it->info = *info;
@@ -112,12 +114,17 @@ static int post(struct tg_ws_handoff *h, int fd, struct tg_ws_seam *seam, const 
 int tg_ws_handoff_post_adb(struct tg_ws_handoff *h, int fd, const struct tg_gw_client_info *info,
                            struct tg_ws_close_note *note)
 {
-    return post(h, fd, NULL, info, note);
+    return post(h, TG_WS_HANDOFF_ADB, fd, NULL, info, note);
+}
+
+int tg_ws_handoff_post_native(struct tg_ws_handoff *h, int fd, const struct tg_gw_client_info *info)
+{
+    return post(h, TG_WS_HANDOFF_NATIVE, fd, NULL, info, NULL);
 }
 
 int tg_ws_handoff_post_seam(struct tg_ws_handoff *h, struct tg_ws_seam *seam, const struct tg_gw_client_info *info)
 {
-    return post(h, -1, seam, info, NULL);
+    return post(h, TG_WS_HANDOFF_SEAM, -1, seam, info, NULL);
 }
 
 void tg_ws_handoff_free(struct tg_ws_handoff *h)

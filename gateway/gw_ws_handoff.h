@@ -1,5 +1,6 @@
-/* gw_ws_handoff.h: carries accepted WebSockets' socketpair ends or seams (plus
- * their client info) from the lws thread to the gateway's libevent thread.
+/* gw_ws_handoff.h: carries accepted WebSockets' seams, sockets or /adb socketpair
+ * ends (plus their client info) from the lws thread to the gateway's libevent
+ * thread.
  *
  * The producer side writes one pointer per connection into a non-blocking
  * pipe (8 bytes, so each write is atomic); the libevent side's read event
@@ -18,19 +19,26 @@ struct event_base;
 struct tg_ws_handoff;
 struct tg_ws_close_note;
 
-/* Runs on the libevent thread with one of: a seam (fd -1: a /traced or /producer WebSocket's
- * in-memory hand-off, net/ws_seam.h: open or abandon it), or an /adb pipe's socketpair end fd
- * (seam NULL; owned from then on) and its close note, borrowed for the call (take a reference
+/* What crossed: a /traced or /producer WebSocket's seam (its in-memory hand-off on the lws
+ * thread, net/ws_seam.h), the same kind of WebSocket's own socket (native: libwebsockets answered
+ * the upgrade and let go of it), or an /adb pipe's socketpair end. */
+enum tg_ws_handoff_kind { TG_WS_HANDOFF_SEAM, TG_WS_HANDOFF_NATIVE, TG_WS_HANDOFF_ADB };
+
+/* Runs on the libevent thread with a seam (fd -1: open or abandon it) or an fd (seam NULL;
+ * owned from then on) and, for /adb, its close note, borrowed for the call (take a reference
  * to keep it). */
 struct tg_ws_seam;
-typedef void (*tg_ws_handoff_fn)(void *arg, int fd, struct tg_ws_seam *seam, const struct tg_gw_client_info *info,
-                                 struct tg_ws_close_note *note);
+typedef void (*tg_ws_handoff_fn)(void *arg, enum tg_ws_handoff_kind kind, int fd, struct tg_ws_seam *seam,
+                                 const struct tg_gw_client_info *info, struct tg_ws_close_note *note);
 
 struct tg_ws_handoff *tg_ws_handoff_new(struct event_base *base, tg_ws_handoff_fn fn, void *arg);
 /* An /adb pipe: takes ownership of fd (closed on failure) and adds a reference to note until the
  * callback has run. Returns 0 or -1. */
 int tg_ws_handoff_post_adb(struct tg_ws_handoff *h, int fd, const struct tg_gw_client_info *info,
                            struct tg_ws_close_note *note);
+/* A Perfetto IPC WebSocket's own connected socket, upgrade answered: takes ownership of fd
+ * (closed on failure). Returns 0 or -1. */
+int tg_ws_handoff_post_native(struct tg_ws_handoff *h, int fd, const struct tg_gw_client_info *info);
 /* A Perfetto IPC WebSocket's seam (the libevent side's hold on it passes to the callback;
  * abandoned on failure). Returns 0 or -1. */
 int tg_ws_handoff_post_seam(struct tg_ws_handoff *h, struct tg_ws_seam *seam, const struct tg_gw_client_info *info);

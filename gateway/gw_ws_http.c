@@ -19,6 +19,7 @@
 #include "base/log_sample.h"
 #include "gw_ws_int.h"
 #include "gw_ws_policy.h"
+#include "net/ws_filter.h"
 #include "net/ws_link.h"
 #include "tracegate/clock.h"
 #include "tracegate/log.h"
@@ -408,11 +409,17 @@ static char *ws_metrics_text(void)
 {
     struct tg_ws_link_stats st;
     tg_ws_link_stats(&st);
+    struct tg_ws_server_stats ns; /* native WebSockets (net/ws_filter.h) */
+    tg_ws_server_stats(&ns);
     char *t = NULL;
     int n = asprintf(&t,
                      "# HELP tracegated_ws_links WebSockets joined to the gateway now.\n"
                      "# TYPE tracegated_ws_links gauge\n"
-                     "tracegated_ws_links %d\n"
+                     "tracegated_ws_links %llu\n"
+                     "# HELP tracegated_ws_native WebSockets of those on the gateway's own loop "
+                     "(--ws-data-path native).\n"
+                     "# TYPE tracegated_ws_native gauge\n"
+                     "tracegated_ws_native %llu\n"
                      "# HELP tracegated_ws_messages_sent_total WebSocket messages sent to clients.\n"
                      "# TYPE tracegated_ws_messages_sent_total counter\n"
                      "tracegated_ws_messages_sent_total %llu\n"
@@ -433,7 +440,8 @@ static char *ws_metrics_text(void)
                      "# HELP tracegated_ws_send_tail_bytes_total Bytes of those ends.\n"
                      "# TYPE tracegated_ws_send_tail_bytes_total counter\n"
                      "tracegated_ws_send_tail_bytes_total %llu\n",
-                     tg_ws_link_count(), st.out_messages, st.out_bytes, st.out_pauses, st.in_pauses, st.out_tails,
+                     (unsigned long long)tg_ws_link_count() + ns.open, ns.open, st.out_messages + ns.out_messages,
+                     st.out_bytes + ns.out_bytes, st.out_pauses + ns.out_full, st.in_pauses, st.out_tails,
                      st.out_tail_bytes);
     return n < 0 ? NULL : t;
 }

@@ -66,7 +66,28 @@ struct tg_ws_pss {
     int has_file;
     size_t file_left;
     int head_only;
+    /* a /traced or /producer WebSocket waiting to leave the lws thread (gw_ws_native.c): its
+     * client info until then (malloc'd; NULL when not waiting) */
+    struct tg_gw_client_info *native_info;
 };
+
+/* gw_ws_native.c: moving an upgraded /traced or /producer WebSocket off the lws thread. lws thread.
+ * tg_gw_ws_native_begin (on ESTABLISHED): when it may go (plain ws:// on its own TCP connection,
+ * --ws-data-path native), keeps info in pss and asks for a writeable callback: 1; else 0.
+ * tg_gw_ws_native_writeable (the first writeable callback, lws has parsed all it read): takes the
+ * socket when nothing of the client's came through lws meanwhile and lws holds nothing unsent:
+ * -1 (lws closes its connection, now over a stand-in socket); else falls back to the seam: 0 or -1.
+ * tg_gw_ws_native_receive (data through lws while waiting: the client did not wait for the 101):
+ * falls back to the seam and hands it the data; returns what the link's receive returns.
+ * tg_gw_ws_native_forget: the connection closed while waiting. */
+int tg_gw_ws_native_begin(struct tg_gw_ws *ws, struct lws *wsi, struct tg_ws_pss *pss,
+                          const struct tg_gw_client_info *info);
+int tg_gw_ws_native_writeable(struct tg_gw_ws *ws, struct lws *wsi, struct tg_ws_pss *pss);
+int tg_gw_ws_native_receive(struct tg_gw_ws *ws, struct lws *wsi, struct tg_ws_pss *pss, const void *in, size_t len);
+void tg_gw_ws_native_forget(struct tg_ws_pss *pss);
+/* gw_ws_proto.c: a /traced or /producer WebSocket joined to the gateway through the in-memory
+ * seam (net/ws_seam.h): 0, or -1 (out of memory; the caller closes it). */
+int tg_gw_ws_attach_seam(struct tg_gw_ws *ws, struct lws *wsi, const struct tg_gw_client_info *info);
 
 /* gw_ws_proto.c: the "tracegate" protocol callback (HTTP, upgrades, WebSockets). */
 int tg_gw_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len);

@@ -161,7 +161,19 @@ static void log_established(const struct tg_ws_request *rq, const struct tg_ws_d
             d->info.roles, d->info.principal[0] ? ", " : "", d->info.principal);
 }
 
-static int established(struct tg_gw_ws *ws, struct lws *wsi)
+int tg_gw_ws_attach_seam(struct tg_gw_ws *ws, struct lws *wsi, const struct tg_gw_client_info *info)
+{
+    struct tg_ws_link *link = tg_ws_link_attach_seam(wsi, ws->seams, ws->cfg.max_message);
+    if (!link) {
+        tg_warn(TG_WS_LOG, "cannot hand %s to the gateway: out of memory", info->peer);
+        return -1;
+    }
+    /* on failure the seam is abandoned: the link sees the end and closes the WebSocket */
+    tg_ws_handoff_post_seam(ws->handoff, tg_ws_link_seam(link), info);
+    return 0;
+}
+
+static int established(struct tg_gw_ws *ws, struct lws *wsi, struct tg_ws_pss *pss)
 {
     tg_gw_ws_guard_forget(ws, wsi); /* a WebSocket now: the gateway's own limits apply from here */
     struct req_bufs b;
@@ -177,16 +189,12 @@ static int established(struct tg_gw_ws *ws, struct lws *wsi)
         return -1;
     }
     if (d.route != TG_WS_ROUTE_ADB) {
-        /* Perfetto IPC: handed over in memory (net/ws_seam.h) */
-        struct tg_ws_link *link = tg_ws_link_attach_seam(wsi, ws->seams, ws->cfg.max_message);
-        if (!link) {
-            tg_warn(TG_WS_LOG, "cannot hand %s to the gateway: out of memory", d.info.peer);
-            return -1;
-        }
         log_established(&rq, &d);
-        /* on failure the seam is abandoned: the link sees the end and closes the WebSocket */
-        tg_ws_handoff_post_seam(ws->handoff, tg_ws_link_seam(link), &d.info);
-        return 0;
+        /* Perfetto IPC: on the gateway's own loop once lws let go of it (gw_ws_native.c), else
+         * handed over in memory (net/ws_seam.h) */
+        if (tg_gw_ws_native_begin(ws, wsi, pss, &d.info))
+            return 0;
+        return tg_gw_ws_attach_seam(ws, wsi, &d.info);
     }
     /* /adb: a byte pipe to a socket (the ADB server's, spliced), so a socketpair */
     struct tg_ws_close_note *note = tg_ws_close_note_new();
@@ -268,16 +276,22 @@ int tg_gw_ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *u
         tg_gw_ws_guard_phase(ws, wsi, TG_WS_PENDING_RESPONSE); /* the upgrade request is complete */
         return confirm_upgrade(ws, wsi, in ? (const char *)in : "");
     case LWS_CALLBACK_ESTABLISHED:
-        return established(ws, wsi);
+        return established(ws, wsi, pss);
     case LWS_CALLBACK_RECEIVE: {
+        if (pss && pss->native_info)
+            return tg_gw_ws_native_receive(ws, wsi, pss, in, len);
         struct tg_ws_link *l = tg_ws_link_of(wsi);
         return l ? tg_ws_link_on_rx(l, in, len) : -1;
     }
     case LWS_CALLBACK_SERVER_WRITEABLE: {
+        if (pss && pss->native_info)
+            return tg_gw_ws_native_writeable(ws, wsi, pss);
         struct tg_ws_link *l = tg_ws_link_of(wsi);
         return l ? tg_ws_link_on_writeable(l) : -1;
     }
     case LWS_CALLBACK_CLOSED: {
+        if (pss)
+            tg_gw_ws_native_forget(pss);
         struct tg_ws_link *l = tg_ws_link_of(wsi);
         if (l)
             tg_ws_link_on_closed(l);

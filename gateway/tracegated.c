@@ -154,6 +154,7 @@ static int start_http(struct daemon *d)
     wc.require_token = !c->insecure || c->token_file != NULL;
     /* local_roles and cert_roles: read from the gateway for each request (tg_gw_role_defaults) */
     wc.max_message = c->ws_max_message;
+    wc.lws_data_path = c->ws_lws_data_path;
     wc.http_hosts = (const char *const *)c->http_hosts;
     wc.n_http_hosts = c->n_http_hosts;
     wc.handshake_timeout_ms = c->limits.handshake_timeout_ms;
@@ -347,7 +348,7 @@ static int startup_only_differ(const struct tg_gw_config *a, const struct tg_gw_
     return str_differs(a->producer_socks, b->producer_socks) || str_differs(a->consumer_socks, b->consumer_socks) ||
            a->producer_mode != b->producer_mode || a->consumer_mode != b->consumer_mode ||
            a->probe_interval_ms != b->probe_interval_ms || str_differs(a->web_root, b->web_root) ||
-           a->ws_max_message != b->ws_max_message || a->http_tls != b->http_tls || a->tls_path != b->tls_path ||
+           a->ws_max_message != b->ws_max_message || a->ws_lws_data_path != b->ws_lws_data_path || a->http_tls != b->http_tls || a->tls_path != b->tls_path ||
            str_differs(a->otlp_file, b->otlp_file) || str_differs(a->otlp_http, b->otlp_http) ||
            a->insecure != b->insecure || a->tls_require_client_cert != b->tls_require_client_cert ||
            /* SIGHUP re-reads the certificate files named at start-up, not new names */
@@ -616,6 +617,10 @@ out:
         event_free(d.drain_timer);
     if (d.exit_timer)
         event_free(d.exit_timer);
+    /* let what the frees above left run: bufferevents' deferred callbacks and finalizers (a native
+     * WebSocket's filter sends its close frame and frees its socket in one) */
+    for (int i = 0; i < 4; i++)
+        event_base_loop(d.base, EVLOOP_NONBLOCK);
     event_base_free(d.base);
     tg_gw_config_free(&d.cfg);
     onepath_trace_shutdown(); /* flushes the span and metrics files */

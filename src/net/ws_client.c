@@ -1,5 +1,5 @@
 /* ws_client.c: ws:// and wss:// client transport: a socket (or TLS) bufferevent under a WebSocket
- * client filter (ws_client_filter.h), under a tg_conn; everything on the caller's loop (see
+ * client filter (ws_filter.h), under a tg_conn; everything on the caller's loop (see
  * ws_client.h). */
 #include "net/ws_client.h"
 
@@ -12,7 +12,7 @@
 
 #include "net/bulk_read.h"
 #include "net/tls.h"
-#include "net/ws_client_filter.h"
+#include "net/ws_filter.h"
 #include "net/ws_wire.h"
 #include "tracegate/log.h"
 

@@ -2,7 +2,7 @@
  * and other IPC clients.
  *
  * tg_ws_client_open() returns a tg_conn at once: a bufferevent tg_conn (fd
- * passing disabled) over a WebSocket client filter (net/ws_client_filter.h)
+ * passing disabled) over a WebSocket client filter (net/ws_filter.h)
  * over a TCP or TLS bufferevent, all on the caller's event loop: no thread,
  * no socketpair. Frames written before the handshake completes wait in the
  * filter. If the connection or the upgrade fails, the reason is logged and

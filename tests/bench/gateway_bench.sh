@@ -20,9 +20,10 @@
 #                  websockify idle (direct always runs: it is the baseline)
 #   BENCH_FULL_CLIENT=1  also measure with tracectl's own client (direct, TCP and WS; shows why the lean client is used)
 #   BENCH_WHATIF=0  skip the twin rows (a second tracegated measured interleaved with the first)
-#   BENCH_WHATIF_ENV / BENCH_WHATIF_LABEL  an environment (and row label) for that second
-#                  tracegated, e.g. 'GLIBC_TUNABLES=...' / 'no trim', to measure a what-if; by default
-#                  it runs with the same settings (an A/A twin: its spread from the first is the run's noise)
+#   BENCH_WHATIF_ENV / BENCH_WHATIF_ARGS / BENCH_WHATIF_LABEL  an environment, extra options (and row
+#                  label) for that second tracegated, e.g. 'GLIBC_TUNABLES=...' or '--ws-data-path lws' /
+#                  'lws', to measure a what-if; by default it runs with the same settings (an A/A twin:
+#                  its spread from the first is the run's noise)
 #   BENCH_GW_ENV   extra environment for tracegated (experiments), e.g. 'GLIBC_TUNABLES=...'
 #   BENCH_TRACEGATED  another tracegated binary (e.g. one installed from main, to compare builds)
 # Rows marked e: client + server used >= 90% of their shared CPU (they may bound the row); the
@@ -103,7 +104,7 @@ add_row() { # key label url proxy_pid
 }
 
 GPID=""
-start_tracegated() { # log-name extra-env: sets GPID, P_TCP, P_TLS, P_WS (GPID empty on failure)
+start_tracegated() { # log-name extra-env [extra options]: sets GPID, P_TCP, P_TLS, P_WS (GPID empty on failure)
     free_port
     P_TCP=$PORT
     free_port
@@ -114,7 +115,7 @@ start_tracegated() { # log-name extra-env: sets GPID, P_TCP, P_TLS, P_WS (GPID e
     start "$1" env ${BENCH_GW_ENV:-} $2 $PX "$GWD" --upstream-consumer "$SOCK" \
         --listen "consumer=tcp://127.0.0.1:$P_TCP" --listen "consumer=tls://127.0.0.1:$P_TLS" \
         --tls-cert "$T/pki/server.crt" --tls-key "$T/pki/server.key" --http "127.0.0.1:$P_WS" \
-        --producer-socket "$T/$1-p.sock" --consumer-socket "$T/$1-c.sock" --log-level warn
+        --producer-socket "$T/$1-p.sock" --consumer-socket "$T/$1-c.sock" --log-level warn ${3:-}
     GPID=$LASTPID
     if ! ready "tcp://127.0.0.1:$P_TCP" "$GPID"; then
         echo "gateway_bench: tracegated did not start:"
@@ -138,7 +139,7 @@ if want tg-tcp || want tg-tls || want tg-ws; then
     # interleaved with the rows above (stream only)
     MAIN_GPID=$GPID
     if [ "${BENCH_WHATIF:-1}" = 1 ] && [ -n "$MAIN_GPID" ]; then
-        start_tracegated tracegated-whatif "$WHATIF_ENV"
+        start_tracegated tracegated-whatif "$WHATIF_ENV" "${BENCH_WHATIF_ARGS:-}"
         WPID=$GPID
         if [ -n "$GPID" ]; then
             for x in "tg-tcp tg_tcp tcp://127.0.0.1:$P_TCP TCP" "tg-tls tg_tls tls://127.0.0.1:$P_TLS TLS" \

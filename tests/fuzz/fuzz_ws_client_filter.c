@@ -1,5 +1,5 @@
 /* fuzz_ws_client_filter.c: libFuzzer target for the WebSocket client filter
- * (src/net/ws_client_filter.h): a hostile server's bytes after the upgrade request.
+ * (src/net/ws_filter.h): a hostile server's bytes after the upgrade request.
  *
  * Input: byte 0 chooses whether a valid 101 answer (for the key used) goes first (bit 0) and how
  * the server's bytes are cut into writes (bits 1-7: chunk size 1..127, 0 meaning 1; larger for
@@ -22,7 +22,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "net/ws_client_filter.h"
+#include "net/ws_filter.h"
 #include "tracegate/log.h"
 
 #include "fuzz_check.h"

@@ -270,6 +270,10 @@ static void *loop_thread(void *arg)
     (void)arg;
     while (!atomic_load(&g_stop))
         event_base_loop(g_base, EVLOOP_NO_EXIT_ON_EMPTY);
+    /* what the destroyed peers left: deferred callbacks holding their bufferevents, and the
+     * finalizers those run (a native WebSocket's filter frees its socket bufferevent in one) */
+    for (int i = 0; i < 4; i++)
+        event_base_loop(g_base, EVLOOP_NONBLOCK);
     return NULL;
 }
 

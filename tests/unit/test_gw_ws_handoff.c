@@ -1,4 +1,4 @@
-/* test_gw_ws_handoff.c: a /traced WebSocket through the lws thread, the in-memory seam and the tg_conn of the gateway double: bytes both ways, split frames, messages that split and join frames both ways, large transfers with backpressure, a slow reader (bounded, others served), close both ways, many connections, messages the socket takes in part (pings answered between them; a reader that vanishes meanwhile). */
+/* test_gw_ws_handoff.c: a /traced WebSocket on each data path (native: the socket moved to the gateway's loop under the server-side filter; lws: the lws thread and the in-memory seam) into the tg_conn of the gateway double: bytes both ways, split frames, messages that split and join frames both ways, large transfers with backpressure, a slow reader (bounded, others served), close both ways, many connections, messages the socket takes in part (pings answered between them; a reader that vanishes meanwhile). */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "gw_ws.h"
+#include "net/ws_filter.h"
 #include "net/ws_link.h"
 #include "net/ws_wire.h"
 #include "test_gw_ws_double.h"
@@ -23,6 +24,7 @@
 
 static struct tg_gw_ws *g_ws;
 static int g_port;
+static int g_lws; /* the group running: 1 = --ws-data-path lws, 0 = native */
 
 static int setup(void **state)
 {
@@ -34,6 +36,7 @@ static int setup(void **state)
         .port = g_port,
         .local_roles = TG_GW_ROLE_ADMIN,
         .max_message = 256 * 1024,
+        .lws_data_path = g_lws,
     };
     char err[256];
     g_ws = tg_gw_ws_start(NULL, base, &cfg, err, sizeof err);
@@ -93,6 +96,11 @@ static void test_bytes_both_ways(void **state)
     assert_string_equal(ci.node, "");
     assert_string_equal(ci.source, "127.0.0.1");
     assert_int_equal(tdbl_unix_conns(), 0); /* fd passing is off for WS conns */
+    /* the path under test carries it */
+    struct tg_ws_server_stats ns;
+    tg_ws_server_stats(&ns);
+    assert_int_equal(ns.open, g_lws ? 0 : 1);
+    assert_int_equal(tg_ws_link_count(), g_lws ? 1 : 0);
     tws_close(fd);
 }
 
@@ -385,16 +393,32 @@ static void *msg_sender_thread(void *arg)
     return NULL;
 }
 
-static unsigned long long g_pauses_before;
-static int out_paused(void)
+/* Times the gateway stopped sending a client more because it did not keep up: the lws link's
+ * pauses, or the native filter's socket share filling. */
+static unsigned long long to_client_pauses(void)
 {
     struct tg_ws_link_stats st;
     tg_ws_link_stats(&st);
-    return st.out_pauses > g_pauses_before;
+    struct tg_ws_server_stats ns;
+    tg_ws_server_stats(&ns);
+    return g_lws ? st.out_pauses : ns.out_full;
 }
+
+static unsigned long long g_pauses_before;
+static int out_paused(void) { return to_client_pauses() > g_pauses_before; }
 
 static void check_link_bounds(void)
 {
+    if (!g_lws) {
+        /* native: frames the socket has not taken stay under the filter's share plus one message;
+         * the rest waits in the tg_conn, under the gateway's own limits */
+        struct tg_ws_server_stats ns;
+        tg_ws_server_stats(&ns);
+        if (ns.staged_peak > TG_WS_SERVER_STAGE_HIGH + TG_WS_LINK_MSG_MAX + TG_WS_FRAME_HEADER_MAX)
+            fail_msg("a native WebSocket staged %zu bytes (bound %u)", ns.staged_peak,
+                     TG_WS_SERVER_STAGE_HIGH + TG_WS_LINK_MSG_MAX + TG_WS_FRAME_HEADER_MAX);
+        return;
+    }
     struct tg_ws_link_stats st;
     tg_ws_link_stats(&st);
     if (st.out_queue_peak > TG_WS_LINK_OUT_HIGH + TG_WS_LINK_MSG_MAX)
@@ -413,9 +437,8 @@ static void test_stream_messages_split_and_join_frames(void **state)
 {
     (void)state;
     tg_ws_link_stats_reset_peaks();
-    struct tg_ws_link_stats st0;
-    tg_ws_link_stats(&st0);
-    g_pauses_before = st0.out_pauses;
+    tg_ws_server_stats_reset_peaks();
+    g_pauses_before = to_client_pauses();
     int fd = open_ws();
     int small = 16 * 1024;
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
@@ -483,9 +506,8 @@ static void test_slow_reader_bounded_others_served(void **state)
 {
     (void)state;
     tg_ws_link_stats_reset_peaks();
-    struct tg_ws_link_stats st0;
-    tg_ws_link_stats(&st0);
-    g_pauses_before = st0.out_pauses;
+    tg_ws_server_stats_reset_peaks();
+    g_pauses_before = to_client_pauses();
     int slow = open_ws();
     int small = 16 * 1024;
     setsockopt(slow, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
@@ -571,6 +593,7 @@ static void test_pings_between_partly_sent_messages(void **state)
     (void)state;
     struct tg_ws_link_stats st0, st1;
     tg_ws_link_stats(&st0);
+    unsigned long long full0 = to_client_pauses();
     const unsigned frames = 256, size = 65536; /* 16 MiB */
     int fd = open_ws_sending_in_part(frames, size);
 
@@ -624,18 +647,29 @@ static void test_pings_between_partly_sent_messages(void **state)
     print_message("%u pings, %u pongs; %llu messages the socket took in part (%llu bytes left to lws)\n", pings,
                   pongs, st1.out_tails - st0.out_tails, st1.out_tail_bytes - st0.out_tail_bytes);
     assert_true(pings >= 30);
-    assert_true(st1.out_tails > st0.out_tails); /* the path under test was taken */
+    /* the path under test was taken: lws sent the ends of messages the socket took in part, or the
+     * native filter's share of the socket filled (pings came while messages waited) */
+    if (g_lws)
+        assert_true(st1.out_tails > st0.out_tails);
+    else
+        assert_true(to_client_pauses() > full0);
     tws_close(fd);
 }
 
-static int no_links(void) { return tg_ws_link_count() == 0; }
+static int no_links(void)
+{
+    struct tg_ws_server_stats ns;
+    tg_ws_server_stats(&ns);
+    return tg_ws_link_count() == 0 && ns.open == 0;
+}
 
+/* lws: a message's tail waits in lws; native: frames wait in the filter's share of the socket. */
 static unsigned long long g_tails_before;
 static int tail_sent(void)
 {
     struct tg_ws_link_stats st;
     tg_ws_link_stats(&st);
-    return st.out_tails > g_tails_before;
+    return g_lws ? st.out_tails > g_tails_before : to_client_pauses() > g_tails_before;
 }
 
 /* A client that vanishes (a reset, no WebSocket close) while the gateway streams to it and lws
@@ -646,7 +680,7 @@ static void test_reader_vanishes_with_a_tail_pending(void **state)
     (void)state;
     struct tg_ws_link_stats st0;
     tg_ws_link_stats(&st0);
-    g_tails_before = st0.out_tails;
+    g_tails_before = g_lws ? st0.out_tails : to_client_pauses();
     int base_closed = tdbl_closed();
     int fd = open_ws_sending_in_part(256, 65536);
     /* the client reads nothing: the first message the socket takes in part leaves its tail in lws,
@@ -664,6 +698,67 @@ static void test_reader_vanishes_with_a_tail_pending(void **state)
     expect_ipc(other, msg, sizeof msg - 1);
     tws_close(other);
     assert_true(tdbl_wait_count(no_links, 1, 10000));
+}
+
+/* A client that sends its first frame with the upgrade request, before the 101 (RFC 6455 4.1 says
+ * it must wait; some do not): lws reads and parses that frame with the request, so a native
+ * WebSocket stays on the lws thread (nothing it read is lost) and the frame reaches the gateway. */
+static void test_frame_before_the_answer_is_served(void **state)
+{
+    (void)state;
+    const char body[] = "sent before the answer";
+    uint8_t early[64];
+    size_t n = sizeof body - 1 + 4, el = 0;
+    early[el++] = 0x82; /* FIN, binary */
+    early[el++] = (uint8_t)(0x80 | n);
+    static const uint8_t mask[4] = {0x11, 0x22, 0x33, 0x44};
+    memcpy(early + el, mask, 4);
+    el += 4;
+    uint8_t ipc[64] = {(uint8_t)(sizeof body - 1), 0, 0, 0};
+    memcpy(ipc + 4, body, sizeof body - 1);
+    for (size_t i = 0; i < n; i++)
+        early[el++] = ipc[i] ^ mask[i & 3];
+    char resp[2048];
+    int fd;
+    assert_int_equal(tg_test_stderr_begin(), 0);
+    assert_int_equal(tws_open_early(g_port, "/traced", early, el, &fd, resp, sizeof resp), 101);
+    expect_ipc(fd, body, sizeof body - 1); /* the peer echoes it */
+    assert_int_equal(tws_send_ipc(fd, "and after", 9), 0);
+    expect_ipc(fd, "and after", 9);
+    struct tg_ws_server_stats ns;
+    tg_ws_server_stats(&ns);
+    assert_int_equal(ns.open, 0);
+    assert_int_equal(tg_ws_link_count(), 1);
+    if (!g_lws)
+        assert_true(tg_test_stderr_wait_for("before the upgrade's answer: it stays on the lws thread", 5000));
+    free(tg_test_stderr_end());
+    tws_close(fd);
+}
+
+/* Noise right behind the upgrade request: lws parses it as a frame and closes the WebSocket with
+ * a protocol error; nothing is taken off the lws thread, nothing hangs, the next client is served. */
+static void test_noise_before_the_answer_closes(void **state)
+{
+    (void)state;
+    uint8_t noise[256];
+    memset(noise, 0xff, sizeof noise); /* reserved bits set: no valid frame */
+    char resp[2048];
+    int fd;
+    assert_int_equal(tws_open_early(g_port, "/traced", noise, sizeof noise, &fd, resp, sizeof resp), 101);
+    uint8_t *p = NULL;
+    size_t n;
+    int op = tws_recv(fd, &p, &n, 10000);
+    if (op == TWS_CLOSE)
+        assert_int_equal(tws_close_code(p, n), 1002);
+    else
+        assert_int_equal(op, -1); /* or the end of the stream, not a wait */
+    free(p);
+    tws_close(fd);
+    assert_true(tdbl_wait_count(no_links, 1, 10000));
+    int other = open_ws();
+    assert_int_equal(tws_send_ipc(other, "next", 4), 0);
+    expect_ipc(other, "next", 4);
+    tws_close(other);
 }
 
 static void test_many_connections(void **state)
@@ -709,6 +804,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_slow_reader_bounded_others_served, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pings_between_partly_sent_messages, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reader_vanishes_with_a_tail_pending, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_frame_before_the_answer_is_served, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_noise_before_the_answer_closes, setup, teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    g_lws = 0;
+    int failed = cmocka_run_group_tests_name("native", tests, NULL, NULL);
+    g_lws = 1;
+    failed += cmocka_run_group_tests_name("lws", tests, NULL, NULL);
+    return failed;
 }

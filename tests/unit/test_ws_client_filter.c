@@ -1,4 +1,4 @@
-/* test_ws_client_filter.c: the WebSocket client filter (net/ws_client_filter.h) against a scripted
+/* test_ws_client_filter.c: the WebSocket client filter (net/ws_filter.h) against a scripted
  * server on the other end of a socketpair: the handshake dribbled byte by byte, fragmented
  * messages with a PING in the middle, every length encoding, close answered, what it sends masked
  * and cut into messages, a PING flood from a server that never reads kept bounded, and each way a
@@ -23,7 +23,7 @@
 
 #include <cmocka.h>
 
-#include "net/ws_client_filter.h"
+#include "net/ws_filter.h"
 #include "tg_test_util.h"
 
 #define OUT_MESSAGE 4096u

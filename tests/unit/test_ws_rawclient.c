@@ -159,8 +159,8 @@ int tws_open(int port, const char *path, const char *origin, const char *protoco
     return tws_open_host(port, path, host, origin, protocols, fd, resp, cap);
 }
 
-int tws_open_host(int port, const char *path, const char *host, const char *origin, const char *protocols, int *fd,
-                  char *resp, size_t cap)
+static int open_with(int port, const char *path, const char *host, const char *origin, const char *protocols,
+                     const void *early, size_t early_len, int *fd, char *resp, size_t cap)
 {
     *fd = -1;
     int s = tcp_connect(port);
@@ -177,7 +177,12 @@ int tws_open_host(int port, const char *path, const char *host, const char *orig
              "GET %s HTTP/1.1\r\n%sUpgrade: websocket\r\nConnection: Upgrade\r\n"
              "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n%s%s\r\n",
              path, h, o, p);
-    if (send_all(s, req, strlen(req)) != 0) {
+    size_t rl = strlen(req);
+    if (early_len && rl + early_len <= sizeof req) { /* one send: the server reads them together */
+        memcpy(req + rl, early, early_len);
+        rl += early_len;
+    }
+    if (send_all(s, req, rl) != 0) {
         close(s);
         return -1;
     }
@@ -190,6 +195,19 @@ int tws_open_host(int port, const char *path, const char *host, const char *orig
         close(s);
     }
     return status;
+}
+
+int tws_open_host(int port, const char *path, const char *host, const char *origin, const char *protocols, int *fd,
+                  char *resp, size_t cap)
+{
+    return open_with(port, path, host, origin, protocols, NULL, 0, fd, resp, cap);
+}
+
+int tws_open_early(int port, const char *path, const void *early, size_t early_len, int *fd, char *resp, size_t cap)
+{
+    char host[64];
+    snprintf(host, sizeof host, "127.0.0.1:%d", port);
+    return open_with(port, path, host, NULL, NULL, early, early_len, fd, resp, cap);
 }
 
 int tws_send_frame(int fd, int opcode, int fin, const void *data, size_t len)
