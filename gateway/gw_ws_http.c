@@ -395,7 +395,9 @@ static char *status_json(struct tg_gw_ws *ws)
     fwrite(core, 1, n, f);
     fputs(empty ? "\"routes\":" : ",\"routes\":", f);
     write_routes(ws, f);
-    fputs("}", f);
+    /* who carries /traced and /producer WebSockets once upgraded (docs/gateway.md "Native
+     * WebSockets"): wss:// always lws */
+    fprintf(f, ",\"websocket\":{\"data_path\":\"%s\"}}", ws->cfg.tls || ws->cfg.lws_data_path ? "lws" : "native");
     free(core);
     if (fclose(f) != 0) {
         free(buf);

@@ -136,6 +136,9 @@ bytes=$(sed -n 's/^tracegated_ws_bytes_sent_total \([0-9]*\)$/\1/p' "$T/metrics2
     fail "WebSocket messages/bytes sent: '$msgs'/'$bytes' after two tracectl queries"
 grep -q '^tracegated_ws_paused_total{direction="to_client"} [0-9]' "$T/metrics2" || fail "no WebSocket pause counter"
 grep -q '^tracegated_ws_links [0-9]' "$T/metrics2" || fail "no WebSocket link gauge"
+grep -q '^tracegated_ws_native [0-9]' "$T/metrics2" || fail "no native WebSocket gauge"
+# the tracectl queries above went the native way (plain ws://, the default data path)
+curl -s "$U/api/status" | grep -q '"websocket":{"data_path":"native"}' || fail "/api/status does not say native"
 
 echo "PASS: HTTP routes, Origin/token checks and tracectl over ws:// work"
 exit 0

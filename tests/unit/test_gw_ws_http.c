@@ -183,6 +183,7 @@ static void test_metrics_and_status(void **state)
                               "\"target\":\"ADB server 127.0.0.1:5037\",\"enabled\":true}"));
     assert_non_null(strstr(b, "{\"path\":\"/producer\",\"kind\":\"websocket\",\"roles\":[\"producer\",\"admin\"]"));
     assert_non_null(strstr(b, "{\"path\":\"/healthz\",\"kind\":\"http\",\"roles\":\"any\""));
+    assert_non_null(strstr(b, "],\"websocket\":{\"data_path\":\"native\"}}")); /* the default */
     assert_int_equal(b[strlen(b) - 1], '}');
     assert_int_equal(tws_http(g_port, "GET", "/api/nope", NULL, g_resp, sizeof g_resp), 404);
     assert_int_equal(tws_http(g_port, "POST", "/api/status", "Content-Length: 0\r\n", g_resp, sizeof g_resp), 405);
