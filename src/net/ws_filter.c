@@ -44,6 +44,7 @@ enum { S_HANDSHAKE, S_OPEN, S_CLOSED, S_FAILED };
 struct wsf {
     struct bufferevent *bev; /* the filter */
     struct event *kick;      /* flushes the output once the input side made something to send */
+    int kick_pending;        /* kick is active and holds a reference on bev */
     int state;
     char accept[TG_WS_ACCEPT_LEN + 1];
     char proto[64];
@@ -120,12 +121,24 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct wsf *f = arg;
+    f->kick_pending = 0;
     /* BEV_FLUSH: libevent calls a filter in BEV_NORMAL only when there is data above to send, and
      * a PONG or a close answer may be all there is */
     bufferevent_flush(f->bev, EV_WRITE, BEV_FLUSH);
+    bufferevent_decref(f->bev); /* may be the last reference: the filter then goes (later, in a finalizer) */
 }
 
-static void kick(struct wsf *f) { event_active(f->kick, EV_TIMEOUT, 1); }
+/* Asks for a flush from the loop. Only while the filter is alive (called from its own processing,
+ * or with its socket's callbacks still set): the reference taken here keeps a filter its owner
+ * frees meanwhile alive until the flush ran. */
+static void kick(struct wsf *f)
+{
+    if (f->kick_pending)
+        return;
+    f->kick_pending = 1;
+    bufferevent_incref(f->bev);
+    event_active(f->kick, EV_TIMEOUT, 1);
+}
 
 /* The connection cannot go on: logged, everything after dropped, and the bufferevent above gets
  * BEV_EVENT_ERROR (libevent reports nothing for a filter's BEV_ERROR; a deferred event callback
@@ -676,7 +689,13 @@ struct bufferevent *tg_ws_client_filter_new(struct bufferevent *under, const str
 static void staged_drained(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
 {
     struct wsf *f = arg;
-    if (f->pong_due && info->n_deleted && evbuffer_get_length(buf) < STAGE_HIGH)
+    if (!f->pong_due || !info->n_deleted || evbuffer_get_length(buf) >= STAGE_HIGH)
+        return;
+    /* the socket bufferevent outlives the filter's unlink (server_end frees it in the filter's
+     * finalizer), which clears its callbacks: then the filter is going and nothing is kicked */
+    bufferevent_event_cb alive = NULL;
+    bufferevent_getcb(f->under, NULL, NULL, &alive, NULL);
+    if (alive)
         kick(f);
 }
 
@@ -684,7 +703,8 @@ struct bufferevent *tg_ws_server_filter_new(struct event_base *base, int fd, con
 {
     struct wsf *f = calloc(1, sizeof *f);
     struct bufferevent *sock = NULL;
-    if (!f || !(sock = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE))) {
+    /* non-blocking whatever the caller handed over: a write-through must never wait for the peer */
+    if (!f || evutil_make_socket_nonblocking(fd) != 0 || !(sock = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE))) {
         free(f);
         close(fd);
         return NULL;

@@ -98,7 +98,7 @@ void tg_ws_server_stats(struct tg_ws_server_stats *out);
 void tg_ws_server_stats_reset_peaks(void);
 
 /* The server side over fd, a connected TCP socket whose upgrade was answered with 101 (taken
- * over; closed on failure). NULL on failure. */
+ * over, made non-blocking; closed on failure). NULL on failure. */
 struct bufferevent *tg_ws_server_filter_new(struct event_base *base, int fd, const struct tg_ws_server_filter_cfg *cfg);
 
 #endif
