@@ -527,6 +527,23 @@ static void test_adb_options(void **state)
     tg_gw_config_free(&c);
 }
 
+/* ws-data-path: native by default, lws on request, anything else refused with the choices */
+static void test_ws_data_path(void **state)
+{
+    (void)state;
+    struct tg_gw_config c;
+    parse_ok(&c, "");
+    assert_int_equal(c.ws_lws_data_path, 0);
+    tg_gw_config_free(&c);
+    parse_ok(&c, "ws-data-path = lws\n");
+    assert_int_equal(c.ws_lws_data_path, 1);
+    tg_gw_config_free(&c);
+    parse_ok(&c, "ws-data-path = native\n");
+    assert_int_equal(c.ws_lws_data_path, 0);
+    tg_gw_config_free(&c);
+    expect_parse_error("ws-data-path = seam\n", "not native or lws");
+}
+
 /* --help's "Roles:" line names every role the role lists accept (it lacked link and spans) */
 static void test_usage_names_every_role(void **state)
 {
@@ -565,7 +582,7 @@ int main(void)
         cmocka_unit_test(test_file_syntax),        cmocka_unit_test(test_file_errors),
         cmocka_unit_test(test_listen_specs),       cmocka_unit_test(test_validate_security),
         cmocka_unit_test(test_args_override_file), cmocka_unit_test(test_http_front_end_options),
-        cmocka_unit_test(test_adb_options),        cmocka_unit_test(test_usage_names_every_role),
+        cmocka_unit_test(test_adb_options),        cmocka_unit_test(test_ws_data_path),        cmocka_unit_test(test_usage_names_every_role),
         cmocka_unit_test(test_web_root_trust),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
