@@ -581,6 +581,36 @@ static void test_free_sends_close_1000(void **state)
     srv_close(&s);
 }
 
+/* A PING processed in the same turn in which the owner frees the filter (the gateway closing the
+ * connection for another reason): the flush it asked for still runs (the filter holds a reference
+ * for it until then), so the PONG goes out before the close frame. The PING is put straight into
+ * the socket bufferevent's input and run through the filter with a flush, so that the free comes
+ * before the loop runs again. */
+static void test_ping_then_free_in_one_turn(void **state)
+{
+    (void)state;
+    struct srv s;
+    srv_open(&s, 1u << 20, 0);
+    uint8_t ping[32];
+    size_t n = cframe(&s, ping, 0x89, "late", 4, 1);
+    struct bufferevent *under = bufferevent_get_underlying(s.ws);
+    struct evbuffer *in = bufferevent_get_input(under);
+    evbuffer_unfreeze(in, 0); /* a socket bufferevent lets only itself add to its input */
+    assert_int_equal(evbuffer_add(in, ping, n), 0);
+    evbuffer_freeze(in, 0);
+    bufferevent_flush(s.ws, EV_READ, BEV_NORMAL); /* the PING is handled: a flush is due */
+    bufferevent_free(s.ws);
+    s.ws = NULL;
+    struct sframe f;
+    next_frame(&s, &f);
+    assert_int_equal(f.op, 0xA);
+    assert_int_equal(f.len, 4);
+    assert_memory_equal(f.payload, "late", 4);
+    free(f.payload);
+    expect_close_then_end(&s, 1000, "connection closed");
+    srv_close(&s);
+}
+
 /* The client reads everything; each frame it got in the meantime must be a flood PONG. Done when
  * nothing of ours waits anywhere. */
 static int flood_read(void *arg)
@@ -706,6 +736,7 @@ int main(void)
         cmocka_unit_test(test_protocol_errors_close_codes),
         cmocka_unit_test(test_client_close_echoed),
         cmocka_unit_test(test_free_sends_close_1000),
+        cmocka_unit_test(test_ping_then_free_in_one_turn),
         cmocka_unit_test(test_ping_flood_bounded),
         cmocka_unit_test(test_stats),
     };
