@@ -397,7 +397,7 @@ static char *status_json(struct tg_gw_ws *ws)
     write_routes(ws, f);
     /* who carries /traced and /producer WebSockets once upgraded (docs/gateway.md "Native
      * WebSockets"): wss:// always lws */
-    fprintf(f, ",\"websocket\":{\"data_path\":\"%s\"}}", ws->cfg.tls || ws->cfg.lws_data_path ? "lws" : "native");
+    fprintf(f, ",\"websocket\":{\"data_path\":\"%s\"}}", tg_gw_ws_native_enabled(ws) ? "native" : "lws");
     free(core);
     if (fclose(f) != 0) {
         free(buf);

@@ -80,6 +80,9 @@ struct tg_ws_pss {
  * tg_gw_ws_native_receive (data through lws while waiting: the client did not wait for the 101):
  * falls back to the seam and hands it the data; returns what the link's receive returns.
  * tg_gw_ws_native_forget: the connection closed while waiting. */
+/* Whether this front end moves /traced and /producer WebSockets to the gateway's loop at all (plain
+ * ws:// and --ws-data-path native); what /api/status reports. Any thread (configuration only). */
+int tg_gw_ws_native_enabled(const struct tg_gw_ws *ws);
 int tg_gw_ws_native_begin(struct tg_gw_ws *ws, struct lws *wsi, struct tg_ws_pss *pss,
                           const struct tg_gw_client_info *info);
 int tg_gw_ws_native_writeable(struct tg_gw_ws *ws, struct lws *wsi, struct tg_ws_pss *pss);

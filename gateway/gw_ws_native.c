@@ -50,10 +50,12 @@ static int take_socket(struct tg_gw_ws *ws, struct lws *wsi, const struct tg_gw_
     return 0;
 }
 
+int tg_gw_ws_native_enabled(const struct tg_gw_ws *ws) { return !ws->cfg.lws_data_path && !ws->cfg.tls; }
+
 int tg_gw_ws_native_begin(struct tg_gw_ws *ws, struct lws *wsi, struct tg_ws_pss *pss,
                           const struct tg_gw_client_info *info)
 {
-    if (ws->cfg.lws_data_path || ws->cfg.tls || !pss || lws_is_ssl(wsi) || lws_get_network_wsi(wsi) != wsi)
+    if (!tg_gw_ws_native_enabled(ws) || !pss || lws_is_ssl(wsi) || lws_get_network_wsi(wsi) != wsi)
         return 0;
     pss->native_info = malloc(sizeof *pss->native_info);
     if (!pss->native_info)

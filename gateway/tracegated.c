@@ -348,7 +348,8 @@ static int startup_only_differ(const struct tg_gw_config *a, const struct tg_gw_
     return str_differs(a->producer_socks, b->producer_socks) || str_differs(a->consumer_socks, b->consumer_socks) ||
            a->producer_mode != b->producer_mode || a->consumer_mode != b->consumer_mode ||
            a->probe_interval_ms != b->probe_interval_ms || str_differs(a->web_root, b->web_root) ||
-           a->ws_max_message != b->ws_max_message || a->ws_lws_data_path != b->ws_lws_data_path || a->http_tls != b->http_tls || a->tls_path != b->tls_path ||
+           a->ws_max_message != b->ws_max_message || a->ws_lws_data_path != b->ws_lws_data_path ||
+           a->http_tls != b->http_tls || a->tls_path != b->tls_path ||
            str_differs(a->otlp_file, b->otlp_file) || str_differs(a->otlp_http, b->otlp_http) ||
            a->insecure != b->insecure || a->tls_require_client_cert != b->tls_require_client_cert ||
            /* SIGHUP re-reads the certificate files named at start-up, not new names */

@@ -196,7 +196,7 @@ static int read_header(struct wsf *f, struct evbuffer *src)
     size_t kl = masked ? 4 : 0; /* the key follows the length */
     if (have < hl + kl)
         return 0;
-    evbuffer_copyout(src, h, hl);
+    evbuffer_copyout(src, h, hl + kl);
     if (hl == 4) {
         len = (uint64_t)h[2] << 8 | h[3];
     } else if (hl == 10) {
@@ -207,9 +207,7 @@ static int read_header(struct wsf *f, struct evbuffer *src)
             return tg_wsf_fail(f, "a frame length with its top bit set");
     }
     if (kl) {
-        uint8_t hk[14];
-        evbuffer_copyout(src, hk, hl + kl);
-        memcpy(f->mask, hk + hl, 4);
+        memcpy(f->mask, h + hl, 4);
         f->mask_pos = 0;
     }
     if (opcode & 0x8) { /* control */
@@ -255,32 +253,16 @@ static int unmask_move(struct wsf *f, struct evbuffer *src, struct evbuffer *dst
     struct evbuffer_iovec out;
     if (evbuffer_reserve_space(dst, (ev_ssize_t)n, &out, 1) < 1)
         return -1;
-    uint8_t *p = out.iov_base;
-    struct evbuffer_iovec in[16];
-    size_t done = 0;
-    while (done < n) {
-        struct evbuffer_ptr at;
-        evbuffer_ptr_set(src, &at, done, EVBUFFER_PTR_SET);
-        int k = evbuffer_peek(src, (ev_ssize_t)(n - done), &at, in, 16);
-        if (k <= 0)
-            return -1;
-        for (int i = 0; i < k && done < n; i++) {
-            size_t c = in[i].iov_len < n - done ? in[i].iov_len : n - done;
-            memcpy(p + done, in[i].iov_base, c);
-            apply_mask(p + done, c, f->mask, f->mask_pos);
-            f->mask_pos = (f->mask_pos + (unsigned)c) & 3;
-            done += c;
-        }
-    }
-    out.iov_len = n;
-    if (evbuffer_commit_space(dst, &out, 1) != 0)
+    if (evbuffer_remove(src, out.iov_base, n) != (int)n)
         return -1;
-    evbuffer_drain(src, n);
-    return 0;
+    apply_mask(out.iov_base, n, f->mask, f->mask_pos);
+    f->mask_pos = (f->mask_pos + (unsigned)n) & 3;
+    out.iov_len = n;
+    return evbuffer_commit_space(dst, &out, 1);
 }
 
 enum bufferevent_filter_result tg_wsf_in(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
-                                             enum bufferevent_flush_mode mode, void *arg)
+                                         enum bufferevent_flush_mode mode, void *arg)
 {
     (void)mode;
     struct wsf *f = arg;
@@ -331,7 +313,7 @@ enum bufferevent_filter_result tg_wsf_in(struct evbuffer *src, struct evbuffer *
 /* ------------------------------------------------------------ sending */
 
 enum bufferevent_filter_result tg_wsf_out(struct evbuffer *src, struct evbuffer *dst, ev_ssize_t limit,
-                                              enum bufferevent_flush_mode mode, void *arg)
+                                          enum bufferevent_flush_mode mode, void *arg)
 {
     struct wsf *f = arg;
     if (f->state == S_HANDSHAKE)

@@ -12,9 +12,10 @@
  *     control frame fail the connection with a logged reason;
  *   - what is written above goes out as binary messages of at most out_message bytes, each
  *     masked with a fresh random key (the one copy on the way out);
- *   - PING is answered with PONG (one waits at a time: the latest PING's); a close frame is answered with one (the same code) and
- *     anything after it is dropped; the server then ends the TCP stream, which the bufferevent
- *     above sees as its end; a flush with BEV_FINISHED sends a close frame (1000) first.
+ *   - PING is answered with PONG (one waits at a time: the latest PING's); a close frame is
+ *     answered with one (the same code) and anything after it is dropped; the server then ends
+ *     the TCP stream, which the bufferevent above sees as its end; a flush with BEV_FINISHED
+ *     sends a close frame (1000) first.
  * A failure is logged ("cannot open WHAT: ..." during the handshake, "WHAT: ..." after) and
  * reported to the bufferevent above as BEV_EVENT_ERROR.
  *

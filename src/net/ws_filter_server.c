@@ -54,6 +54,8 @@ void tg_wsf_server_end(struct wsf *f)
     f->wt = NULL;
     int fd = bufferevent_getfd(f->under);
     evbuffer_unfreeze(out, 1); /* a socket bufferevent lets only itself drain its output */
+    /* sendmsg, not evbuffer_write: at the end the peer is often gone, and writev would raise
+     * SIGPIPE where MSG_NOSIGNAL does not */
     while (fd >= 0 && evbuffer_get_length(out)) {
         struct evbuffer_iovec e[16];
         struct iovec v[16];
@@ -90,7 +92,8 @@ struct bufferevent *tg_ws_server_filter_new(struct event_base *base, int fd, con
     struct wsf *f = calloc(1, sizeof *f);
     struct bufferevent *sock = NULL;
     /* non-blocking whatever the caller handed over: a write-through must never wait for the peer */
-    if (!f || evutil_make_socket_nonblocking(fd) != 0 || !(sock = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE))) {
+    if (!f || evutil_make_socket_nonblocking(fd) != 0 ||
+        !(sock = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE))) {
         free(f);
         close(fd);
         return NULL;

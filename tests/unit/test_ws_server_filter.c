@@ -225,6 +225,17 @@ static void next_frame(struct srv *s, struct sframe *f)
     *f = w.f;
 }
 
+/* The next thing the client gets is a frame of opcode op carrying exactly the len bytes at want. */
+static void expect_frame(struct srv *s, int op, const void *want, size_t len)
+{
+    struct sframe f;
+    next_frame(s, &f);
+    assert_int_equal(f.op, op);
+    assert_int_equal(f.len, len);
+    assert_memory_equal(f.payload, want, len);
+    free(f.payload);
+}
+
 /* The next thing the client gets is a close frame with `code` (and exactly `reason`, unless NULL),
  * then the end of the stream with nothing after the close frame. Returns the reason's length. */
 static size_t expect_close_then_end(struct srv *s, unsigned code, const char *reason)
@@ -354,12 +365,7 @@ static void test_masked_fragments_in_order(void **state)
         }
         wait_got(&s, e);
         assert_memory_equal(evbuffer_pullup(s.got, -1), expect, e);
-        struct sframe f;
-        next_frame(&s, &f);
-        assert_int_equal(f.op, 0xA);
-        assert_int_equal(f.len, 2);
-        assert_memory_equal(f.payload, "p1", 2);
-        free(f.payload);
+        expect_frame(&s, 0xA, "p1", 2);
         srv_close(&s);
     }
     free(out);
@@ -571,12 +577,7 @@ static void test_free_sends_close_1000(void **state)
     bufferevent_write(s.ws, "bye", 3);
     bufferevent_free(s.ws);
     s.ws = NULL;
-    struct sframe f;
-    next_frame(&s, &f);
-    assert_int_equal(f.op, 0x2);
-    assert_int_equal(f.len, 3);
-    assert_memory_equal(f.payload, "bye", 3);
-    free(f.payload);
+    expect_frame(&s, 0x2, "bye", 3);
     expect_close_then_end(&s, 1000, "connection closed");
     srv_close(&s);
 }
@@ -601,12 +602,7 @@ static void test_ping_then_free_in_one_turn(void **state)
     bufferevent_flush(s.ws, EV_READ, BEV_NORMAL); /* the PING is handled: a flush is due */
     bufferevent_free(s.ws);
     s.ws = NULL;
-    struct sframe f;
-    next_frame(&s, &f);
-    assert_int_equal(f.op, 0xA);
-    assert_int_equal(f.len, 4);
-    assert_memory_equal(f.payload, "late", 4);
-    free(f.payload);
+    expect_frame(&s, 0xA, "late", 4);
     expect_close_then_end(&s, 1000, "connection closed");
     srv_close(&s);
 }
@@ -659,12 +655,7 @@ static void test_ping_flood_bounded(void **state)
 
     assert_true(tg_test_run_until(s.base, flood_read, &s, 10000));
     peer_send(&s, out, cframe(&s, out, 0x89, "last", 4, 1));
-    struct sframe f;
-    next_frame(&s, &f);
-    assert_int_equal(f.op, 0xA);
-    assert_int_equal(f.len, 4);
-    assert_memory_equal(f.payload, "last", 4);
-    free(f.payload);
+    expect_frame(&s, 0xA, "last", 4);
     srv_close(&s);
 }
 
