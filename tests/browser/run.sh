@@ -12,6 +12,7 @@ TRACEGATED=$B/gateway/tracegated
 DEMO=$B/src/demo/tracegate-demo
 CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
 . "$S/tests/integration/tg_wait.sh"
+. "$S/tests/integration/tg_scratch.sh"
 
 for bin in "$TRACEGATED" "$DEMO"; do
     if [ ! -x "$bin" ]; then echo "SKIP: $bin is not built yet"; exit 77; fi
@@ -32,27 +33,7 @@ if [ ! -d "$HERE/node_modules/playwright-core" ]; then
     fi
 fi
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/tg-browser.XXXXXX") || exit 99
-PIDS=""
-_all_gone() { for p in $PIDS; do kill -0 "$p" 2>/dev/null && return 1; done; return 0; }
-cleanup() {
-    for p in $PIDS; do kill "$p" 2>/dev/null; done
-    wait_for 5 _all_gone
-    for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
-    if [ "${KEEP_TMP:-0}" = 1 ]; then echo "kept $T"; else rm -rf "$T"; fi
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-
-fail() {
-    echo "FAIL: $*"
-    for f in "$T"/*.log; do
-        [ -f "$f" ] || continue
-        echo "---- $f (last 40 lines)"
-        tail -n 40 "$f"
-    done
-    exit 1
-}
+tg_scratch browser
 
 http_up_or_gone() { curl -s -o /dev/null "http://127.0.0.1:$1/healthz" || ! kill -0 "$2" 2>/dev/null; }
 PORT=

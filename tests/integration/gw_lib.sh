@@ -1,7 +1,7 @@
 # gw_lib.sh: shared helpers for the tracegated integration tests (tests/integration/test_gw_*.sh):
-# binaries (exit 77 when one is not built), a temp dir, background processes killed on exit,
-# starting tracegated and reading back the ports it listens on, and (tg_wait.sh) waiting for
-# events with scaled safety-net deadlines. Source it; POSIX sh.
+# binaries (exit 77 when one is not built), starting tracegated and reading back the ports it
+# listens on; the temp dir $T, $PIDS stopped on exit and `fail` come from tg_scratch.sh, waiting
+# for events with scaled safety-net deadlines from tg_wait.sh. Source it; POSIX sh.
 
 B=${TG_BUILDDIR:-$(pwd)}
 S=${TG_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -10,6 +10,7 @@ TRACECTL=$B/src/tracectl/tracectl
 DEMO=$B/src/demo/tracegate-demo
 CLIENT=$B/tests/integration/gw_testclient
 . "$S/tests/integration/tg_wait.sh"
+. "$S/tests/integration/tg_scratch.sh"
 
 need() {
     for bin in "$@"; do
@@ -21,27 +22,7 @@ need() {
 }
 command -v timeout >/dev/null 2>&1 || { echo "SKIP: timeout(1) is not available"; exit 77; }
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/tg-gw-it.XXXXXX") || exit 99
-PIDS=""
-_all_gone() { for p in $PIDS; do kill -0 "$p" 2>/dev/null && return 1; done; return 0; }
-cleanup() {
-    for p in $PIDS; do kill "$p" 2>/dev/null; done
-    wait_for 5 _all_gone # sanitizer builds take a moment to exit; then whatever is left is killed
-    for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
-    if [ "${KEEP_TMP:-0}" = 1 ]; then echo "kept $T"; else rm -rf "$T"; fi
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-
-fail() {
-    echo "FAIL: $*"
-    for f in "$T"/*.log; do
-        [ -f "$f" ] || continue
-        echo "---- $f (last 30 lines)"
-        tail -n 30 "$f"
-    done
-    exit 1
-}
+tg_scratch gw-it
 
 # start_gw NAME [tracegated options...]: runs tracegated with its embedded service on private
 # sockets ($T/NAME-p.sock, $T/NAME-c.sock), logging to $T/NAME.log; waits until it logs that it
