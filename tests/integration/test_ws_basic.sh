@@ -8,6 +8,7 @@ set -u
 B=${TG_BUILDDIR:-$(pwd)}
 S=${TG_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 . "$S/tests/integration/tg_wait.sh"
+. "$S/tests/integration/tg_scratch.sh"
 TRACEGATED=$B/gateway/tracegated
 TRACECTL=$B/src/tracectl/tracectl
 
@@ -28,25 +29,7 @@ if ! "$TRACEGATED" --help 2>&1 | grep -q -- "--http "; then
     exit 77
 fi
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/tg-ws-basic.XXXXXX") || exit 99
-DPID=
-cleanup() {
-    [ -n "$DPID" ] && kill "$DPID" 2>/dev/null && wait_gone 5 "$DPID"
-    [ -n "$DPID" ] && kill -9 "$DPID" 2>/dev/null
-    if [ "${KEEP_TMP:-0}" = 1 ]; then echo "kept $T"; else rm -rf "$T"; fi
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-
-fail() {
-    echo "FAIL: $*"
-    for f in "$T"/*.log; do
-        [ -f "$f" ] || continue
-        echo "---- $f (last 40 lines)"
-        tail -n 40 "$f"
-    done
-    exit 1
-}
+tg_scratch ws-basic
 
 # a token file: name role sha256(token)
 TOKEN=ws-basic-token-$$
@@ -64,13 +47,14 @@ while [ $try -lt 8 ]; do
     "$TRACEGATED" --producer-socket "$T/p.sock" --consumer-socket "$T/c.sock" --http "127.0.0.1:$cand" \
         --token-file "$T/tokens" --log-level info >"$T/tracegated.log" 2>&1 &
     DPID=$!
+    PIDS=$DPID
     # up (answers /healthz), or gone (the port was taken: try another)
     wait_for 20 http_up_or_gone "$cand" "$DPID" || fail "tracegated did not start its HTTP front end"
     kill -0 "$DPID" 2>/dev/null && PORT=$cand
     [ -n "$PORT" ] && break
     kill "$DPID" 2>/dev/null
     wait "$DPID" 2>/dev/null
-    DPID=
+    PIDS=
 done
 [ -n "$PORT" ] || fail "tracegated did not start its HTTP front end"
 U=http://127.0.0.1:$PORT
