@@ -157,20 +157,7 @@ static void srv_accept(struct client *c)
 /* A server frame (unmasked unless `mask`). */
 static size_t frame(uint8_t *out, int fin, int opcode, const void *payload, size_t len, int mask)
 {
-    size_t h = 0;
-    out[h++] = (uint8_t)((fin ? 0x80 : 0) | opcode);
-    uint8_t mbit = mask ? 0x80 : 0;
-    if (len < 126) {
-        out[h++] = (uint8_t)(mbit | len);
-    } else if (len <= 0xffff) {
-        out[h++] = mbit | 126;
-        out[h++] = (uint8_t)(len >> 8);
-        out[h++] = (uint8_t)len;
-    } else {
-        out[h++] = mbit | 127;
-        for (int i = 7; i >= 0; i--)
-            out[h++] = (uint8_t)((uint64_t)len >> (8 * i));
-    }
+    size_t h = tg_test_ws_header(out, (uint8_t)((fin ? 0x80 : 0) | opcode), mask, len);
     if (mask) {
         memset(out + h, 0, 4);
         h += 4;

@@ -213,19 +213,7 @@ int tws_open_early(int port, const char *path, const void *early, size_t early_l
 int tws_send_frame(int fd, int opcode, int fin, const void *data, size_t len)
 {
     uint8_t h[14];
-    size_t hl = 0;
-    h[hl++] = (uint8_t)((fin ? 0x80 : 0) | (opcode & 15));
-    if (len < 126) {
-        h[hl++] = (uint8_t)(0x80 | len);
-    } else if (len < 65536) {
-        h[hl++] = 0x80 | 126;
-        h[hl++] = (uint8_t)(len >> 8);
-        h[hl++] = (uint8_t)len;
-    } else {
-        h[hl++] = 0x80 | 127;
-        for (int i = 7; i >= 0; i--)
-            h[hl++] = (uint8_t)((uint64_t)len >> (8 * i));
-    }
+    size_t hl = tg_test_ws_header(h, (uint8_t)((fin ? 0x80 : 0) | (opcode & 15)), 1, len);
     static const uint8_t mask[4] = {0x12, 0x34, 0x56, 0x78};
     memcpy(h + hl, mask, 4);
     hl += 4;

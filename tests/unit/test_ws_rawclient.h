@@ -29,10 +29,11 @@ int tws_open(int port, const char *path, const char *origin, const char *protoco
 int tws_open_host(int port, const char *path, const char *host, const char *origin, const char *protocols, int *fd,
                   char *resp, size_t cap);
 
-/* Sends one masked frame. */
 /* tws_open, with `early` (at most 1 KiB: e.g. a frame) sent in the same write as the request,
  * before the server's answer (RFC 6455 4.1 says a client must wait for it; some do not). */
 int tws_open_early(int port, const char *path, const void *early, size_t early_len, int *fd, char *resp, size_t cap);
+
+/* Sends one masked frame. */
 int tws_send_frame(int fd, int opcode, int fin, const void *data, size_t len);
 /* One message in one frame. */
 int tws_send(int fd, int opcode, const void *data, size_t len);

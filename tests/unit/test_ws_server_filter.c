@@ -127,20 +127,7 @@ static void peer_send(struct srv *s, const void *data, size_t len)
  * then (when `masked`) a fresh key and the payload masked with it. Returns its length. */
 static size_t cframe(struct srv *s, uint8_t *out, uint8_t b0, const void *payload, size_t len, int masked)
 {
-    size_t h = 0;
-    uint8_t mbit = masked ? 0x80 : 0;
-    out[h++] = b0;
-    if (len < 126) {
-        out[h++] = (uint8_t)(mbit | len);
-    } else if (len <= 0xffff) {
-        out[h++] = mbit | 126;
-        out[h++] = (uint8_t)(len >> 8);
-        out[h++] = (uint8_t)len;
-    } else {
-        out[h++] = mbit | 127;
-        for (int i = 7; i >= 0; i--)
-            out[h++] = (uint8_t)((uint64_t)len >> (8 * i));
-    }
+    size_t h = tg_test_ws_header(out, b0, masked, len);
     uint8_t key[4] = {0, 0, 0, 0};
     if (masked) {
         uint64_t r = tg_test_rand(&s->keys) | 0x01010101u; /* no zero byte: every byte really masked */

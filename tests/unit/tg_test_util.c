@@ -346,6 +346,25 @@ int tg_test_fds_exhaust(void)
 
 int tg_test_fds_restore(void) { return setrlimit(RLIMIT_NOFILE, &g_fd_limit); }
 
+size_t tg_test_ws_header(uint8_t *out, uint8_t b0, int masked, uint64_t len)
+{
+    size_t h = 0;
+    uint8_t mbit = masked ? 0x80 : 0;
+    out[h++] = b0;
+    if (len < 126) {
+        out[h++] = (uint8_t)(mbit | len);
+    } else if (len <= 0xffff) {
+        out[h++] = mbit | 126;
+        out[h++] = (uint8_t)(len >> 8);
+        out[h++] = (uint8_t)len;
+    } else {
+        out[h++] = mbit | 127;
+        for (int i = 7; i >= 0; i--)
+            out[h++] = (uint8_t)(len >> (8 * i));
+    }
+    return h;
+}
+
 uint32_t tg_test_fnv1a_machine_id(const char *s)
 {
     uint64_t h = 0xcbf29ce484222325ull;

@@ -120,6 +120,12 @@ char *tg_test_stderr_peek(void);
 char *tg_test_stderr_end(void);
 int tg_test_stderr_wait_for(const char *needle, int timeout_ms);
 
+/* A WebSocket frame's header up to its mask key (RFC 6455 5.2): b0 (FIN, RSV, opcode) as given,
+ * then the payload length in its shortest form with the mask bit when `masked` (the caller
+ * appends the key). At most 10 bytes; returns how many. Written independently of the library's
+ * tg_ws_frame_header, so the WebSocket tests check it rather than repeat it. */
+size_t tg_test_ws_header(uint8_t *out, uint8_t b0, int masked, uint64_t len);
+
 /* FNV-1a 64 of s, low 32 bits, 0 mapped to 1 (Perfetto's machine id), computed
  * independently of the library so tests can check it. */
 uint32_t tg_test_fnv1a_machine_id(const char *s);
