@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -26,6 +25,7 @@
 #include "tracegate/log.h"
 
 #include "fuzz_check.h"
+#include "fuzz_ws_sink.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -35,37 +35,6 @@ static const char k_answer[] = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: web
                                "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"
                                "Sec-WebSocket-Protocol: tracegate\r\n\r\n";
 
-struct run {
-    struct evbuffer *got;
-    int eof, error;
-};
-
-static void on_read(struct bufferevent *bev, void *arg)
-{
-    evbuffer_add_buffer(((struct run *)arg)->got, bufferevent_get_input(bev));
-}
-
-static void on_event(struct bufferevent *bev, short what, void *arg)
-{
-    (void)bev;
-    struct run *r = arg;
-    if (what & BEV_EVENT_EOF)
-        r->eof = 1;
-    if (what & BEV_EVENT_ERROR)
-        r->error = 1;
-}
-
-/* Runs the loop until the client has read everything the socket holds. */
-static void settle(struct event_base *base, int fd)
-{
-    for (int i = 0; i < 100000; i++) {
-        event_base_loop(base, EVLOOP_NONBLOCK);
-        int pending = 0;
-        if (ioctl(fd, FIONREAD, &pending) != 0 || pending == 0)
-            return;
-    }
-}
-
 static void drain_peer(int fd)
 {
     char sink[4096];
@@ -74,7 +43,7 @@ static void drain_peer(int fd)
 }
 
 /* Feeds `in` (chunk 0 = whole) to a fresh client; fills r. */
-static void run_once(const uint8_t *in, size_t len, size_t chunk, struct run *r)
+static void run_once(const uint8_t *in, size_t len, size_t chunk, struct fws_sink *r)
 {
     memset(r, 0, sizeof *r);
     r->got = evbuffer_new();
@@ -94,10 +63,10 @@ static void run_once(const uint8_t *in, size_t len, size_t chunk, struct run *r)
     };
     struct bufferevent *ws = tg_ws_client_filter_new(under, &cfg);
     CHECK(ws != NULL);
-    bufferevent_setcb(ws, on_read, NULL, on_event, r);
+    bufferevent_setcb(ws, fws_on_read, NULL, fws_on_event, r);
     bufferevent_enable(ws, EV_READ | EV_WRITE);
     bufferevent_write(ws, "frame", 5); /* something to send once the handshake is through */
-    settle(base, sv[0]);
+    fws_settle(base, sv[0]);
     for (size_t off = 0; off < len;) {
         size_t n = chunk && chunk < len - off ? chunk : len - off;
         ssize_t w = send(sv[1], in + off, n, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -105,7 +74,7 @@ static void run_once(const uint8_t *in, size_t len, size_t chunk, struct run *r)
             break; /* the client is gone (it failed and was not reading) */
         if (w > 0)
             off += (size_t)w;
-        settle(base, sv[0]);
+        fws_settle(base, sv[0]);
         drain_peer(sv[1]);
     }
     shutdown(sv[1], SHUT_WR);
@@ -134,23 +103,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(in, k_answer, alen);
     memcpy(in + alen, data + 1, size - 1);
 
-    struct run whole, cut;
+    struct fws_sink whole, cut;
     run_once(in, len, 0, &whole);
-    /* at most about 1024 writes: each is a loop turn with several system calls, and a large input
-     * cut byte by byte took most of a second under ASan (the regress run: 6 minutes of CI) */
-    size_t cut_chunk = chunk ? chunk : 1;
-    if (len / cut_chunk > 1024)
-        cut_chunk = len / 1024 + 1;
-    run_once(in, len, cut_chunk, &cut);
-    CHECK(whole.eof || whole.error);
-    CHECK(cut.eof || cut.error);
-    CHECK(whole.error == cut.error);
-    size_t gl = evbuffer_get_length(whole.got);
-    CHECK(gl <= len);
-    CHECK(gl == evbuffer_get_length(cut.got));
-    CHECK(gl == 0 || memcmp(evbuffer_pullup(whole.got, -1), evbuffer_pullup(cut.got, -1), gl) == 0);
-    evbuffer_free(whole.got);
-    evbuffer_free(cut.got);
+    run_once(in, len, fws_cut_chunk(len, chunk), &cut);
+    fws_check_same(&whole, &cut, len);
     free(in);
     return 0;
 }

@@ -22,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -30,40 +29,14 @@
 #include "tracegate/log.h"
 
 #include "fuzz_check.h"
+#include "fuzz_ws_sink.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 struct run {
-    struct evbuffer *got;
-    int eof, error;
+    struct fws_sink io;
     int close_code; /* of our close frame; -1: it had no body */
 };
-
-static void on_read(struct bufferevent *bev, void *arg)
-{
-    evbuffer_add_buffer(((struct run *)arg)->got, bufferevent_get_input(bev));
-}
-
-static void on_event(struct bufferevent *bev, short what, void *arg)
-{
-    (void)bev;
-    struct run *r = arg;
-    if (what & BEV_EVENT_EOF)
-        r->eof = 1;
-    if (what & BEV_EVENT_ERROR)
-        r->error = 1;
-}
-
-/* Runs the loop until the server has read everything its socket holds. */
-static void settle(struct event_base *base, int fd)
-{
-    for (int i = 0; i < 100000; i++) {
-        event_base_loop(base, EVLOOP_NONBLOCK);
-        int pending = 0;
-        if (ioctl(fd, FIONREAD, &pending) != 0 || pending == 0)
-            return;
-    }
-}
 
 /* The client reads what is there into rx; 1 once it read the end of the stream. */
 static int pull_peer(int fd, struct evbuffer *rx)
@@ -114,7 +87,7 @@ static void check_frames(struct evbuffer *rx, struct run *r)
 static void run_once(const uint8_t *in, size_t len, size_t chunk, size_t max_message, struct run *r)
 {
     memset(r, 0, sizeof *r);
-    r->got = evbuffer_new();
+    r->io.got = evbuffer_new();
     struct evbuffer *rx = evbuffer_new();
     int sv[2];
     CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
@@ -127,21 +100,21 @@ static void run_once(const uint8_t *in, size_t len, size_t chunk, size_t max_mes
     };
     struct bufferevent *ws = tg_ws_server_filter_new(base, sv[0], &cfg);
     CHECK(ws != NULL);
-    bufferevent_setcb(ws, on_read, NULL, on_event, r);
+    bufferevent_setcb(ws, fws_on_read, NULL, fws_on_event, &r->io);
     bufferevent_enable(ws, EV_READ | EV_WRITE);
     bufferevent_write(ws, "frame", 5);
-    settle(base, sv[0]);
+    fws_settle(base, sv[0]);
     for (size_t off = 0; off < len;) {
         size_t n = chunk && chunk < len - off ? chunk : len - off;
         ssize_t w = send(sv[1], in + off, n, MSG_NOSIGNAL | MSG_DONTWAIT);
         CHECK(w >= 0 || errno == EAGAIN); /* the server's socket stays open until the filter is freed */
         if (w > 0)
             off += (size_t)w;
-        settle(base, sv[0]);
+        fws_settle(base, sv[0]);
         pull_peer(sv[1], rx);
     }
     shutdown(sv[1], SHUT_WR);
-    for (int i = 0; i < 100000 && !r->eof && !r->error; i++) {
+    for (int i = 0; i < 100000 && !r->io.eof && !r->io.error; i++) {
         event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
         pull_peer(sv[1], rx);
     }
@@ -177,24 +150,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     struct run whole, cut;
     run_once(in, len, 0, max_message, &whole);
-    /* at most about 1024 writes (each a loop turn with several system calls) */
-    size_t cut_chunk = chunk ? chunk : 1;
-    if (len / cut_chunk > 1024)
-        cut_chunk = len / 1024 + 1;
-    run_once(in, len, cut_chunk, max_message, &cut);
-    CHECK(whole.eof || whole.error);
-    CHECK(cut.eof || cut.error);
-    CHECK(whole.error == cut.error);
+    run_once(in, len, fws_cut_chunk(len, chunk), max_message, &cut);
     CHECK(whole.close_code == cut.close_code);
-    if (whole.error)
+    if (whole.io.error)
         CHECK(whole.close_code == 1002 || whole.close_code == 1003 || whole.close_code == 1009);
-    size_t gl = evbuffer_get_length(whole.got);
-    CHECK(gl <= len);
-    CHECK(gl == evbuffer_get_length(cut.got));
-    CHECK(gl == 0 || memcmp(evbuffer_pullup(whole.got, -1), evbuffer_pullup(cut.got, -1), gl) == 0);
+    fws_check_same(&whole.io, &cut.io, len);
     tg_ws_server_stats(&st);
     CHECK(st.open == st0.open);
-    evbuffer_free(whole.got);
-    evbuffer_free(cut.got);
     return 0;
 }
